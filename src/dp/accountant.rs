@@ -1,0 +1,251 @@
+//! The privacy accountant: what a ledger of releases has spent, and whether
+//! one more release fits the budget.
+//!
+//! Each release is charged twice over, and both charges are kept:
+//! - its nominal (ε, δ), summed exactly for basic composition (Σε, Σδ);
+//! - its [`PrivacyLoss`], the mechanism and noise actually used, from which
+//!   the tighter figures are derived: the exact composition when every
+//!   release is Gaussian (they compose to one Gaussian mechanism with
+//!   μ = √Σμᵢ², Dong, Roth & Su 2022, Corollary 3.3), otherwise the sum of RDP
+//!   curves converted at the budget's δ.
+//!
+//! Every figure is a valid (ε, δ_total) guarantee on its own, so the `rdp`
+//! accountant reports the smallest of them: it is never worse than `basic`.
+//!
+//! # Citations
+//! - J. Dong, A. Roth, W. Su. Gaussian Differential Privacy. JRSS B 2022.
+//! - I. Mironov. Rényi Differential Privacy. CSF 2017.
+
+use serde::{Deserialize, Serialize};
+
+use super::gaussian::gaussian_epsilon;
+use super::rdp::RdpCurve;
+use super::{Delta, DpError, Epsilon};
+
+/// The noise one release actually used, enough to recompute its privacy
+/// loss at any order or δ. Stored with every ledger entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mechanism", rename_all = "snake_case")]
+pub enum PrivacyLoss {
+    /// (Discrete) Gaussian noise of standard deviation `sigma` on a query of
+    /// L2 sensitivity `sensitivity`.
+    Gaussian { sensitivity: f64, sigma: f64 },
+    /// Discrete Laplace noise of scale `scale` on the lattice of spacing
+    /// `grid`, for a query of L1 sensitivity `sensitivity` (both already
+    /// including the lattice rounding).
+    Laplace {
+        sensitivity: f64,
+        scale: f64,
+        grid: f64,
+    },
+    /// Any other ε-DP mechanism, e.g. the norm-Gamma vector mechanism.
+    PureEpsilon { epsilon: f64 },
+    /// `count` adaptive repetitions of one mechanism (T-step training).
+    Composition { count: u32, each: Box<PrivacyLoss> },
+}
+
+impl PrivacyLoss {
+    /// Checks a description (for instance one read back from storage):
+    /// every parameter finite and positive.
+    pub fn validate(&self) -> Result<(), DpError> {
+        let positive = |value: f64| value.is_finite() && value > 0.0;
+        let valid = match self {
+            PrivacyLoss::Gaussian { sensitivity, sigma } => {
+                positive(*sensitivity) && positive(*sigma)
+            }
+            PrivacyLoss::Laplace {
+                sensitivity,
+                scale,
+                grid,
+            } => positive(*sensitivity) && positive(*scale) && positive(*grid),
+            PrivacyLoss::PureEpsilon { epsilon } => positive(*epsilon),
+            PrivacyLoss::Composition { count, each } => {
+                return if *count == 0 {
+                    Err(DpError::InvalidLoss("a composition repeats at least once"))
+                } else {
+                    each.validate()
+                };
+            }
+        };
+        if valid {
+            Ok(())
+        } else {
+            Err(DpError::InvalidLoss(
+                "every parameter must be finite and positive",
+            ))
+        }
+    }
+
+    /// The RDP curve of this release.
+    pub fn rdp(&self) -> RdpCurve {
+        match self {
+            PrivacyLoss::Gaussian { sensitivity, sigma } => RdpCurve::gaussian(sensitivity / sigma),
+            PrivacyLoss::Laplace {
+                sensitivity,
+                scale,
+                grid,
+            } => RdpCurve::discrete_laplace(sensitivity / grid, scale / grid),
+            PrivacyLoss::PureEpsilon { epsilon } => RdpCurve::pure(*epsilon),
+            PrivacyLoss::Composition { count, each } => each.rdp().repeated(*count),
+        }
+    }
+
+    /// Σμᵢ² if the release is Gaussian noise only, else `None`.
+    fn gaussian_mu_squared(&self) -> Option<f64> {
+        match self {
+            PrivacyLoss::Gaussian { sensitivity, sigma } => Some((sensitivity / sigma).powi(2)),
+            PrivacyLoss::Composition { count, each } => each
+                .gaussian_mu_squared()
+                .map(|mu2| mu2 * f64::from(*count)),
+            PrivacyLoss::Laplace { .. } | PrivacyLoss::PureEpsilon { .. } => None,
+        }
+    }
+}
+
+/// One debit of the ledger: the nominal (ε, δ) and the noise behind them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Charge {
+    pub epsilon: Epsilon,
+    pub delta: Delta,
+    pub loss: PrivacyLoss,
+}
+
+/// A dataset's total budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub epsilon: Epsilon,
+    /// Strictly positive: the δ at which the `rdp` accountant measures ε.
+    pub delta: Delta,
+}
+
+/// How a dataset composes its releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Accountant {
+    /// Tightest of exact Gaussian composition, RDP and basic composition.
+    #[default]
+    Rdp,
+    /// Σεᵢ ≤ ε_total and Σδᵢ ≤ δ_total.
+    Basic,
+}
+
+/// What a ledger has spent, every figure rounded up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spent {
+    /// Under the dataset's accountant: the ledger is (epsilon, delta)-DP.
+    pub epsilon: Epsilon,
+    pub delta: Delta,
+    /// Basic composition, always reported so the accountant's saving shows.
+    pub epsilon_basic: Epsilon,
+    pub delta_basic: Delta,
+}
+
+/// The running composition of a ledger: enough state to price the next
+/// release without rereading the entries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Composition {
+    releases: u64,
+    epsilon_basic: Epsilon,
+    delta_basic: Delta,
+    rdp: RdpCurve,
+    /// Σμᵢ² while every release so far was Gaussian.
+    gaussian_mu_squared: Option<f64>,
+}
+
+impl Default for Composition {
+    fn default() -> Self {
+        Composition {
+            releases: 0,
+            epsilon_basic: Epsilon::ZERO,
+            delta_basic: Delta::ZERO,
+            rdp: RdpCurve::zero(),
+            gaussian_mu_squared: Some(0.0),
+        }
+    }
+}
+
+impl Composition {
+    /// The composition of a whole ledger.
+    pub fn of<'a>(charges: impl IntoIterator<Item = &'a Charge>) -> Self {
+        let mut composition = Composition::default();
+        for charge in charges {
+            composition.push(charge);
+        }
+        composition
+    }
+
+    /// Adds one release.
+    pub fn push(&mut self, charge: &Charge) {
+        self.releases += 1;
+        self.epsilon_basic = self.epsilon_basic.saturating_add(charge.epsilon);
+        self.delta_basic = self.delta_basic.saturating_add(charge.delta);
+        self.rdp.add(&charge.loss.rdp());
+        self.gaussian_mu_squared = self
+            .gaussian_mu_squared
+            .zip(charge.loss.gaussian_mu_squared())
+            .map(|(total, more)| total + more);
+    }
+
+    /// What the ledger has spent, measured against `budget`'s δ.
+    pub fn spent(&self, accountant: Accountant, budget: &Budget) -> Spent {
+        let basic = Spent {
+            epsilon: self.epsilon_basic,
+            delta: self.delta_basic,
+            epsilon_basic: self.epsilon_basic,
+            delta_basic: self.delta_basic,
+        };
+        if accountant == Accountant::Basic || self.releases == 0 {
+            return basic;
+        }
+        let delta = budget.delta.value();
+        let tight = match self.gaussian_mu_squared {
+            Some(mu_squared) => gaussian_epsilon(mu_squared.sqrt(), delta),
+            None => self.rdp.epsilon(delta),
+        };
+        let mut epsilon = Epsilon::ceil(tight);
+        if self.delta_basic <= budget.delta {
+            epsilon = epsilon.min(self.epsilon_basic);
+        }
+        Spent {
+            epsilon,
+            delta: budget.delta,
+            ..basic
+        }
+    }
+
+    /// Whether `charge` fits `budget` on top of this ledger; the decision
+    /// carries what would then be spent.
+    pub fn admits(&self, charge: &Charge, accountant: Accountant, budget: &Budget) -> Decision {
+        let mut after = self.clone();
+        after.push(charge);
+        let spent = after.spent(accountant, budget);
+        let fits = spent.epsilon <= budget.epsilon && spent.delta <= budget.delta;
+        if fits {
+            Decision::Admit(spent)
+        } else {
+            Decision::Refuse(spent)
+        }
+    }
+}
+
+/// The accountant's answer for one more release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// It fits; the ledger would then have spent this.
+    Admit(Spent),
+    /// It does not fit; this is what it would have spent.
+    Refuse(Spent),
+}
+
+/// What a whole ledger has spent (a convenience over [`Composition`]).
+pub fn spent<'a>(
+    charges: impl IntoIterator<Item = &'a Charge>,
+    accountant: Accountant,
+    budget: &Budget,
+) -> Spent {
+    Composition::of(charges).spent(accountant, budget)
+}
+
+#[cfg(test)]
+#[path = "accountant_tests.rs"]
+mod tests;

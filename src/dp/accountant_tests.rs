@@ -1,0 +1,241 @@
+use super::*;
+use crate::dp::reference;
+use crate::dp::{analytic_sigma, gaussian_epsilon};
+use proptest::prelude::*;
+
+fn budget(epsilon: f64, delta: f64) -> Budget {
+    Budget {
+        epsilon: Epsilon::new(epsilon).unwrap(),
+        delta: Delta::positive(delta).unwrap(),
+    }
+}
+
+/// A Gaussian release of sensitivity 1 calibrated to (ε, δ).
+fn gaussian(epsilon: f64, delta: f64) -> Charge {
+    Charge {
+        epsilon: Epsilon::new(epsilon).unwrap(),
+        delta: Delta::new(delta).unwrap(),
+        loss: PrivacyLoss::Gaussian {
+            sensitivity: 1.0,
+            sigma: analytic_sigma(epsilon, delta, 1.0).unwrap(),
+        },
+    }
+}
+
+fn pure(epsilon: f64) -> Charge {
+    Charge {
+        epsilon: Epsilon::new(epsilon).unwrap(),
+        delta: Delta::ZERO,
+        loss: PrivacyLoss::PureEpsilon { epsilon },
+    }
+}
+
+#[test]
+fn ten_releases_of_a_tenth_fit_a_basic_budget_of_one_and_the_eleventh_is_refused() {
+    let total = budget(1.0, 1e-6);
+    let mut ledger = Composition::default();
+    for release in 0..10 {
+        match ledger.admits(&pure(0.1), Accountant::Basic, &total) {
+            Decision::Admit(_) => ledger.push(&pure(0.1)),
+            Decision::Refuse(spent) => panic!("release {release} refused: {spent:?}"),
+        }
+    }
+    assert_eq!(
+        ledger.spent(Accountant::Basic, &total).epsilon,
+        total.epsilon
+    );
+    assert!(matches!(
+        ledger.admits(&pure(0.1), Accountant::Basic, &total),
+        Decision::Refuse(spent) if spent.epsilon == Epsilon::new(1.1).unwrap()
+    ));
+    // Ten pure releases convert through RDP to less than their sum.
+    let rdp = ledger.spent(Accountant::Rdp, &total).epsilon;
+    assert!(rdp < total.epsilon, "rdp spent {rdp:?}");
+}
+
+#[test]
+fn a_single_release_of_the_whole_budget_fits_under_both_accountants() {
+    let total = budget(1.0, 1e-6);
+    for accountant in [Accountant::Basic, Accountant::Rdp] {
+        let decision = Composition::default().admits(&gaussian(1.0, 1e-6), accountant, &total);
+        assert!(matches!(decision, Decision::Admit(_)), "{accountant:?}");
+    }
+}
+
+#[test]
+fn a_hundred_gaussian_releases_compose_exactly_under_rdp() {
+    let reference = reference::load();
+    let expected = reference
+        .gaussian_epsilon
+        .iter()
+        .find(|point| point.name.as_deref() == Some("100_releases"))
+        .expect("the reference has the 100-release point");
+    let total = budget(100.0, 1e-5);
+    let ledger = Composition::of(&vec![gaussian(0.1, 1e-7); 100]);
+
+    let rdp = ledger.spent(Accountant::Rdp, &total);
+    assert_eq!(rdp.epsilon, Epsilon::ceil(expected.epsilon));
+    assert!((0.8937..0.8938).contains(&rdp.epsilon.value()));
+    assert_eq!(rdp.delta, total.delta);
+
+    let basic = ledger.spent(Accountant::Basic, &total);
+    assert_eq!(basic.epsilon, Epsilon::new(10.0).unwrap());
+    assert_eq!(basic.delta, Delta::new(1e-5).unwrap());
+    assert_eq!(
+        (rdp.epsilon_basic, rdp.delta_basic),
+        (basic.epsilon, basic.delta)
+    );
+}
+
+#[test]
+fn a_mixed_ledger_is_measured_by_its_rdp_curve() {
+    let case = reference::load()
+        .rdp_to_epsilon
+        .into_iter()
+        .find(|case| case.name == "mixed")
+        .expect("the reference has the mixed ledger");
+    let mut charges = vec![
+        Charge {
+            epsilon: Epsilon::new(2.0).unwrap(),
+            delta: Delta::new(1e-7).unwrap(),
+            loss: PrivacyLoss::Gaussian {
+                sensitivity: 0.2,
+                sigma: 1.0,
+            },
+        };
+        5
+    ];
+    charges.extend(vec![pure(0.5); 3]);
+    let spent = spent(&charges, Accountant::Rdp, &budget(20.0, case.delta));
+    assert_eq!(spent.epsilon, Epsilon::ceil(case.epsilon));
+    assert_eq!(spent.epsilon_basic, Epsilon::new(11.5).unwrap());
+}
+
+#[test]
+fn an_empty_ledger_has_spent_nothing() {
+    for accountant in [Accountant::Basic, Accountant::Rdp] {
+        let spent = Composition::default().spent(accountant, &budget(1.0, 1e-6));
+        assert_eq!(spent.epsilon, Epsilon::ZERO);
+        assert_eq!(spent.delta, Delta::ZERO);
+    }
+}
+
+#[test]
+fn basic_composition_also_caps_delta() {
+    let total = budget(10.0, 1e-6);
+    let ledger = Composition::of(&vec![gaussian(0.5, 4e-7); 2]);
+    assert!(matches!(
+        ledger.admits(&gaussian(0.5, 4e-7), Accountant::Basic, &total),
+        Decision::Refuse(spent) if spent.delta_basic == Delta::new(1.2e-6).unwrap()
+    ));
+    // Under RDP the per-release δ does not add up: the noise does.
+    assert!(matches!(
+        ledger.admits(&gaussian(0.5, 4e-7), Accountant::Rdp, &total),
+        Decision::Admit(_)
+    ));
+}
+
+#[test]
+fn stored_descriptions_keep_their_json_shape() {
+    let loss = PrivacyLoss::Composition {
+        count: 3,
+        each: Box::new(PrivacyLoss::Laplace {
+            sensitivity: 2.0,
+            scale: 4.0,
+            grid: 0.5,
+        }),
+    };
+    let json = serde_json::to_string(&loss).unwrap();
+    assert_eq!(
+        json,
+        r#"{"mechanism":"composition","count":3,"each":{"mechanism":"laplace","sensitivity":2.0,"scale":4.0,"grid":0.5}}"#
+    );
+    assert_eq!(serde_json::from_str::<PrivacyLoss>(&json).unwrap(), loss);
+}
+
+#[test]
+fn malformed_descriptions_are_refused() {
+    let bad = [
+        PrivacyLoss::Gaussian {
+            sensitivity: 1.0,
+            sigma: 0.0,
+        },
+        PrivacyLoss::Gaussian {
+            sensitivity: f64::NAN,
+            sigma: 1.0,
+        },
+        PrivacyLoss::Laplace {
+            sensitivity: 1.0,
+            scale: 1.0,
+            grid: -1.0,
+        },
+        PrivacyLoss::PureEpsilon {
+            epsilon: f64::INFINITY,
+        },
+        PrivacyLoss::Composition {
+            count: 0,
+            each: Box::new(PrivacyLoss::PureEpsilon { epsilon: 1.0 }),
+        },
+    ];
+    for loss in bad {
+        assert!(loss.validate().is_err(), "{loss:?}");
+    }
+    assert!(PrivacyLoss::PureEpsilon { epsilon: 1.0 }.validate().is_ok());
+}
+
+fn any_charge() -> impl Strategy<Value = Charge> {
+    prop_oneof![
+        (1e-3f64..5.0, 1e-10f64..1e-6).prop_map(|(epsilon, delta)| gaussian(epsilon, delta)),
+        (1e-3f64..5.0).prop_map(pure),
+        (1e-3f64..5.0, 1u32..20).prop_map(|(epsilon, scale)| Charge {
+            epsilon: Epsilon::new(epsilon).unwrap(),
+            delta: Delta::ZERO,
+            loss: PrivacyLoss::Laplace {
+                sensitivity: epsilon * f64::from(scale),
+                scale: f64::from(scale),
+                grid: 1.0,
+            },
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn spent_epsilon_never_decreases_when_a_release_is_added(charges in prop::collection::vec(any_charge(), 1..30)) {
+        let total = budget(1000.0, 1e-5);
+        for accountant in [Accountant::Basic, Accountant::Rdp] {
+            let mut ledger = Composition::default();
+            let mut before = ledger.spent(accountant, &total);
+            for charge in &charges {
+                ledger.push(charge);
+                let after = ledger.spent(accountant, &total);
+                prop_assert!(after.epsilon >= before.epsilon, "{accountant:?}: {after:?} < {before:?}");
+                prop_assert!(after.epsilon_basic >= before.epsilon_basic);
+                prop_assert!(after.delta_basic >= before.delta_basic);
+                before = after;
+            }
+        }
+    }
+
+    #[test]
+    fn exact_gaussian_composition_beats_rdp_and_basic(releases in prop::collection::vec((1e-3f64..3.0, 1e-10f64..1e-7), 1..40)) {
+        let delta_total = 1e-5;
+        let charges: Vec<Charge> = releases.iter().map(|&(e, d)| gaussian(e, d)).collect();
+        let mut curve = RdpCurve::zero();
+        let mut mu_squared = 0.0;
+        for charge in &charges {
+            curve.add(&charge.loss.rdp());
+            if let PrivacyLoss::Gaussian { sensitivity, sigma } = charge.loss {
+                mu_squared += (sensitivity / sigma).powi(2);
+            }
+        }
+        let exact = gaussian_epsilon(mu_squared.sqrt(), delta_total);
+        let basic: f64 = charges.iter().map(|charge| charge.epsilon.value()).sum();
+        prop_assert!(exact <= curve.epsilon(delta_total) * (1.0 + 1e-9));
+        prop_assert!(exact <= basic * (1.0 + 1e-9), "exact {exact} > basic {basic}");
+        let reported = spent(&charges, Accountant::Rdp, &budget(1000.0, delta_total));
+        prop_assert!(reported.epsilon <= reported.epsilon_basic);
+    }
+}

@@ -1,0 +1,41 @@
+//! Errors of the privacy math: every bad parameter is refused with a reason,
+//! never turned into a panic or a NaN.
+
+/// Why a privacy parameter, sensitivity or release was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DpError {
+    /// ε must be a finite number in (0, [`crate::dp::Epsilon::MAX`]].
+    #[error("epsilon must be a finite number greater than 0 and at most {max} (got {value})")]
+    InvalidEpsilon { value: f64, max: f64 },
+    /// δ must be a finite number in [0, 1) (or (0, 1) where it is required).
+    #[error("delta must be a finite number in {range} (got {value})")]
+    InvalidDelta { value: f64, range: &'static str },
+    /// The parameter is positive but smaller than the ledger can record.
+    #[error("{name} = {value} is below the ledger's resolution of {resolution}")]
+    BelowResolution {
+        name: &'static str,
+        value: f64,
+        resolution: f64,
+    },
+    /// Sensitivities are finite and strictly positive.
+    #[error("sensitivity must be a finite number greater than 0 (got {0})")]
+    InvalidSensitivity(f64),
+    /// A release has at least one coordinate.
+    #[error("a release must have at least one coordinate")]
+    NoCoordinates,
+    /// So many coordinates that the lattice rounding would swamp the noise.
+    #[error("{0} coordinates are more than one release can carry")]
+    TooManyCoordinates(usize),
+    /// The value handed to a mechanism does not match its calibration.
+    #[error("expected {expected} values, got {actual}")]
+    DimensionMismatch { expected: usize, actual: usize },
+    /// A value to be released is NaN or infinite.
+    #[error("the value to release at coordinate {0} is not finite")]
+    NonFiniteValue(usize),
+    /// A value too large for the release's lattice (|value| / spacing ≥ 2^62).
+    #[error("the value to release at coordinate {0} is too large for the noise lattice")]
+    ValueOutOfRange(usize),
+    /// A stored privacy-loss description is malformed.
+    #[error("invalid privacy-loss description: {0}")]
+    InvalidLoss(&'static str),
+}

@@ -1,0 +1,239 @@
+use super::*;
+use crate::dp::gaussian_delta;
+use crate::dp::statistics::{FALSE_FAILURE_RATE, kolmogorov_smirnov_p_value};
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+use statrs::distribution::{ContinuousCDF, Gamma, Laplace, Normal};
+
+fn epsilon(value: f64) -> Epsilon {
+    Epsilon::new(value).unwrap()
+}
+
+fn delta(value: f64) -> Delta {
+    Delta::new(value).unwrap()
+}
+
+fn all_three(dims: usize) -> [Mechanism; 3] {
+    [
+        Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, dims).unwrap(),
+        Mechanism::laplace(epsilon(1.0), 1.0, dims).unwrap(),
+        Mechanism::norm_gamma(epsilon(1.0), 1.0, dims).unwrap(),
+    ]
+}
+
+#[test]
+fn calibration_is_deterministic_so_a_dry_run_prices_the_release_exactly() {
+    for dims in [1, 33, 1000] {
+        assert_eq!(all_three(dims), all_three(dims));
+    }
+}
+
+#[test]
+fn gaussian_sigma_meets_delta_at_the_rounded_sensitivity_and_stays_tight() {
+    for (e, d, sensitivity, dims) in [
+        (1.0, 1e-6, 1.0, 1),
+        (0.1, 1e-9, 1e-6, 33),
+        (8.0, 1e-5, 3.0, 10_000),
+    ] {
+        let mechanism = Mechanism::gaussian(epsilon(e), delta(d), sensitivity, dims).unwrap();
+        let PrivacyLoss::Gaussian {
+            sensitivity: rounded,
+            sigma,
+        } = *mechanism.loss()
+        else {
+            panic!("a Gaussian mechanism records a Gaussian loss");
+        };
+        let grid = mechanism.grid();
+        assert!(rounded >= sensitivity + grid * (dims as f64).sqrt());
+        assert!(
+            rounded <= sensitivity * (1.0 + 2e-6),
+            "rounding costs {rounded}/{sensitivity}"
+        );
+        assert!(gaussian_delta(rounded / sigma, e) <= d);
+        let ideal = analytic_sigma(e, d, sensitivity).unwrap();
+        assert!(sigma / ideal - 1.0 < 3e-6, "σ = {sigma}, ideal {ideal}");
+        assert!(sigma / grid >= f64::from(1u32 << 23));
+        assert_eq!(mechanism.noise_std(), sigma);
+    }
+}
+
+#[test]
+fn pure_mechanisms_spend_at_most_their_epsilon_at_the_rounded_sensitivity() {
+    for dims in [1, 16, 1_000_000] {
+        let laplace = Mechanism::laplace(epsilon(0.5), 2.0, dims).unwrap();
+        let PrivacyLoss::Laplace {
+            sensitivity,
+            scale,
+            grid,
+        } = *laplace.loss()
+        else {
+            panic!("Laplace loss");
+        };
+        assert!(sensitivity >= 2.0 + grid * dims as f64);
+        assert!(sensitivity <= 2.0 * (1.0 + 2e-6));
+        assert!(sensitivity / scale <= 0.5);
+        assert_eq!(scale, laplace.noise_scale());
+
+        let norm_gamma = Mechanism::norm_gamma(epsilon(0.5), 2.0, dims).unwrap();
+        assert_eq!(
+            *norm_gamma.loss(),
+            PrivacyLoss::PureEpsilon { epsilon: 0.5 }
+        );
+        let rounded = 2.0 + norm_gamma.grid() * (dims as f64).sqrt();
+        assert!(rounded / norm_gamma.noise_scale() <= 0.5);
+        assert!(norm_gamma.noise_scale() <= 4.0 * (1.0 + 2e-6));
+    }
+}
+
+#[test]
+fn releases_lie_on_the_lattice_and_sub_lattice_differences_leave_no_trace() {
+    let values = [0.123456789, -3.5, 1e-3, 0.0];
+    for mechanism in all_three(values.len()) {
+        let grid = mechanism.grid();
+        let release = |values: &[f64]| {
+            mechanism
+                .release(values, &mut ChaCha8Rng::seed_from_u64(99))
+                .unwrap()
+        };
+        let base = release(&values);
+        for value in &base {
+            assert_eq!((value / grid).fract(), 0.0, "{value} is off the lattice");
+        }
+        // Inputs that round to the same lattice point give bit-identical
+        // releases: nothing below the lattice reaches the output.
+        let nudged: Vec<f64> = values.iter().map(|v| v + grid / 4.0).collect();
+        assert_eq!(release(&nudged), base);
+        // One lattice step in the input moves the output by exactly one step.
+        let stepped: Vec<f64> = values.iter().map(|v| v + grid).collect();
+        let moved: Vec<f64> = release(&stepped)
+            .iter()
+            .zip(&base)
+            .map(|(after, before)| (after - before) / grid)
+            .collect();
+        assert_eq!(moved, vec![1.0; values.len()]);
+    }
+}
+
+/// KS p-values of the released noise against `cdf` at the calibrated scale
+/// and at 0.7× and 1.3× that scale (deliberately wrong samplers).
+fn noise_fits(noise: &[f64], cdf: impl Fn(f64) -> f64) -> [f64; 3] {
+    [1.0, 1.0 / 0.7, 1.0 / 1.3].map(|factor| {
+        let mut scaled: Vec<f64> = noise.iter().map(|x| x * factor).collect();
+        kolmogorov_smirnov_p_value(&mut scaled, &cdf)
+    })
+}
+
+fn released_noise(mechanism: &Mechanism, releases: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let zeros = vec![0.0; mechanism.dims()];
+    (0..releases)
+        .map(|_| mechanism.release(&zeros, &mut rng).unwrap())
+        .collect()
+}
+
+#[test]
+fn gaussian_and_laplace_releases_have_the_calibrated_spread() {
+    let [gaussian, laplace, _] = all_three(4);
+    let normal = Normal::new(0.0, gaussian.noise_scale()).unwrap();
+    let laplace_law = Laplace::new(0.0, laplace.noise_scale()).unwrap();
+    for (mechanism, cdf) in [
+        (&gaussian, &(|x| normal.cdf(x)) as &dyn Fn(f64) -> f64),
+        (&laplace, &|x| laplace_law.cdf(x)),
+    ] {
+        let noise: Vec<f64> = released_noise(mechanism, 25_000, 5).concat();
+        let [right, narrow, wide] = noise_fits(&noise, cdf);
+        assert!(right > FALSE_FAILURE_RATE, "{mechanism:?}: p = {right:e}");
+        assert!(
+            narrow < FALSE_FAILURE_RATE && wide < FALSE_FAILURE_RATE,
+            "{narrow:e} {wide:e}"
+        );
+        // The sample variance against the reported per-coordinate std.
+        let variance = noise.iter().map(|x| x * x).sum::<f64>() / noise.len() as f64;
+        let ratio = variance / mechanism.noise_std().powi(2);
+        assert!((ratio - 1.0).abs() < 0.03, "variance ratio {ratio}");
+    }
+}
+
+#[test]
+fn norm_gamma_releases_have_a_gamma_norm_and_the_reported_spread() {
+    let [_, _, norm_gamma] = all_three(8);
+    let theta = norm_gamma.noise_scale();
+    let gamma = Gamma::new(8.0, 1.0 / theta).unwrap();
+    let releases = released_noise(&norm_gamma, 10_000, 6);
+    let norms: Vec<f64> = releases
+        .iter()
+        .map(|noise| noise.iter().map(|x| x * x).sum::<f64>().sqrt())
+        .collect();
+    let [right, narrow, wide] = noise_fits(&norms, |x| gamma.cdf(x));
+    assert!(right > FALSE_FAILURE_RATE, "p = {right:e}");
+    assert!(
+        narrow < FALSE_FAILURE_RATE && wide < FALSE_FAILURE_RATE,
+        "{narrow:e} {wide:e}"
+    );
+    let coordinates = releases.concat();
+    let variance = coordinates.iter().map(|x| x * x).sum::<f64>() / coordinates.len() as f64;
+    let ratio = variance / norm_gamma.noise_std().powi(2);
+    assert!((ratio - 1.0).abs() < 0.05, "variance ratio {ratio}");
+}
+
+#[test]
+fn bad_inputs_are_refused_with_reasons() {
+    let [gaussian, ..] = all_three(2);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    assert_eq!(
+        gaussian.release(&[1.0], &mut rng),
+        Err(DpError::DimensionMismatch {
+            expected: 2,
+            actual: 1
+        })
+    );
+    assert_eq!(
+        gaussian.release(&[1.0, f64::NAN], &mut rng),
+        Err(DpError::NonFiniteValue(1))
+    );
+    assert_eq!(
+        gaussian.release(&[1e300, 0.0], &mut rng),
+        Err(DpError::ValueOutOfRange(0))
+    );
+    assert_eq!(
+        Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, 0),
+        Err(DpError::NoCoordinates)
+    );
+    assert!(matches!(
+        Mechanism::gaussian(epsilon(1.0), Delta::ZERO, 1.0, 3),
+        Err(DpError::InvalidDelta { .. })
+    ));
+    for sensitivity in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(Mechanism::laplace(epsilon(1.0), sensitivity, 3).is_err());
+        assert!(Mechanism::norm_gamma(epsilon(1.0), sensitivity, 3).is_err());
+        assert!(Mechanism::gaussian(epsilon(1.0), delta(1e-6), sensitivity, 3).is_err());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn every_gaussian_calibration_meets_its_guarantee(
+        e in 1e-3f64..20.0, d in 1e-12f64..1e-2, sensitivity in 1e-9f64..1e3, dims in 1usize..100_000,
+    ) {
+        let mechanism = Mechanism::gaussian(epsilon(e), delta(d), sensitivity, dims).unwrap();
+        let (e, d) = (epsilon(e).value(), delta(d).value());
+        let PrivacyLoss::Gaussian { sensitivity: rounded, sigma } = *mechanism.loss() else {
+            panic!("Gaussian loss");
+        };
+        prop_assert!(rounded >= sensitivity + mechanism.grid() * (dims as f64).sqrt());
+        prop_assert!(gaussian_delta(rounded / sigma, e) <= d);
+    }
+
+    #[test]
+    fn every_pure_calibration_meets_its_epsilon(e in 1e-3f64..20.0, sensitivity in 1e-9f64..1e3, dims in 1usize..100_000) {
+        let e_value = epsilon(e).value();
+        let laplace = Mechanism::laplace(epsilon(e), sensitivity, dims).unwrap();
+        prop_assert!((sensitivity + laplace.grid() * dims as f64) / laplace.noise_scale() <= e_value);
+        let norm_gamma = Mechanism::norm_gamma(epsilon(e), sensitivity, dims).unwrap();
+        let rounded = sensitivity + norm_gamma.grid() * (dims as f64).sqrt();
+        prop_assert!(rounded / norm_gamma.noise_scale() <= e_value);
+    }
+}

@@ -1,0 +1,29 @@
+//! The privacy math of dpgate: calibration, samplers and the accountant.
+//!
+//! Pure functions only: no I/O, no async, no SQL. Randomness comes in as a
+//! [`rand::Rng`] argument ([`OsNoise`] in production, a seeded generator in
+//! tests), so every mechanism is deterministic given its random bits.
+
+mod accountant;
+mod error;
+mod gaussian;
+mod mechanism;
+mod rdp;
+#[cfg(test)]
+mod reference;
+mod sample;
+#[cfg(test)]
+mod statistics;
+mod units;
+
+pub use accountant::{
+    Accountant, Budget, Charge, Composition, Decision, PrivacyLoss, Spent, spent,
+};
+pub use error::DpError;
+pub use gaussian::{analytic_sigma, classic_sigma, gaussian_delta, gaussian_epsilon};
+pub use mechanism::Mechanism;
+pub use rdp::{ORDER_COUNT, ORDERS, RdpCurve};
+pub use sample::{
+    MAX_GAUSSIAN_SIGMA, OsNoise, discrete_gaussian, discrete_laplace, norm_gamma_lattice,
+};
+pub use units::{Delta, Epsilon};

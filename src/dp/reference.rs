@@ -1,0 +1,81 @@
+//! Reference values computed independently in 50-digit arithmetic by
+//! `testdata/make_reference.py` (mpmath, and Google's dp_accounting as an
+//! outside cross-check). Tests compare the privacy math against them.
+
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+pub struct Reference {
+    pub orders: Vec<f64>,
+    pub analytic_gaussian: Vec<SigmaPoint>,
+    pub classic_gaussian: Vec<SigmaPoint>,
+    pub gaussian_epsilon: Vec<GaussianEpsilon>,
+    pub rdp_to_epsilon: Vec<Conversion>,
+    pub laplace_rdp: Vec<EpsilonRdp>,
+    pub discrete_laplace_rdp: Vec<DiscreteLaplaceRdp>,
+    pub pure_dp_rdp: Vec<EpsilonRdp>,
+    pub dp_accounting: Vec<Accounting>,
+}
+
+#[derive(Deserialize)]
+pub struct SigmaPoint {
+    pub epsilon: f64,
+    pub delta: f64,
+    pub sensitivity: f64,
+    pub sigma: f64,
+}
+
+#[derive(Deserialize)]
+pub struct GaussianEpsilon {
+    pub name: Option<String>,
+    pub mu: f64,
+    pub delta: f64,
+    pub epsilon: f64,
+}
+
+#[derive(Deserialize)]
+pub struct Conversion {
+    pub name: String,
+    pub rdp: Vec<f64>,
+    pub delta: f64,
+    pub epsilon: f64,
+}
+
+#[derive(Deserialize)]
+pub struct EpsilonRdp {
+    pub alpha: f64,
+    pub epsilon: f64,
+    pub rdp: f64,
+}
+
+#[derive(Deserialize)]
+pub struct DiscreteLaplaceRdp {
+    pub alpha: f64,
+    pub scale: f64,
+    pub shift: u32,
+    pub rdp: f64,
+}
+
+#[derive(Deserialize)]
+pub struct Accounting {
+    pub name: String,
+    pub delta: f64,
+    pub epsilon: f64,
+}
+
+/// The parsed reference file.
+pub fn load() -> Reference {
+    serde_json::from_str(include_str!("testdata/reference.json"))
+        .expect("testdata/reference.json is committed and well-formed")
+}
+
+/// Asserts `actual` is within `relative` of `expected` (absolute near 0).
+#[track_caller]
+pub fn assert_close(actual: f64, expected: f64, relative: f64, what: &str) {
+    let tolerance = relative * expected.abs().max(1e-300);
+    assert!(
+        (actual - expected).abs() <= tolerance,
+        "{what}: got {actual:e}, expected {expected:e} (relative error {:e})",
+        ((actual - expected) / expected).abs()
+    );
+}
