@@ -103,7 +103,7 @@ impl PrivacyLoss {
 }
 
 /// One debit of the ledger: the nominal (ε, δ) and the noise behind them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Charge {
     pub epsilon: Epsilon,
     pub delta: Delta,
@@ -141,8 +141,9 @@ pub struct Spent {
 }
 
 /// The running composition of a ledger: enough state to price the next
-/// release without rereading the entries.
-#[derive(Debug, Clone, PartialEq)]
+/// release without rereading the entries. Serialisable, so a store can keep
+/// it beside the budget and update both in one transaction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Composition {
     releases: u64,
     epsilon_basic: Epsilon,
@@ -172,6 +173,11 @@ impl Composition {
             composition.push(charge);
         }
         composition
+    }
+
+    /// The number of releases composed.
+    pub fn releases(&self) -> u64 {
+        self.releases
     }
 
     /// Adds one release.

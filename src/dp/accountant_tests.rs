@@ -239,3 +239,19 @@ proptest! {
         prop_assert!(reported.epsilon <= reported.epsilon_basic);
     }
 }
+
+#[test]
+fn a_composition_survives_storage_exactly() {
+    let ledger = Composition::of(&[gaussian(0.3, 1e-7), pure(0.25), gaussian(1.0, 1e-9)]);
+    let json = serde_json::to_string(&ledger).unwrap();
+    let back: Composition = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, ledger);
+    assert!(
+        json.contains(r#""delta_basic":"101000000000000000000000""#),
+        "{json}"
+    );
+    let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    value["rdp"] = serde_json::json!([0.5, 1.0]);
+    let short = serde_json::from_value::<Composition>(value).unwrap_err();
+    assert!(short.to_string().contains("125 bounds"), "{short}");
+}

@@ -132,6 +132,8 @@ pub struct Mechanism {
     lattice: Lattice,
     dims: usize,
     noise: Noise,
+    /// The sensitivity the noise is calibrated to, lattice rounding included.
+    sensitivity: f64,
     loss: PrivacyLoss,
 }
 
@@ -172,6 +174,7 @@ impl Mechanism {
         Ok(Mechanism {
             lattice,
             dims,
+            sensitivity,
             noise: Noise::Gaussian(sigma as u32),
             loss: PrivacyLoss::Gaussian {
                 sensitivity,
@@ -195,6 +198,7 @@ impl Mechanism {
         Ok(Mechanism {
             lattice,
             dims,
+            sensitivity,
             noise: Noise::Laplace(scale as u64),
             loss: PrivacyLoss::Laplace {
                 sensitivity,
@@ -224,6 +228,7 @@ impl Mechanism {
         Ok(Mechanism {
             lattice,
             dims,
+            sensitivity,
             noise: Noise::NormGamma(scale as u64),
             loss: PrivacyLoss::PureEpsilon {
                 epsilon: epsilon_value,
@@ -234,6 +239,21 @@ impl Mechanism {
     /// What the ledger records for this release.
     pub fn loss(&self) -> &PrivacyLoss {
         &self.loss
+    }
+
+    /// `gaussian`, `laplace` or `norm_gamma`.
+    pub fn name(&self) -> &'static str {
+        match self.noise {
+            Noise::Gaussian(_) => "gaussian",
+            Noise::Laplace(_) => "laplace",
+            Noise::NormGamma(_) => "norm_gamma",
+        }
+    }
+
+    /// The sensitivity the noise is calibrated to: the declared one plus
+    /// what rounding to the lattice can add.
+    pub fn accounted_sensitivity(&self) -> f64 {
+        self.sensitivity
     }
 
     /// The number of coordinates released.

@@ -16,6 +16,8 @@
 //!   Differential Privacy. ICML 2015 (randomized response dominates every
 //!   ε-DP mechanism).
 
+use serde::{Deserialize, Serialize};
+
 /// Number of orders in [`ORDERS`].
 pub const ORDER_COUNT: usize = 125;
 
@@ -45,9 +47,36 @@ fn ln_add_exp(a: f64, b: f64) -> f64 {
     hi + (lo - hi).exp().ln_1p()
 }
 
-/// An RDP curve: one bound per order of [`ORDERS`].
-#[derive(Debug, Clone, PartialEq)]
+/// An RDP curve: one bound per order of [`ORDERS`]. Serialised as the list
+/// of bounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "Vec<f64>", try_from = "Vec<f64>")]
 pub struct RdpCurve([f64; ORDER_COUNT]);
+
+impl From<RdpCurve> for Vec<f64> {
+    fn from(curve: RdpCurve) -> Self {
+        curve.0.to_vec()
+    }
+}
+
+impl TryFrom<Vec<f64>> for RdpCurve {
+    type Error = String;
+
+    fn try_from(bounds: Vec<f64>) -> Result<Self, String> {
+        let count = bounds.len();
+        let bounds: [f64; ORDER_COUNT] = bounds
+            .try_into()
+            .map_err(|_| format!("an RDP curve has {ORDER_COUNT} bounds, not {count}"))?;
+        if bounds
+            .iter()
+            .all(|bound| bound.is_finite() && *bound >= 0.0)
+        {
+            Ok(RdpCurve(bounds))
+        } else {
+            Err("RDP bounds are finite and non-negative".to_owned())
+        }
+    }
+}
 
 impl RdpCurve {
     /// No privacy loss.

@@ -6,6 +6,8 @@
 //! units of 10⁻⁹ and δ in integer units of 10⁻³⁰, converted from the decimal
 //! the caller wrote: ten releases of ε = 0.1 spend exactly 1.0.
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 use super::DpError;
 
 /// Converts `value` to an integer count of `10^-scale` units, reading the
@@ -29,8 +31,12 @@ fn decimal_units(value: f64, scale: u32) -> Option<u128> {
     }
 }
 
-/// A privacy-loss parameter ε ≥ 0, exact to 10⁻⁹.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// A privacy-loss parameter ε ≥ 0, exact to 10⁻⁹. Serialised as its
+/// integer units.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
 pub struct Epsilon(u64);
 
 impl Epsilon {
@@ -186,6 +192,23 @@ impl Delta {
     /// Exact difference, floored at zero.
     pub fn saturating_sub(self, other: Delta) -> Delta {
         Delta(self.0.saturating_sub(other.0))
+    }
+}
+
+/// δ is serialised as the decimal string of its units: 10³⁰ does not fit a
+/// JSON number that every reader keeps exact, nor a 64-bit SQL integer.
+impl Serialize for Delta {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Delta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse()
+            .map(Delta)
+            .map_err(|_| serde::de::Error::custom(format!("bad delta units {text:?}")))
     }
 }
 

@@ -1,0 +1,125 @@
+//! Datasets: creation, the dataset view, and row uploads.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// What one person's contribution is: the neighbouring datasets that must
+/// be indistinguishable. Fixed at creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PrivacyUnit {
+    /// Neighbours differ in one row's label; N and the features are public.
+    Label,
+    /// Neighbours differ in one whole row (replaced by any other); N is public.
+    Row,
+}
+
+/// How a dataset composes its releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AccountantKind {
+    /// The tightest of exact Gaussian composition, Rényi DP and basic
+    /// composition, measured at the budget's δ.
+    #[default]
+    Rdp,
+    /// Σεᵢ ≤ ε and Σδᵢ ≤ δ.
+    Basic,
+}
+
+/// A numeric column with declared public bounds (a feature or a measure).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoundedColumn {
+    pub name: String,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// A categorical column with its declared, public list of values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Dimension {
+    pub name: String,
+    pub values: Vec<String>,
+}
+
+/// An (ε, δ) pair: a budget, or what it is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    pub epsilon: f64,
+    pub delta: f64,
+}
+
+/// `POST /v1/datasets`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDataset {
+    /// Unique among datasets.
+    pub name: String,
+    pub privacy_unit: PrivacyUnit,
+    /// At least one; uploaded values must lie within [min, max] and are
+    /// scaled into [0, 1].
+    pub features: Vec<BoundedColumn>,
+    /// Name of the 0/1 label column.
+    pub label: String,
+    /// Numeric columns clamped to their bounds on upload.
+    #[serde(default)]
+    pub measures: Vec<BoundedColumn>,
+    #[serde(default)]
+    pub dimensions: Vec<Dimension>,
+    pub budget: Budget,
+    #[serde(default)]
+    pub accountant: AccountantKind,
+}
+
+/// What a dataset has spent, rounded up.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Spent {
+    /// Under the dataset's accountant.
+    pub epsilon: f64,
+    pub delta: f64,
+    /// Under basic composition, for comparison.
+    pub epsilon_basic: f64,
+    pub delta_basic: f64,
+}
+
+/// What a dataset has left under its accountant.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Remaining {
+    pub epsilon: f64,
+    pub delta: f64,
+}
+
+/// The dataset view: metadata, schema, N, and the budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Dataset {
+    pub id: Uuid,
+    pub name: String,
+    pub n_rows: u64,
+    pub privacy_unit: PrivacyUnit,
+    pub accountant: AccountantKind,
+    pub features: Vec<BoundedColumn>,
+    pub label: String,
+    pub measures: Vec<BoundedColumn>,
+    pub dimensions: Vec<Dimension>,
+    pub budget: Budget,
+    pub spent: Spent,
+    pub remaining: Remaining,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// `GET /v1/datasets`: the datasets the caller may see.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DatasetList {
+    pub datasets: Vec<Dataset>,
+}
+
+/// The outcome of an accepted upload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct IngestReport {
+    pub rows_added: u64,
+    pub n_rows: u64,
+}

@@ -1,0 +1,28 @@
+//! The dpgate wire format: request, response and problem types shared by the
+//! server and its clients, one definition each. Field names follow the
+//! contract of DESIGN §8; add around them, never rename.
+
+mod datasets;
+mod ledger;
+mod problem;
+mod releases;
+
+pub use datasets::{
+    AccountantKind, BoundedColumn, Budget, CreateDataset, Dataset, DatasetList, Dimension,
+    IngestReport, PrivacyUnit, Remaining, Spent,
+};
+pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
+pub use problem::{LineError, Problem, ProblemType};
+pub use releases::{NoiseDetails, Release, ReleaseRequest, ReleaseResult, WalrResult};
+
+/// Media type of problem documents (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Media type of newline-delimited JSON row uploads.
+pub const NDJSON: &str = "application/x-ndjson";
+
+/// Media type of CSV row uploads.
+pub const CSV: &str = "text/csv";
+
+/// The request header that makes a release idempotent.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";

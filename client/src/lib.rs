@@ -1,0 +1,224 @@
+//! A typed client for the dpgate API. Problem documents come back as
+//! [`ClientError::Problem`], so callers can match on their stable type.
+
+use dpgate_api_types::{
+    CreateDataset, Dataset, DatasetList, IDEMPOTENCY_KEY, IngestReport, LedgerEntry, LedgerPage,
+    PROBLEM_JSON, Problem, ProblemType, Release, ReleaseRequest,
+};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+pub use dpgate_api_types as types;
+
+/// A failed call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with a problem document.
+    #[error("{} ({}): {}", .0.title, .0.status, .0.detail)]
+    Problem(Box<Problem>),
+    /// The request did not complete.
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    /// The server answered something this client does not understand.
+    #[error("unexpected response {status}: {body}")]
+    Unexpected { status: StatusCode, body: String },
+}
+
+impl ClientError {
+    /// The problem type, if the server sent one of dpgate's.
+    pub fn problem_type(&self) -> Option<ProblemType> {
+        match self {
+            ClientError::Problem(problem) => problem.kind(),
+            _ => None,
+        }
+    }
+}
+
+/// The two row upload formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UploadFormat {
+    Csv,
+    Ndjson,
+}
+
+/// Options of a release call.
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseOptions {
+    /// Makes retries safe: the same key and body return the stored release.
+    pub idempotency_key: Option<String>,
+    /// Price the release without spending anything.
+    pub dry_run: bool,
+}
+
+/// A release and whether it was a replay of an earlier one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Released {
+    pub release: Release,
+    /// True when the server returned a stored release (HTTP 200).
+    pub replayed: bool,
+}
+
+/// A dpgate API client.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`).
+    pub fn new(base_url: &str, token: Option<String>) -> Self {
+        Client {
+            base: base_url.trim_end_matches('/').to_owned(),
+            token,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The same server with another token.
+    pub fn with_token(&self, token: &str) -> Self {
+        Client {
+            token: Some(token.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    async fn problem_or<T: DeserializeOwned>(
+        response: Response,
+    ) -> Result<(StatusCode, T), ClientError> {
+        let status = response.status();
+        let is_problem = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with(PROBLEM_JSON));
+        let body = response.text().await?;
+        if is_problem && let Ok(problem) = serde_json::from_str::<Problem>(&body) {
+            return Err(ClientError::Problem(Box::new(problem)));
+        }
+        if status.is_success()
+            && let Ok(value) = serde_json::from_str(&body)
+        {
+            return Ok((status, value));
+        }
+        Err(ClientError::Unexpected { status, body })
+    }
+
+    async fn call<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
+        Ok(Self::problem_or(request.send().await?).await?.1)
+    }
+
+    /// `GET /healthz`.
+    pub async fn health(&self) -> Result<(), ClientError> {
+        self.call::<serde_json::Value>(self.request(Method::GET, "/healthz"))
+            .await
+            .map(drop)
+    }
+
+    /// `POST /v1/datasets`.
+    pub async fn create_dataset(&self, request: &CreateDataset) -> Result<Dataset, ClientError> {
+        self.call(self.request(Method::POST, "/v1/datasets").json(request))
+            .await
+    }
+
+    /// `GET /v1/datasets`.
+    pub async fn datasets(&self) -> Result<Vec<Dataset>, ClientError> {
+        let list: DatasetList = self.call(self.request(Method::GET, "/v1/datasets")).await?;
+        Ok(list.datasets)
+    }
+
+    /// `GET /v1/datasets/{id}`.
+    pub async fn dataset(&self, id: Uuid) -> Result<Dataset, ClientError> {
+        self.call(self.request(Method::GET, &format!("/v1/datasets/{id}")))
+            .await
+    }
+
+    /// `POST /v1/datasets/{id}/rows`.
+    pub async fn upload_rows(
+        &self,
+        id: Uuid,
+        format: UploadFormat,
+        body: impl Into<reqwest::Body>,
+    ) -> Result<IngestReport, ClientError> {
+        let media = match format {
+            UploadFormat::Csv => dpgate_api_types::CSV,
+            UploadFormat::Ndjson => dpgate_api_types::NDJSON,
+        };
+        let request = self
+            .request(Method::POST, &format!("/v1/datasets/{id}/rows"))
+            .header(reqwest::header::CONTENT_TYPE, media)
+            .body(body);
+        self.call(request).await
+    }
+
+    /// `POST /v1/datasets/{id}/releases`.
+    pub async fn release(
+        &self,
+        id: Uuid,
+        request: &ReleaseRequest,
+        options: &ReleaseOptions,
+    ) -> Result<Released, ClientError> {
+        let mut builder = self
+            .request(Method::POST, &format!("/v1/datasets/{id}/releases"))
+            .query(&[("dry_run", options.dry_run)])
+            .json(request);
+        if let Some(key) = &options.idempotency_key {
+            builder = builder.header(IDEMPOTENCY_KEY, key);
+        }
+        let (status, release) = Self::problem_or(builder.send().await?).await?;
+        Ok(Released {
+            release,
+            replayed: status == StatusCode::OK && !options.dry_run,
+        })
+    }
+
+    /// `GET /v1/datasets/{id}/releases/{release}`.
+    pub async fn get_release(&self, id: Uuid, release: Uuid) -> Result<Release, ClientError> {
+        self.call(self.request(
+            Method::GET,
+            &format!("/v1/datasets/{id}/releases/{release}"),
+        ))
+        .await
+    }
+
+    /// One page of `GET /v1/datasets/{id}/ledger`.
+    pub async fn ledger_page(
+        &self,
+        id: Uuid,
+        after: Option<u64>,
+        limit: Option<u32>,
+    ) -> Result<LedgerPage, ClientError> {
+        let mut request = self.request(Method::GET, &format!("/v1/datasets/{id}/ledger"));
+        if let Some(after) = after {
+            request = request.query(&[("after", after)]);
+        }
+        if let Some(limit) = limit {
+            request = request.query(&[("limit", limit)]);
+        }
+        self.call(request).await
+    }
+
+    /// The whole ledger, following pages.
+    pub async fn ledger(&self, id: Uuid) -> Result<Vec<LedgerEntry>, ClientError> {
+        let mut entries = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.ledger_page(id, after, Some(1000)).await?;
+            entries.extend(page.entries);
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => return Ok(entries),
+            }
+        }
+    }
+}

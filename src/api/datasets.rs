@@ -1,0 +1,135 @@
+//! `/v1/datasets`: create, list, and view datasets.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use dpgate_api_types::{CreateDataset, Dataset, DatasetList, Problem};
+use uuid::Uuid;
+
+use super::extract::{ApiJson, Caller};
+use crate::app::AppState;
+use crate::auth::Role;
+use crate::dataset::{self, DatasetRecord, Schema, WalrStats};
+use crate::dp::Composition;
+use crate::error::ApiError;
+use crate::store::NewDataset;
+
+/// Creates a dataset with its schema, privacy unit, budget and accountant.
+#[utoipa::path(
+    post,
+    path = "/v1/datasets",
+    tag = "datasets",
+    request_body = CreateDataset,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "Created", body = Dataset),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The name is taken", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid schema or budget", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<CreateDataset>,
+) -> Result<(StatusCode, Json<Dataset>), ApiError> {
+    caller.admin()?;
+    let name = dataset::parse_name(&request.name).map_err(ApiError::Invalid)?;
+    let schema = Schema::parse(&request).map_err(ApiError::Invalid)?;
+    let budget = dataset::parse_budget(&request.budget).map_err(ApiError::Invalid)?;
+    let record = DatasetRecord {
+        id: Uuid::new_v4(),
+        name,
+        privacy_unit: request.privacy_unit,
+        accountant: dataset::accountant(request.accountant),
+        stats: WalrStats::empty(schema.k()),
+        schema,
+        budget,
+        composition: Composition::default(),
+        n_rows: 0,
+        created_at: crate::app::now(),
+    };
+    state
+        .store
+        .create_dataset(&NewDataset {
+            record: record.clone(),
+            actor: caller.sub,
+        })
+        .await?;
+    tracing::info!(dataset = %record.id, "dataset created");
+    Ok((StatusCode::CREATED, Json(record.view())))
+}
+
+/// Lists the datasets the caller may see: all for admins, the granted ones
+/// for analysts.
+#[utoipa::path(
+    get,
+    path = "/v1/datasets",
+    tag = "datasets",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The datasets", body = DatasetList),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<DatasetList>, ApiError> {
+    let datasets = state
+        .store
+        .datasets()
+        .await?
+        .iter()
+        .filter(|record| caller.role == Role::Admin || caller.datasets.contains(&record.id))
+        .map(DatasetRecord::view)
+        .collect();
+    Ok(Json(DatasetList { datasets }))
+}
+
+/// One dataset: metadata, schema, N, and the budget spent and remaining
+/// under both accountants.
+#[utoipa::path(
+    get,
+    path = "/v1/datasets/{id}",
+    tag = "datasets",
+    params(("id" = Uuid, Path, description = "Dataset id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The dataset", body = Dataset),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "An analyst without a grant for it", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Dataset>, ApiError> {
+    Ok(Json(load_visible(&state, &caller, &id).await?.view()))
+}
+
+/// The dataset at `id` if the caller may see it: the grant is checked
+/// before existence, so an analyst learns nothing about datasets it was not
+/// granted (403, never 404).
+pub async fn load_visible(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<DatasetRecord, ApiError> {
+    let not_found = || ApiError::NotFound("no such dataset".to_owned());
+    match Uuid::parse_str(id) {
+        Ok(id) => {
+            caller.may_see(id)?;
+            state.store.dataset(id).await?.ok_or_else(not_found)
+        }
+        Err(_) => {
+            caller.may_see(Uuid::nil())?;
+            Err(not_found())
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Extractors that fail as problem documents: the authenticated caller, and
+//! JSON bodies and query strings whose rejections become `invalid-input`.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::auth::Role;
+use crate::error::ApiError;
+
+/// The authenticated caller of a request: a valid, unrevoked bearer token.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub sub: String,
+    pub role: Role,
+    pub datasets: Vec<Uuid>,
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::Unauthorized("missing bearer token".to_owned()))?;
+        let token = header
+            .to_str()
+            .ok()
+            .and_then(|value| {
+                let (scheme, token) = value.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            })
+            .ok_or_else(|| {
+                ApiError::Unauthorized(
+                    "the Authorization header must be `Bearer <token>`".to_owned(),
+                )
+            })?;
+        let claims = state
+            .keys
+            .verify(token)
+            .map_err(|error| ApiError::Unauthorized(error.0))?;
+        if state.store.is_revoked(&claims.jti).await? {
+            return Err(ApiError::Unauthorized(
+                "the token has been revoked".to_owned(),
+            ));
+        }
+        Ok(Caller {
+            sub: claims.sub,
+            role: claims.role,
+            datasets: claims.datasets,
+        })
+    }
+}
+
+impl Caller {
+    /// Only admins pass.
+    pub fn admin(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Analyst => Err(ApiError::Forbidden("this route is for admins".to_owned())),
+        }
+    }
+
+    /// Only analysts granted `dataset` pass.
+    pub fn analyst_of(&self, dataset: Uuid) -> Result<(), ApiError> {
+        match self.role {
+            Role::Analyst if self.datasets.contains(&dataset) => Ok(()),
+            Role::Analyst => Err(ApiError::Forbidden(
+                "your token does not grant this dataset".to_owned(),
+            )),
+            Role::Admin => Err(ApiError::Forbidden("this route is for analysts".to_owned())),
+        }
+    }
+
+    /// Admins, and analysts granted `dataset`, pass.
+    pub fn may_see(&self, dataset: Uuid) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Analyst => self.analyst_of(dataset),
+        }
+    }
+}
+
+/// A dataset or release id from the path; one that is not a UUID names
+/// nothing that exists.
+pub fn parse_id(what: &str, text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| ApiError::NotFound(format!("no such {what}")))
+}
+
+/// `axum::Json` whose rejections are problem documents: 400 for bodies that
+/// do not parse, 422 for ones of the wrong shape, 415 without a JSON media
+/// type, 413 beyond the body limit.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(request, state).await {
+            Ok(axum::Json(value)) => Ok(ApiJson(value)),
+            Err(JsonRejection::JsonDataError(error)) => Err(ApiError::Invalid(error.body_text())),
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::UnsupportedMediaType(
+                "the body must be application/json".to_owned(),
+            )),
+            Err(JsonRejection::BytesRejection(error))
+                if error.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+            {
+                Err(ApiError::PayloadTooLarge(error.body_text()))
+            }
+            Err(other) => Err(ApiError::Malformed(other.body_text())),
+        }
+    }
+}
+
+/// `axum::extract::Query` whose rejections are 422 problem documents.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(value)| ApiQuery(value))
+            .map_err(|error: QueryRejection| ApiError::Invalid(error.body_text()))
+    }
+}

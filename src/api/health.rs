@@ -1,0 +1,48 @@
+//! Liveness and metrics, open to all.
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use dpgate_api_types::Problem;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok`.
+    status: &'static str,
+}
+
+/// Liveness: the server answers and its database does.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Healthy", body = Health),
+        (status = 500, description = "The database does not answer", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn healthz(State(state): State<AppState>) -> Result<axum::Json<Health>, ApiError> {
+    state.store.ping().await?;
+    Ok(axum::Json(Health { status: "ok" }))
+}
+
+/// Prometheus metrics in the text exposition format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "Metrics", body = String, content_type = "text/plain"))
+)]
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let mut response = (StatusCode::OK, state.metrics.render()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
+}

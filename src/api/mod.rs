@@ -1,0 +1,129 @@
+//! The HTTP layer: routes, extractors, OpenAPI. No math here and no SQL.
+//!
+//! Every route is registered through utoipa-axum, so the router and the
+//! OpenAPI document are built from one list and cannot drift apart; a test
+//! keeps `openapi.yaml` equal to the generated document.
+
+mod datasets;
+mod extract;
+mod health;
+mod ledger;
+mod releases;
+mod rows;
+
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use dpgate_api_types::{LineError, Problem};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "dpgate",
+        description = "A private measurement service: labelled data in, only differentially \
+            private releases out. Every release debits a persistent per-dataset (ε, δ) budget. \
+            Errors are `application/problem+json` (RFC 9457) whose `type` is \
+            `/problems/<slug>` with a stable slug: budget-exhausted, invalid-input, \
+            unauthorized, forbidden, not-found, conflict, payload-too-large, \
+            unsupported-media-type, method-not-allowed, internal."
+    ),
+    modifiers(&BearerAuth),
+    components(schemas(Problem, LineError)),
+    tags(
+        (name = "datasets", description = "Datasets, their schema, rows and budget (admins create and load; analysts see the datasets they are granted)"),
+        (name = "releases", description = "Differentially private releases (analysts)"),
+        (name = "ledger", description = "The hash-chained budget ledger (admins)"),
+        (name = "operations", description = "Liveness and metrics"),
+    )
+)]
+struct ApiDoc;
+
+/// Declares the bearer-token security scheme the routes refer to.
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(datasets::create, datasets::list))
+        .routes(routes!(datasets::get))
+        .routes(routes!(rows::upload))
+        .routes(routes!(releases::create))
+        .routes(routes!(releases::get))
+        .routes(routes!(ledger::page))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::metrics))
+}
+
+/// The OpenAPI document of every route the server serves.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    routes().split_for_parts().1
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".to_owned())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    ApiError::Internal(anyhow::anyhow!("a handler panicked")).into_response()
+}
+
+/// Counts requests and their latency by route template and status.
+async fn record(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    let labels = [("route", route), ("method", method), ("status", status)];
+    metrics::counter!("dpgate_http_requests_total", &labels).increment(1);
+    metrics::histogram!("dpgate_http_request_seconds", &labels).record(started.elapsed());
+    response
+}
+
+/// The application's router, with its fallbacks and middleware.
+pub fn router(state: AppState) -> Router {
+    let body_limit = state.limits.body_bytes;
+    routes()
+        .split_for_parts()
+        .0
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn(record))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

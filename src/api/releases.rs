@@ -1,0 +1,149 @@
+//! `/v1/datasets/{id}/releases`: make, price, replay and fetch releases.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use dpgate_api_types::{IDEMPOTENCY_KEY, Problem, Release, ReleaseRequest};
+use serde::Deserialize;
+use utoipa::IntoParams;
+use uuid::Uuid;
+
+use super::datasets::load_visible;
+use super::extract::{ApiJson, ApiQuery, Caller, parse_id};
+use crate::app::AppState;
+use crate::auth::Role;
+use crate::error::ApiError;
+use crate::releases::{self, Ask, Outcome};
+
+/// Longest accepted idempotency key.
+const MAX_KEY_LEN: usize = 255;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReleaseQuery {
+    /// Price the release (sensitivity, σ, what it would spend) without
+    /// spending anything or drawing noise.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+fn json(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|key| !key.is_empty() && key.len() <= MAX_KEY_LEN)
+        .ok_or_else(|| {
+            ApiError::Invalid(format!(
+                "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"
+            ))
+        })?;
+    Ok(Some(key.to_owned()))
+}
+
+/// Makes a release: checks and debits the budget in one transaction, then
+/// draws the noise. With the same `Idempotency-Key` and body, a retry gets
+/// the stored release (200) and spends nothing; with another body, 409.
+#[utoipa::path(
+    post,
+    path = "/v1/datasets/{id}/releases",
+    tag = "releases",
+    params(
+        ("id" = Uuid, Path, description = "Dataset id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: the same key and body return the stored release"),
+        ReleaseQuery,
+    ),
+    request_body = ReleaseRequest,
+    security(("bearer" = [])),
+    responses(
+        (status = 201, description = "A new release", body = Release),
+        (status = 200, description = "An idempotent replay, or a dry run's price (no `result`)", body = Release),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an analyst granted this dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Budget exhausted (`budget-exhausted`), or the idempotency key was used for another request (`conflict`)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid parameters; nothing spent", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<ReleaseQuery>,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<ReleaseRequest>,
+) -> Result<Response, ApiError> {
+    let dataset = match Uuid::parse_str(&id) {
+        Ok(dataset) => dataset,
+        Err(_) => {
+            caller.analyst_of(Uuid::nil())?;
+            return Err(ApiError::NotFound("no such dataset".to_owned()));
+        }
+    };
+    caller.analyst_of(dataset)?;
+    let ask = Ask {
+        dataset,
+        analyst: &caller.sub,
+        idempotency_key: idempotency_key(&headers)?,
+        dry_run: query.dry_run,
+    };
+    Ok(
+        match releases::release(state.store.as_ref(), ask, &request).await? {
+            Outcome::Created(body) => json(StatusCode::CREATED, body),
+            Outcome::Replayed(body) => json(StatusCode::OK, body),
+            Outcome::Priced(release) => (StatusCode::OK, axum::Json(*release)).into_response(),
+        },
+    )
+}
+
+/// A stored release: admins see every release, analysts their own.
+#[utoipa::path(
+    get,
+    path = "/v1/datasets/{id}/releases/{release_id}",
+    tag = "releases",
+    params(
+        ("id" = Uuid, Path, description = "Dataset id"),
+        ("release_id" = Uuid, Path, description = "Release id"),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The release", body = Release),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "An analyst without a grant for the dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such release (for this caller)", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, release)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let dataset = load_visible(&state, &caller, &id).await?;
+    let release = parse_id("release", &release)?;
+    let stored = state
+        .store
+        .release(dataset.id, release)
+        .await?
+        .filter(|stored| caller.role == Role::Admin || stored.analyst == caller.sub)
+        .ok_or_else(|| ApiError::NotFound("no such release".to_owned()))?;
+    let body = stored.response.ok_or_else(|| {
+        ApiError::NotFound(
+            "this release was debited but its result was not stored (the budget stays spent)"
+                .to_owned(),
+        )
+    })?;
+    Ok(json(StatusCode::OK, body))
+}

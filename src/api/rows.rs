@@ -1,0 +1,179 @@
+//! `POST /v1/datasets/{id}/rows`: streamed uploads, one transaction each.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use bytes::Bytes;
+use dpgate_api_types::{CSV, IngestReport, LineError, NDJSON, Problem};
+use futures_util::StreamExt;
+
+use super::datasets::load_visible;
+use super::extract::Caller;
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::ingest::{self, ChannelReader, Format, MAX_REPORTED_ERRORS, RowRecord};
+use crate::store::IngestSession;
+
+fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
+    let media = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<mime::Mime>().ok());
+    match media.as_ref().map(mime::Mime::essence_str) {
+        Some(CSV) => Ok(Format::Csv),
+        Some(NDJSON | "application/ndjson" | "application/jsonl") => Ok(Format::Ndjson),
+        _ => Err(ApiError::UnsupportedMediaType(format!(
+            "upload rows as {CSV} or {NDJSON}"
+        ))),
+    }
+}
+
+fn too_large(limit: u64) -> ApiError {
+    ApiError::PayloadTooLarge(format!("uploads are limited to {limit} bytes"))
+}
+
+/// Feeds the body to the parser, counting bytes against the limit.
+async fn pump(
+    body: Body,
+    chunks: tokio::sync::mpsc::Sender<Bytes>,
+    limit: u64,
+) -> Result<(), ApiError> {
+    let mut stream = body.into_data_stream();
+    let mut total: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|error| ApiError::Malformed(format!("reading the body: {error}")))?;
+        total += chunk.len() as u64;
+        if total > limit {
+            return Err(too_large(limit));
+        }
+        if chunks.send(chunk).await.is_err() {
+            // The parser stopped early (bad lines); it reports why.
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Stores batches as they come, refusing row ids the dataset already has.
+async fn store_batches(
+    session: &mut dyn IngestSession,
+    batches: &mut tokio::sync::mpsc::Receiver<Vec<RowRecord>>,
+    has_rows: bool,
+) -> Result<Vec<LineError>, ApiError> {
+    while let Some(batch) = batches.recv().await {
+        if has_rows {
+            let ids: Vec<&str> = batch.iter().map(|row| row.row_id.as_str()).collect();
+            let existing = session.existing(&ids).await?;
+            if !existing.is_empty() {
+                let lines: HashMap<&str, u64> = batch
+                    .iter()
+                    .map(|row| (row.row_id.as_str(), row.line))
+                    .collect();
+                let mut errors: Vec<LineError> = existing
+                    .iter()
+                    .map(|id| LineError {
+                        line: lines.get(id.as_str()).copied().unwrap_or_default(),
+                        reason: format!("row_id {id:?} is already stored"),
+                    })
+                    .collect();
+                errors.sort_by_key(|error| error.line);
+                errors.truncate(MAX_REPORTED_ERRORS);
+                return Ok(errors);
+            }
+        }
+        session.insert(&batch).await?;
+    }
+    Ok(Vec::new())
+}
+
+/// Appends rows (CSV with a header, or NDJSON) to a dataset. The whole upload
+/// is one transaction: any bad line stores nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/datasets/{id}/rows",
+    tag = "datasets",
+    params(("id" = Uuid, Path, description = "Dataset id")),
+    request_body(
+        description = "CSV with a header naming `row_id`, the label, every feature, measure and dimension; or NDJSON objects with the same keys.",
+        content((String = "text/csv"), (String = "application/x-ndjson")),
+    ),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Stored", body = IngestReport),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Over the upload limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Neither CSV nor NDJSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Bad rows, by line number; nothing stored", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn upload(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<IngestReport>, ApiError> {
+    caller.admin()?;
+    let dataset = load_visible(&state, &caller, &id).await?;
+    let format = format(&headers)?;
+    let limit = state.limits.ingest_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large(limit));
+    }
+
+    let (chunk_sender, chunks) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let (batch_sender, mut batches) = tokio::sync::mpsc::channel::<Vec<RowRecord>>(2);
+    let schema = dataset.schema.clone();
+    let span = tracing::Span::current();
+    let parser = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        ingest::parse(format, ChannelReader::new(chunks), &schema, |batch| {
+            batch_sender.blocking_send(batch).is_ok()
+        })
+    });
+    let mut session = state.store.begin_ingest(dataset.id).await?;
+    let (pumped, stored) = tokio::join!(
+        pump(body, chunk_sender, limit),
+        store_batches(session.as_mut(), &mut batches, dataset.n_rows > 0),
+    );
+    let summary = parser
+        .await
+        .map_err(|error| ApiError::Internal(anyhow::anyhow!("the parser failed: {error}")))?
+        .map_err(|error| ApiError::Malformed(format!("reading the body: {error}")))?;
+    pumped?;
+    let duplicates = stored?;
+    let lines = if summary.errors.is_empty() {
+        duplicates
+    } else {
+        summary.errors
+    };
+    if !lines.is_empty() {
+        return Err(ApiError::BadLines {
+            detail: format!(
+                "the upload has bad rows (the first {} are listed); nothing was stored",
+                lines.len()
+            ),
+            lines,
+        });
+    }
+    // The parser returns sums exactly when it found no bad line.
+    let stats = summary
+        .stats
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("an upload without sums")))?;
+    let record = session.commit(summary.rows, &stats).await?;
+    metrics::counter!("dpgate_ingested_rows_total").increment(summary.rows);
+    tracing::info!(dataset = %record.id, rows = summary.rows, "rows ingested");
+    Ok(Json(IngestReport {
+        rows_added: summary.rows,
+        n_rows: record.n_rows,
+    }))
+}

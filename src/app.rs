@@ -1,0 +1,140 @@
+//! Application state, the signing key, and serving.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+
+use crate::auth::{self, Keys};
+use crate::store::Store;
+
+/// Request size limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// JSON bodies.
+    pub body_bytes: usize,
+    /// Row uploads.
+    pub ingest_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            body_bytes: 1 << 20,
+            ingest_bytes: 1 << 30,
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub keys: Arc<Keys>,
+    pub limits: Limits,
+    pub metrics: PrometheusHandle,
+}
+
+impl AppState {
+    pub fn new(store: Arc<dyn Store>, keys: Keys, limits: Limits) -> Self {
+        AppState {
+            store,
+            keys: Arc::new(keys),
+            limits,
+            metrics: metrics_handle(),
+        }
+    }
+}
+
+/// The process-wide Prometheus recorder (installed once).
+fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Fails only if another recorder is installed; this one still renders.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// The current time, RFC 3339, UTC.
+pub fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Where the signing key comes from.
+#[derive(Clone, Default)]
+pub struct KeySource {
+    /// `DPGATE_JWT_SECRET`.
+    pub secret: Option<String>,
+    /// `DPGATE_KEY_FILE`.
+    pub file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for KeySource {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("KeySource")
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+/// The signing keys: the configured secret, else the key file (created on
+/// first use), else the database's stored key (Postgres) or a key file
+/// beside the SQLite database.
+pub async fn keys(
+    source: &KeySource,
+    database_url: &str,
+    store: &dyn Store,
+) -> anyhow::Result<Keys> {
+    if let Some(secret) = &source.secret {
+        return Keys::from_secret(secret);
+    }
+    if let Some(path) = &source.file {
+        return Keys::from_secret(&auth::load_or_create_key_file(path)?);
+    }
+    if let Some(path) = auth::default_key_file(database_url) {
+        return Keys::from_secret(&auth::load_or_create_key_file(&path)?);
+    }
+    match store.signing_key(&auth::fresh_secret()).await? {
+        Some(secret) => Keys::from_secret(&secret),
+        None => anyhow::bail!(
+            "no signing key: set DPGATE_JWT_SECRET or DPGATE_KEY_FILE for this database"
+        ),
+    }
+}
+
+/// Serves the router on `listener` until ctrl-c or SIGTERM.
+pub async fn serve(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
+    axum::serve(listener, crate::api::router(state))
+        .with_graceful_shutdown(shutdown())
+        .await?;
+    Ok(())
+}
+
+async fn shutdown() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = interrupt => {},
+            _ = terminate.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,240 @@
+//! Bearer tokens: HS256 JWTs signed with the server's key.
+//!
+//! Validation is strict: the algorithm allow-list is HS256 alone (so `none`
+//! and every asymmetric algorithm are refused), `exp`, `iss`, `aud` and `sub`
+//! are required, `iss` and `aud` must be dpgate's, `nbf` is checked when
+//! present and must be a number. Every token carries a `jti` so it can be
+//! revoked.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The `iss` of every dpgate token.
+pub const ISSUER: &str = "dpgate";
+/// The `aud` of every dpgate token.
+pub const AUDIENCE: &str = "dpgate-api";
+/// Shortest secret accepted from configuration (HS256 wants ≥ 256 bits).
+const MIN_SECRET_BYTES: usize = 32;
+/// Clock skew tolerated on `exp` and `nbf`.
+const LEEWAY_SECONDS: u64 = 30;
+
+/// A token's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Creates datasets, loads rows, sets budgets, audits the ledger.
+    Admin,
+    /// Asks for releases of the datasets in its `datasets` claim.
+    Analyst,
+}
+
+/// The claims of a dpgate token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claims {
+    pub sub: String,
+    pub role: Role,
+    /// The datasets an analyst may see and query.
+    #[serde(default)]
+    pub datasets: Vec<Uuid>,
+    pub iss: String,
+    pub aud: String,
+    pub exp: u64,
+    pub iat: u64,
+    pub jti: String,
+}
+
+/// Why a token was refused (each is a 401).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidToken(pub String);
+
+/// The server's signing key and validation rules.
+#[derive(Clone)]
+pub struct Keys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+impl std::fmt::Debug for Keys {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Keys { .. }")
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+/// A fresh random secret (256 bits, hex) from the OS CSPRNG.
+pub fn fresh_secret() -> String {
+    let mut bytes = [0u8; 32];
+    crate::dp::OsNoise::new().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+impl Keys {
+    /// Keys from a secret; refused if shorter than 32 bytes.
+    pub fn from_secret(secret: &str) -> anyhow::Result<Self> {
+        let secret = secret.trim();
+        anyhow::ensure!(
+            secret.len() >= MIN_SECRET_BYTES,
+            "the signing secret must be at least {MIN_SECRET_BYTES} bytes"
+        );
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.algorithms = vec![Algorithm::HS256];
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_audience(&[AUDIENCE]);
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.leeway = LEEWAY_SECONDS;
+        Ok(Keys {
+            encoding: EncodingKey::from_secret(secret.as_bytes()),
+            decoding: DecodingKey::from_secret(secret.as_bytes()),
+            validation,
+        })
+    }
+
+    /// Mints a token for `sub` valid for `ttl`.
+    pub fn mint(
+        &self,
+        role: Role,
+        sub: &str,
+        datasets: &[Uuid],
+        ttl: Duration,
+    ) -> anyhow::Result<String> {
+        let issued = now();
+        let claims = Claims {
+            sub: sub.to_owned(),
+            role,
+            datasets: datasets.to_vec(),
+            iss: ISSUER.to_owned(),
+            aud: AUDIENCE.to_owned(),
+            exp: issued + ttl.as_secs(),
+            iat: issued,
+            jti: Uuid::new_v4().to_string(),
+        };
+        Ok(jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &self.encoding,
+        )?)
+    }
+
+    /// Checks a token's signature, algorithm and claims.
+    pub fn verify(&self, token: &str) -> Result<Claims, InvalidToken> {
+        let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+            .map_err(|error| InvalidToken(format!("invalid token: {error}")))?
+            .claims;
+        if claims.sub.is_empty() {
+            return Err(InvalidToken("invalid token: empty sub".to_owned()));
+        }
+        Ok(claims)
+    }
+}
+
+/// Where the signing key comes from when neither `DPGATE_JWT_SECRET` nor
+/// `DPGATE_KEY_FILE` is set: beside the SQLite file, or inside Postgres so
+/// that every replica shares it.
+pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
+    let path = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    if path.is_empty() || path == ":memory:" {
+        return None;
+    }
+    Some(Path::new(path).with_extension("key"))
+}
+
+/// Reads the secret in `path`, creating it (mode 0600) if it does not exist.
+pub fn load_or_create_key_file(path: &Path) -> anyhow::Result<String> {
+    use std::io::Write;
+    match std::fs::read_to_string(path) {
+        Ok(secret) => Ok(secret.trim().to_owned()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let secret = fresh_secret();
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options.open(path)?;
+            file.write_all(secret.as_bytes())?;
+            Ok(secret)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> Keys {
+        Keys::from_secret("0123456789abcdef0123456789abcdef").unwrap()
+    }
+
+    #[test]
+    fn a_minted_token_verifies_with_its_claims() {
+        let dataset = Uuid::new_v4();
+        let token = keys()
+            .mint(Role::Analyst, "ana", &[dataset], Duration::from_secs(60))
+            .unwrap();
+        let claims = keys().verify(&token).unwrap();
+        assert_eq!(claims.sub, "ana");
+        assert_eq!(claims.role, Role::Analyst);
+        assert_eq!(claims.datasets, vec![dataset]);
+        assert_eq!(
+            (claims.iss.as_str(), claims.aud.as_str()),
+            (ISSUER, AUDIENCE)
+        );
+    }
+
+    #[test]
+    fn short_secrets_and_foreign_keys_are_refused() {
+        assert!(Keys::from_secret("short").is_err());
+        let token = keys()
+            .mint(Role::Admin, "root", &[], Duration::from_secs(60))
+            .unwrap();
+        let other = Keys::from_secret("another secret of thirty-two bytes!").unwrap();
+        assert!(other.verify(&token).is_err());
+    }
+
+    #[test]
+    fn the_default_key_file_sits_beside_the_sqlite_database() {
+        assert_eq!(
+            default_key_file("sqlite://dpgate.db"),
+            Some(PathBuf::from("dpgate.key"))
+        );
+        assert_eq!(
+            default_key_file("sqlite:///var/lib/dpgate/data.db?mode=rwc"),
+            Some(PathBuf::from("/var/lib/dpgate/data.key"))
+        );
+        assert_eq!(default_key_file("sqlite::memory:"), None);
+        assert_eq!(default_key_file("postgres://localhost/dpgate"), None);
+    }
+
+    #[test]
+    fn a_key_file_is_created_once_and_then_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.key");
+        let first = load_or_create_key_file(&path).unwrap();
+        assert_eq!(first.len(), 64);
+        assert_eq!(load_or_create_key_file(&path).unwrap(), first);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+}

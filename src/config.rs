@@ -1,0 +1,192 @@
+//! The command line. Every setting also reads its environment variable
+//! (DESIGN §8); a flag overrides the variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use uuid::Uuid;
+
+use crate::app::{KeySource, Limits};
+use crate::auth::Role;
+
+/// dpgate: labelled data in, only differentially private releases out.
+#[derive(Debug, Parser)]
+#[command(name = "dpgate", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub database: Database,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the data and the signing key live.
+#[derive(Args)]
+pub struct Database {
+    /// `sqlite://FILE` (created if missing) or `postgres://…`.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://dpgate.db",
+        global = true
+    )]
+    pub database_url: String,
+    /// The token signing secret (at least 32 bytes).
+    #[arg(long, env = "DPGATE_JWT_SECRET", hide_env_values = true, global = true)]
+    pub jwt_secret: Option<String>,
+    /// A file holding the signing secret (created if missing).
+    #[arg(long, env = "DPGATE_KEY_FILE", global = true)]
+    pub key_file: Option<PathBuf>,
+}
+
+impl Database {
+    pub fn key_source(&self) -> KeySource {
+        KeySource {
+            secret: self.jwt_secret.clone(),
+            file: self.key_file.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Database")
+            .field("database_url", &redact_url(&self.database_url))
+            .field(
+                "jwt_secret",
+                &self.jwt_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("key_file", &self.key_file)
+            .finish()
+    }
+}
+
+/// A database URL with any password replaced.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:<redacted>{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service (migrating first).
+    Serve(Serve),
+    /// Apply the database migrations and exit.
+    Migrate,
+    /// Mint a token; prints only the token on stdout.
+    Token(Token),
+    /// Revoke a token by its `jti` claim.
+    Revoke {
+        /// The token's `jti`.
+        jti: String,
+    },
+    /// Audit the budget ledger.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+    /// Print the OpenAPI document (YAML) of the API.
+    Openapi,
+}
+
+#[derive(Debug, Args)]
+pub struct Serve {
+    /// Address to listen on.
+    #[arg(long, env = "DPGATE_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Largest JSON body, in bytes.
+    #[arg(long, env = "DPGATE_MAX_BODY_BYTES", default_value_t = Limits::default().body_bytes)]
+    pub max_body_bytes: usize,
+    /// Largest row upload, in bytes.
+    #[arg(long, env = "DPGATE_MAX_INGEST_BYTES", default_value_t = Limits::default().ingest_bytes)]
+    pub max_ingest_bytes: u64,
+    /// Do not mint and print an admin token at start.
+    #[arg(long, env = "DPGATE_NO_ADMIN_TOKEN")]
+    pub no_admin_token: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Token {
+    #[arg(long, value_enum)]
+    pub role: Role,
+    /// The token's subject (who it is for).
+    #[arg(long)]
+    pub sub: String,
+    /// The dataset ids an analyst may use, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub datasets: Vec<Uuid>,
+    /// How long the token is valid: 90s, 30m, 24h, 7d …
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Check every ledger's hash chain and recompute its spending; exits
+    /// non-zero on any break.
+    Verify {
+        /// Only this dataset.
+        #[arg(long)]
+        dataset: Option<Uuid>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_parses_the_contract_names() {
+        let cli = Cli::parse_from([
+            "dpgate",
+            "token",
+            "--role",
+            "analyst",
+            "--sub",
+            "ana",
+            "--datasets",
+            "8a2c4e0a-7b6f-4a1e-9d43-0c3e7c1f2b11,7d4f2b8e-2c1a-4f5e-8b3d-9a6c5e4f3d21",
+            "--ttl",
+            "2h",
+        ]);
+        let Command::Token(token) = cli.command else {
+            panic!("a token command");
+        };
+        assert_eq!(token.role, Role::Analyst);
+        assert_eq!(token.datasets.len(), 2);
+        assert_eq!(token.ttl, Duration::from_secs(7200));
+        assert!(Cli::try_parse_from(["dpgate", "token", "--role", "root", "--sub", "x"]).is_err());
+        let cli = Cli::parse_from(["dpgate", "ledger", "verify"]);
+        assert!(matches!(
+            cli.command,
+            Command::Ledger {
+                command: LedgerCommand::Verify { dataset: None }
+            }
+        ));
+    }
+
+    #[test]
+    fn secrets_never_reach_debug_output() {
+        let database = Database {
+            database_url: "postgres://dp:hunter2@db:5432/dpgate".to_owned(),
+            jwt_secret: Some("a-very-secret-signing-key-of-32-bytes".to_owned()),
+            key_file: None,
+        };
+        let shown = format!("{database:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("very-secret"),
+            "{shown}"
+        );
+        assert!(shown.contains("postgres://dp:<redacted>@db:5432/dpgate"));
+    }
+}

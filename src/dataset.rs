@@ -1,0 +1,351 @@
+//! A dataset as the service holds it: its validated schema, the running
+//! summaries releases are computed from, and its budget state.
+
+use std::collections::HashSet;
+
+use dpgate_api_types as api;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::dp;
+
+/// Longest dataset or column name.
+const MAX_NAME_LEN: usize = 128;
+/// Most features a dataset may declare.
+const MAX_FEATURES: usize = 4096;
+/// Most measures or dimensions a dataset may declare.
+const MAX_MEASURES: usize = 256;
+const MAX_DIMENSIONS: usize = 16;
+/// Most values one dimension may declare.
+const MAX_DIMENSION_VALUES: usize = 100_000;
+
+/// The column every upload identifies its rows by.
+pub const ROW_ID: &str = "row_id";
+
+/// A dataset's columns, validated: finite bounds with min < max, names
+/// unique, at least one feature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schema {
+    pub features: Vec<api::BoundedColumn>,
+    pub label: String,
+    pub measures: Vec<api::BoundedColumn>,
+    pub dimensions: Vec<api::Dimension>,
+}
+
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    if name.trim().is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
+        return Err(format!(
+            "{what} name {name:?} must be 1 to {MAX_NAME_LEN} printable characters"
+        ));
+    }
+    Ok(())
+}
+
+fn check_bounds(what: &str, columns: &[api::BoundedColumn]) -> Result<(), String> {
+    for column in columns {
+        if !(column.min.is_finite() && column.max.is_finite() && column.min < column.max) {
+            return Err(format!(
+                "{what} {:?} needs finite bounds with min < max (got [{}, {}])",
+                column.name, column.min, column.max
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Schema {
+    /// Validates the columns of a creation request.
+    pub fn parse(request: &api::CreateDataset) -> Result<Self, String> {
+        if request.features.is_empty() {
+            return Err("a dataset needs at least one feature".to_owned());
+        }
+        if request.features.len() > MAX_FEATURES {
+            return Err(format!("at most {MAX_FEATURES} features"));
+        }
+        if request.measures.len() > MAX_MEASURES || request.dimensions.len() > MAX_DIMENSIONS {
+            return Err(format!(
+                "at most {MAX_MEASURES} measures and {MAX_DIMENSIONS} dimensions"
+            ));
+        }
+        check_bounds("feature", &request.features)?;
+        check_bounds("measure", &request.measures)?;
+        let mut names = HashSet::from([ROW_ID]);
+        let columns = request
+            .features
+            .iter()
+            .chain(&request.measures)
+            .map(|column| ("column", column.name.as_str()))
+            .chain(std::iter::once(("label", request.label.as_str())))
+            .chain(
+                request
+                    .dimensions
+                    .iter()
+                    .map(|d| ("dimension", d.name.as_str())),
+            );
+        for (what, name) in columns {
+            check_name(what, name)?;
+            if !names.insert(name) {
+                return Err(format!(
+                    "column name {name:?} is used twice (or is {ROW_ID:?})"
+                ));
+            }
+        }
+        for dimension in &request.dimensions {
+            let values: HashSet<&str> = dimension.values.iter().map(String::as_str).collect();
+            if values.is_empty()
+                || values.len() != dimension.values.len()
+                || values.len() > MAX_DIMENSION_VALUES
+            {
+                return Err(format!(
+                    "dimension {:?} needs 1 to {MAX_DIMENSION_VALUES} distinct values",
+                    dimension.name
+                ));
+            }
+        }
+        Ok(Schema {
+            features: request.features.clone(),
+            label: request.label.clone(),
+            measures: request.measures.clone(),
+            dimensions: request.dimensions.clone(),
+        })
+    }
+
+    /// The number of features, k.
+    pub fn k(&self) -> usize {
+        self.features.len()
+    }
+}
+
+/// Validates a dataset name.
+pub fn parse_name(name: &str) -> Result<String, String> {
+    check_name("dataset", name)?;
+    Ok(name.to_owned())
+}
+
+/// Validates a budget: ε in (0, 10⁶], δ in (0, 1).
+pub fn parse_budget(budget: &api::Budget) -> Result<dp::Budget, String> {
+    Ok(dp::Budget {
+        epsilon: dp::Epsilon::new(budget.epsilon).map_err(|error| format!("budget: {error}"))?,
+        delta: dp::Delta::positive(budget.delta).map_err(|error| format!("budget: {error}"))?,
+    })
+}
+
+/// The accountant the wire names.
+pub fn accountant(kind: api::AccountantKind) -> dp::Accountant {
+    match kind {
+        api::AccountantKind::Rdp => dp::Accountant::Rdp,
+        api::AccountantKind::Basic => dp::Accountant::Basic,
+    }
+}
+
+fn accountant_kind(accountant: dp::Accountant) -> api::AccountantKind {
+    match accountant {
+        dp::Accountant::Rdp => api::AccountantKind::Rdp,
+        dp::Accountant::Basic => api::AccountantKind::Basic,
+    }
+}
+
+/// The running sums a WALR release is computed from, kept up to date by
+/// every upload: Σyᵢ, Σyᵢ·xᵢ (scaled features, as stored) and max‖xᵢ‖².
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WalrStats {
+    pub label_sum: f64,
+    pub label_feature_sums: Vec<f64>,
+    pub max_norm_squared: f64,
+}
+
+impl WalrStats {
+    /// The sums of no rows.
+    pub fn empty(k: usize) -> Self {
+        WalrStats {
+            label_sum: 0.0,
+            label_feature_sums: vec![0.0; k],
+            max_norm_squared: 0.0,
+        }
+    }
+
+    /// Adds one row: its 0/1 label and its scaled features.
+    pub fn add(&mut self, label: u8, features: &[f32]) {
+        let norm_squared: f64 = features.iter().map(|&x| f64::from(x).powi(2)).sum();
+        self.max_norm_squared = self.max_norm_squared.max(norm_squared);
+        if label == 1 {
+            self.label_sum += 1.0;
+            for (sum, &x) in self.label_feature_sums.iter_mut().zip(features) {
+                *sum += f64::from(x);
+            }
+        }
+    }
+
+    /// Adds the sums of another batch of rows.
+    pub fn merge(&mut self, other: &WalrStats) {
+        self.label_sum += other.label_sum;
+        for (sum, more) in self
+            .label_feature_sums
+            .iter_mut()
+            .zip(&other.label_feature_sums)
+        {
+            *sum += more;
+        }
+        self.max_norm_squared = self.max_norm_squared.max(other.max_norm_squared);
+    }
+}
+
+/// A stored dataset.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetRecord {
+    pub id: Uuid,
+    pub name: String,
+    pub privacy_unit: api::PrivacyUnit,
+    pub accountant: dp::Accountant,
+    pub schema: Schema,
+    pub budget: dp::Budget,
+    pub composition: dp::Composition,
+    pub n_rows: u64,
+    pub stats: WalrStats,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+impl DatasetRecord {
+    /// What the ledger has spent under the dataset's accountant.
+    pub fn spent(&self) -> dp::Spent {
+        self.composition.spent(self.accountant, &self.budget)
+    }
+
+    /// The budget left: ε under the accountant; δ as basic composition
+    /// leaves it (`basic`), or the budget's δ at which `rdp` measures ε.
+    pub fn remaining(&self, spent: &dp::Spent) -> api::Remaining {
+        let delta = match self.accountant {
+            dp::Accountant::Basic => self.budget.delta.saturating_sub(spent.delta_basic),
+            dp::Accountant::Rdp => self.budget.delta,
+        };
+        api::Remaining {
+            epsilon: self.budget.epsilon.saturating_sub(spent.epsilon).value(),
+            delta: delta.value(),
+        }
+    }
+
+    /// The dataset view of the API.
+    pub fn view(&self) -> api::Dataset {
+        let spent = self.spent();
+        api::Dataset {
+            id: self.id,
+            name: self.name.clone(),
+            n_rows: self.n_rows,
+            privacy_unit: self.privacy_unit,
+            accountant: accountant_kind(self.accountant),
+            features: self.schema.features.clone(),
+            label: self.schema.label.clone(),
+            measures: self.schema.measures.clone(),
+            dimensions: self.schema.dimensions.clone(),
+            budget: api::Budget {
+                epsilon: self.budget.epsilon.value(),
+                delta: self.budget.delta.value(),
+            },
+            spent: spent_view(&spent),
+            remaining: self.remaining(&spent),
+            created_at: self.created_at.clone(),
+        }
+    }
+}
+
+/// The wire form of spent figures.
+pub fn spent_view(spent: &dp::Spent) -> api::Spent {
+    api::Spent {
+        epsilon: spent.epsilon.value(),
+        delta: spent.delta.value(),
+        epsilon_basic: spent.epsilon_basic.value(),
+        delta_basic: spent.delta_basic.value(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> api::CreateDataset {
+        serde_json::from_value(serde_json::json!({
+            "name": "ads", "privacy_unit": "label",
+            "features": [{"name": "f0", "min": 0, "max": 1}, {"name": "f1", "min": -5, "max": 5}],
+            "label": "converted",
+            "measures": [{"name": "value", "min": 0, "max": 100}],
+            "dimensions": [{"name": "campaign", "values": ["a", "b"]}],
+            "budget": {"epsilon": 10, "delta": 1e-6}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_well_formed_schema_is_accepted() {
+        let schema = Schema::parse(&request()).unwrap();
+        assert_eq!(schema.k(), 2);
+        assert_eq!(schema.label, "converted");
+    }
+
+    #[test]
+    fn malformed_schemas_are_refused_with_a_reason() {
+        type Mutation = Box<dyn Fn(&mut api::CreateDataset)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            ("at least one feature", Box::new(|r| r.features.clear())),
+            ("min < max", Box::new(|r| r.features[0].max = 0.0)),
+            ("min < max", Box::new(|r| r.measures[0].min = f64::NAN)),
+            ("used twice", Box::new(|r| r.label = "f0".to_owned())),
+            (
+                "used twice",
+                Box::new(|r| r.features[1].name = "row_id".to_owned()),
+            ),
+            (
+                "printable",
+                Box::new(|r| r.features[0].name = String::new()),
+            ),
+            (
+                "distinct values",
+                Box::new(|r| r.dimensions[0].values = vec!["a".into(), "a".into()]),
+            ),
+            (
+                "distinct values",
+                Box::new(|r| r.dimensions[0].values.clear()),
+            ),
+        ];
+        for (reason, mutate) in cases {
+            let mut bad = request();
+            mutate(&mut bad);
+            let error = Schema::parse(&bad).unwrap_err();
+            assert!(error.contains(reason), "{error:?} lacks {reason:?}");
+        }
+    }
+
+    #[test]
+    fn budgets_need_positive_epsilon_and_delta_below_one() {
+        assert!(
+            parse_budget(&api::Budget {
+                epsilon: 1.0,
+                delta: 1e-6
+            })
+            .is_ok()
+        );
+        for (epsilon, delta) in [
+            (0.0, 1e-6),
+            (-1.0, 1e-6),
+            (1.0, 0.0),
+            (1.0, 1.0),
+            (f64::NAN, 1e-6),
+        ] {
+            assert!(parse_budget(&api::Budget { epsilon, delta }).is_err());
+        }
+    }
+
+    #[test]
+    fn stats_add_only_labelled_rows_to_the_sums_but_every_row_to_the_norm() {
+        let mut stats = WalrStats::empty(2);
+        stats.add(1, &[0.5, 1.0]);
+        stats.add(0, &[1.0, 1.0]);
+        assert_eq!(stats.label_sum, 1.0);
+        assert_eq!(stats.label_feature_sums, vec![0.5, 1.0]);
+        assert_eq!(stats.max_norm_squared, 2.0);
+        let mut more = WalrStats::empty(2);
+        more.add(1, &[0.25, 0.0]);
+        stats.merge(&more);
+        assert_eq!(stats.label_feature_sums, vec![0.75, 1.0]);
+    }
+}

@@ -1,0 +1,150 @@
+//! `ApiError`: every failure a handler returns, turned into an RFC 9457
+//! problem document with a stable `type`. Internal errors are logged with
+//! their cause chain and never shown to the caller.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use dpgate_api_types::{LineError, PROBLEM_JSON, Problem, ProblemType, Remaining};
+
+use crate::releases::ReleaseError;
+use crate::store::StoreError;
+
+/// A failed request.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 409 `budget-exhausted`.
+    #[error("{detail}")]
+    BudgetExhausted {
+        detail: String,
+        remaining: Remaining,
+    },
+    /// 422 `invalid-input`: well-formed but not acceptable.
+    #[error("{0}")]
+    Invalid(String),
+    /// 400 `invalid-input`: not even parseable.
+    #[error("{0}")]
+    Malformed(String),
+    /// 422 `invalid-input` naming the first bad lines of an upload.
+    #[error("{detail}")]
+    BadLines {
+        detail: String,
+        lines: Vec<LineError>,
+    },
+    /// 401 `unauthorized`.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403 `forbidden`.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404 `not-found`.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409 `conflict`.
+    #[error("{0}")]
+    Conflict(String),
+    /// 413 `payload-too-large`.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// 415 `unsupported-media-type`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 405 `method-not-allowed`.
+    #[error("this route does not accept this method")]
+    MethodNotAllowed,
+    /// 500 `internal`; the cause goes to the log only.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    fn kind(&self) -> (StatusCode, ProblemType) {
+        match self {
+            ApiError::BudgetExhausted { .. } => {
+                (StatusCode::CONFLICT, ProblemType::BudgetExhausted)
+            }
+            ApiError::Invalid(_) | ApiError::BadLines { .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, ProblemType::InvalidInput)
+            }
+            ApiError::Malformed(_) => (StatusCode::BAD_REQUEST, ProblemType::InvalidInput),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ProblemType::Unauthorized),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ProblemType::Forbidden),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ProblemType::NotFound),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, ProblemType::Conflict),
+            ApiError::PayloadTooLarge(_) => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ProblemType::PayloadTooLarge)
+            }
+            ApiError::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ProblemType::UnsupportedMediaType,
+            ),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                ProblemType::MethodNotAllowed,
+            ),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ProblemType::Internal),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, kind) = self.kind();
+        let detail = match &self {
+            ApiError::Internal(error) => {
+                tracing::error!(error = format!("{error:#}"), "internal error");
+                "the server failed to handle the request; it has been logged".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let (errors, remaining) = match self {
+            ApiError::BadLines { lines, .. } => (lines, None),
+            ApiError::BudgetExhausted { remaining, .. } => (Vec::new(), Some(remaining)),
+            _ => (Vec::new(), None),
+        };
+        problem_response(
+            status,
+            &Problem {
+                problem_type: kind.uri(),
+                title: kind.title().to_owned(),
+                status: status.as_u16(),
+                detail,
+                errors,
+                remaining,
+            },
+        )
+    }
+}
+
+/// Writes a problem document with its media type.
+pub fn problem_response(status: StatusCode, problem: &Problem) -> Response {
+    let body = serde_json::to_string(problem).unwrap_or_default();
+    let mut response = (status, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    response
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Conflict(detail) => ApiError::Conflict(detail),
+            other => ApiError::Internal(other.into()),
+        }
+    }
+}
+
+impl From<ReleaseError> for ApiError {
+    fn from(error: ReleaseError) -> Self {
+        match error {
+            ReleaseError::Invalid(detail) => ApiError::Invalid(detail),
+            ReleaseError::NoDataset => ApiError::NotFound("no such dataset".to_owned()),
+            ReleaseError::BudgetExhausted { detail, remaining } => {
+                ApiError::BudgetExhausted { detail, remaining }
+            }
+            ReleaseError::Conflict(detail) => ApiError::Conflict(detail),
+            ReleaseError::Store(error) => error.into(),
+            ReleaseError::Internal(detail) => ApiError::Internal(anyhow::anyhow!(detail)),
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! Parsing uploads: CSV or NDJSON rows, validated against the schema,
+//! features scaled into [0, 1], encoded compactly for storage.
+//!
+//! The parser is synchronous and runs on a blocking thread, reading the
+//! request body through a channel, and hands batches of rows to the store as
+//! it goes, so an upload of any size streams through in bounded memory. A
+//! bad line stops nothing at once: the first [`MAX_REPORTED_ERRORS`] are
+//! collected so the caller can fix them in one go, and then the upload is
+//! abandoned with nothing stored.
+
+use std::collections::HashSet;
+use std::io::Read;
+
+use bytes::{Buf, Bytes};
+use dpgate_api_types::LineError;
+use serde_json::{Map, Value};
+
+use crate::dataset::{ROW_ID, Schema, WalrStats};
+
+/// Most bad lines reported for one upload.
+pub const MAX_REPORTED_ERRORS: usize = 20;
+/// Rows handed to the store at a time.
+pub const BATCH_ROWS: usize = 2000;
+/// Longest row id.
+const MAX_ROW_ID_LEN: usize = 256;
+
+/// The two upload formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `text/csv`, with a header naming every column.
+    Csv,
+    /// `application/x-ndjson`, one JSON object per line.
+    Ndjson,
+}
+
+/// One validated row, encoded for storage: scaled features as little-endian
+/// f32, clamped measures as little-endian f64, dimension value indices as
+/// little-endian u32.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowRecord {
+    /// Where it was in the upload, to name it if the store rejects it.
+    pub line: u64,
+    pub row_id: String,
+    pub label: u8,
+    pub features: Vec<u8>,
+    pub measures: Vec<u8>,
+    pub dimensions: Vec<u8>,
+}
+
+/// What a whole upload parsed to.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub rows: u64,
+    pub stats: Option<WalrStats>,
+    pub errors: Vec<LineError>,
+}
+
+/// A [`Read`] over body chunks arriving on a channel from the async side.
+pub struct ChannelReader {
+    chunks: tokio::sync::mpsc::Receiver<Bytes>,
+    current: Bytes,
+}
+
+impl ChannelReader {
+    pub fn new(chunks: tokio::sync::mpsc::Receiver<Bytes>) -> Self {
+        ChannelReader {
+            chunks,
+            current: Bytes::new(),
+        }
+    }
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let count = buffer.len().min(self.current.len());
+        buffer[..count].copy_from_slice(&self.current[..count]);
+        self.current.advance(count);
+        Ok(count)
+    }
+}
+
+/// Validates and encodes one row's values, given by column in schema order.
+struct RowBuilder<'a> {
+    schema: &'a Schema,
+    seen: HashSet<String>,
+    stats: WalrStats,
+    scaled: Vec<f32>,
+}
+
+/// A raw cell: CSV text or a JSON value.
+enum Cell<'a> {
+    Text(&'a str),
+    Json(&'a Value),
+}
+
+impl Cell<'_> {
+    fn number(&self) -> Result<f64, String> {
+        let value = match self {
+            Cell::Text(text) => text
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| format!("{text:?} is not a number"))?,
+            Cell::Json(value) => value
+                .as_f64()
+                .ok_or_else(|| format!("{value} is not a number"))?,
+        };
+        if value.is_finite() {
+            Ok(value)
+        } else {
+            Err(format!("{value} is not finite"))
+        }
+    }
+
+    fn text(&self) -> Result<String, String> {
+        match self {
+            Cell::Text(text) => Ok((*text).to_owned()),
+            Cell::Json(Value::String(text)) => Ok(text.clone()),
+            Cell::Json(Value::Number(number)) if number.is_u64() || number.is_i64() => {
+                Ok(number.to_string())
+            }
+            Cell::Json(value) => Err(format!("{value} is not a string")),
+        }
+    }
+
+    fn label(&self) -> Result<u8, String> {
+        match self {
+            Cell::Text(text) => match text.trim() {
+                "0" => Ok(0),
+                "1" => Ok(1),
+                other => Err(format!("label {other:?} is not 0 or 1")),
+            },
+            Cell::Json(value) => match value {
+                Value::Bool(flag) => Ok(u8::from(*flag)),
+                Value::Number(number) if number.as_f64() == Some(0.0) => Ok(0),
+                Value::Number(number) if number.as_f64() == Some(1.0) => Ok(1),
+                other => Err(format!("label {other} is not 0 or 1")),
+            },
+        }
+    }
+}
+
+impl<'a> RowBuilder<'a> {
+    fn new(schema: &'a Schema) -> Self {
+        RowBuilder {
+            schema,
+            seen: HashSet::new(),
+            stats: WalrStats::empty(schema.k()),
+            scaled: Vec::with_capacity(schema.k()),
+        }
+    }
+
+    /// Builds a row from `cell(name)` for every column of the schema.
+    fn build<'c>(
+        &mut self,
+        line: u64,
+        cell: impl Fn(&str) -> Option<Cell<'c>>,
+    ) -> Result<RowRecord, String> {
+        let schema = self.schema;
+        let get = |name: &str| cell(name).ok_or_else(|| format!("column {name:?} is missing"));
+        let row_id = get(ROW_ID)?.text()?;
+        if row_id.is_empty() || row_id.len() > MAX_ROW_ID_LEN {
+            return Err(format!("row_id must be 1 to {MAX_ROW_ID_LEN} bytes"));
+        }
+        let label = get(&schema.label)?.label()?;
+        self.scaled.clear();
+        let mut features = Vec::with_capacity(4 * schema.k());
+        for column in &schema.features {
+            let value = get(&column.name)?.number()?;
+            if value < column.min || value > column.max {
+                return Err(format!(
+                    "{} = {value} is outside its declared bounds [{}, {}]",
+                    column.name, column.min, column.max
+                ));
+            }
+            let scaled = ((value - column.min) / (column.max - column.min)) as f32;
+            self.scaled.push(scaled);
+            features.extend_from_slice(&scaled.to_le_bytes());
+        }
+        let mut measures = Vec::with_capacity(8 * schema.measures.len());
+        for column in &schema.measures {
+            let value = get(&column.name)?.number()?.clamp(column.min, column.max);
+            measures.extend_from_slice(&value.to_le_bytes());
+        }
+        let mut dimensions = Vec::with_capacity(4 * schema.dimensions.len());
+        for dimension in &schema.dimensions {
+            let value = get(&dimension.name)?.text()?;
+            let index = dimension
+                .values
+                .iter()
+                .position(|known| *known == value)
+                .ok_or_else(|| format!("{} = {value:?} is not a declared value", dimension.name))?;
+            dimensions.extend_from_slice(&(index as u32).to_le_bytes());
+        }
+        if !self.seen.insert(row_id.clone()) {
+            return Err(format!("row_id {row_id:?} appears twice in this upload"));
+        }
+        self.stats.add(label, &self.scaled);
+        Ok(RowRecord {
+            line,
+            row_id,
+            label,
+            features,
+            measures,
+            dimensions,
+        })
+    }
+}
+
+/// Collects rows into batches for `sink`, and bad lines into errors.
+struct Collector<F> {
+    batch: Vec<RowRecord>,
+    errors: Vec<LineError>,
+    rows: u64,
+    sink: F,
+    /// The sink said stop (the store failed or the client went away).
+    stopped: bool,
+}
+
+impl<F: FnMut(Vec<RowRecord>) -> bool> Collector<F> {
+    fn new(sink: F) -> Self {
+        Collector {
+            batch: Vec::with_capacity(BATCH_ROWS),
+            errors: Vec::new(),
+            rows: 0,
+            sink,
+            stopped: false,
+        }
+    }
+
+    /// Whether parsing should go on.
+    fn more(&self) -> bool {
+        self.errors.len() < MAX_REPORTED_ERRORS && !self.stopped
+    }
+
+    fn error(&mut self, line: u64, reason: String) {
+        self.errors.push(LineError { line, reason });
+    }
+
+    fn push(&mut self, row: Result<RowRecord, String>, line: u64) {
+        match row {
+            Ok(row) => {
+                self.rows += 1;
+                // After the first error nothing more is stored; keep checking.
+                if self.errors.is_empty() {
+                    self.batch.push(row);
+                    if self.batch.len() == BATCH_ROWS {
+                        self.flush();
+                    }
+                }
+            }
+            Err(reason) => self.error(line, reason),
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.batch.is_empty() && self.errors.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_ROWS));
+            self.stopped = !(self.sink)(batch);
+        }
+    }
+
+    fn finish(mut self, stats: WalrStats) -> Summary {
+        self.flush();
+        let stats = self.errors.is_empty().then_some(stats);
+        Summary {
+            rows: self.rows,
+            stats,
+            errors: self.errors,
+        }
+    }
+}
+
+/// Parses a whole upload, handing batches of valid rows to `sink` (which
+/// returns false to stop). A read error ends the upload as an error.
+pub fn parse(
+    format: Format,
+    reader: impl Read,
+    schema: &Schema,
+    sink: impl FnMut(Vec<RowRecord>) -> bool,
+) -> std::io::Result<Summary> {
+    let mut builder = RowBuilder::new(schema);
+    let mut collector = Collector::new(sink);
+    match format {
+        Format::Csv => parse_csv(reader, &mut builder, &mut collector)?,
+        Format::Ndjson => parse_ndjson(reader, &mut builder, &mut collector)?,
+    }
+    Ok(collector.finish(builder.stats))
+}
+
+fn expected_columns(schema: &Schema) -> HashSet<&str> {
+    schema
+        .features
+        .iter()
+        .chain(&schema.measures)
+        .map(|column| column.name.as_str())
+        .chain(schema.dimensions.iter().map(|d| d.name.as_str()))
+        .chain([ROW_ID, schema.label.as_str()])
+        .collect()
+}
+
+fn csv_error(error: csv::Error) -> Result<String, std::io::Error> {
+    match error.into_kind() {
+        csv::ErrorKind::Io(error) => Err(error),
+        csv::ErrorKind::Utf8 { err, .. } => Ok(format!("not valid UTF-8: {err}")),
+        other => Ok(format!("unreadable CSV: {other:?}")),
+    }
+}
+
+fn parse_csv<F: FnMut(Vec<RowRecord>) -> bool>(
+    reader: impl Read,
+    builder: &mut RowBuilder,
+    collector: &mut Collector<F>,
+) -> std::io::Result<()> {
+    let mut csv = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(reader);
+    let header = match csv.headers() {
+        Ok(header) => header.clone(),
+        Err(error) => {
+            collector.error(1, csv_error(error)?);
+            return Ok(());
+        }
+    };
+    let expected = expected_columns(builder.schema);
+    let named: HashSet<&str> = header.iter().collect();
+    let unknown: Vec<&str> = header
+        .iter()
+        .filter(|name| !expected.contains(name))
+        .collect();
+    let mut missing: Vec<&str> = expected.difference(&named).copied().collect();
+    missing.sort_unstable();
+    if !unknown.is_empty() || !missing.is_empty() || named.len() != header.len() {
+        collector.error(
+            1,
+            format!("header: unknown columns {unknown:?}, missing columns {missing:?}, or a column named twice"),
+        );
+        return Ok(());
+    }
+    let positions: std::collections::HashMap<&str, usize> = header
+        .iter()
+        .enumerate()
+        .map(|(index, name)| (name, index))
+        .collect();
+    let mut record = csv::StringRecord::new();
+    while collector.more() {
+        let line = csv.position().line() + u64::from(csv.position().line() == 0);
+        match csv.read_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {
+                let line = record.position().map_or(line, csv::Position::line);
+                if record.len() != header.len() {
+                    collector.error(
+                        line,
+                        format!("{} fields, expected {}", record.len(), header.len()),
+                    );
+                    continue;
+                }
+                let row = builder.build(line, |name| {
+                    positions
+                        .get(name)
+                        .and_then(|&at| record.get(at))
+                        .map(Cell::Text)
+                });
+                collector.push(row, line);
+            }
+            Err(error) => {
+                let line = error.position().map_or(line, csv::Position::line);
+                collector.error(line, csv_error(error)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_ndjson<F: FnMut(Vec<RowRecord>) -> bool>(
+    reader: impl Read,
+    builder: &mut RowBuilder,
+    collector: &mut Collector<F>,
+) -> std::io::Result<()> {
+    use std::io::BufRead;
+    let expected = expected_columns(builder.schema);
+    let mut lines = std::io::BufReader::with_capacity(1 << 16, reader);
+    let mut text = String::new();
+    let mut line = 0;
+    while collector.more() {
+        text.clear();
+        if lines.read_line(&mut text)? == 0 {
+            break;
+        }
+        line += 1;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let object: Map<String, Value> = match serde_json::from_str(&text) {
+            Ok(object) => object,
+            Err(error) => {
+                collector.error(line, format!("not a JSON object: {error}"));
+                continue;
+            }
+        };
+        if let Some(unknown) = object.keys().find(|key| !expected.contains(key.as_str())) {
+            collector.error(line, format!("unknown column {unknown:?}"));
+            continue;
+        }
+        let row = builder.build(line, |name| object.get(name).map(Cell::Json));
+        collector.push(row, line);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "ingest_tests.rs"]
+mod tests;

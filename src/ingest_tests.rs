@@ -1,0 +1,195 @@
+use super::*;
+use dpgate_api_types as api;
+
+fn schema() -> Schema {
+    Schema::parse(
+        &serde_json::from_value::<api::CreateDataset>(serde_json::json!({
+            "name": "ads", "privacy_unit": "label",
+            "features": [{"name": "f0", "min": 0, "max": 1}, {"name": "f1", "min": -5, "max": 5}],
+            "label": "converted",
+            "measures": [{"name": "value", "min": 0, "max": 100}],
+            "dimensions": [{"name": "campaign", "values": ["a", "b"]}],
+            "budget": {"epsilon": 10, "delta": 1e-6}
+        }))
+        .unwrap(),
+    )
+    .unwrap()
+}
+
+fn run(format: Format, text: &str) -> (Summary, Vec<RowRecord>) {
+    let mut rows = Vec::new();
+    let summary = parse(format, text.as_bytes(), &schema(), |batch| {
+        rows.extend(batch);
+        true
+    })
+    .unwrap();
+    (summary, rows)
+}
+
+const HEADER: &str = "row_id,converted,f0,f1,value,campaign\n";
+
+#[test]
+fn a_valid_csv_is_scaled_encoded_and_summed() {
+    let text = format!("{HEADER}r1,1,0.5,5,250,a\nr2,0,1,-5,-3,b\n");
+    let (summary, rows) = run(Format::Csv, &text);
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(summary.rows, 2);
+    assert_eq!(rows[0].row_id, "r1");
+    assert_eq!(rows[0].line, 2);
+    assert_eq!(
+        rows[0].features,
+        [0.5f32.to_le_bytes(), 1.0f32.to_le_bytes()].concat()
+    );
+    // Measures are clamped to their bounds, not refused.
+    assert_eq!(rows[0].measures, 100.0f64.to_le_bytes());
+    assert_eq!(rows[1].measures, 0.0f64.to_le_bytes());
+    assert_eq!(rows[1].dimensions, 1u32.to_le_bytes());
+    let stats = summary.stats.unwrap();
+    assert_eq!(stats.label_sum, 1.0);
+    assert_eq!(stats.label_feature_sums, vec![0.5, 1.0]);
+    assert_eq!(stats.max_norm_squared, 1.25);
+}
+
+#[test]
+fn columns_may_come_in_any_order() {
+    let text = "campaign,value,f1,f0,converted,row_id\nb,1,0,0,1,x\n";
+    let (summary, rows) = run(Format::Csv, text);
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(
+        rows[0].features,
+        [0.0f32.to_le_bytes(), 0.5f32.to_le_bytes()].concat()
+    );
+}
+
+#[test]
+fn every_kind_of_bad_line_is_reported_with_its_line_number() {
+    let cases = [
+        ("r1,1,0.5,0,1,a,extra\n", "7 fields, expected 6"),
+        ("r1,1,0.5,0\n", "4 fields"),
+        ("r1,1,NaN,0,1,a\n", "not finite"),
+        ("r1,1,inf,0,1,a\n", "not finite"),
+        ("r1,1,x,0,1,a\n", "not a number"),
+        ("r1,1,1.5,0,1,a\n", "outside its declared bounds"),
+        ("r1,2,0.5,0,1,a\n", "not 0 or 1"),
+        ("r1,yes,0.5,0,1,a\n", "not 0 or 1"),
+        ("r1,1,0.5,0,1,c\n", "not a declared value"),
+        (",1,0.5,0,1,a\n", "row_id must be"),
+    ];
+    for (line, reason) in cases {
+        let text = format!("{HEADER}ok,0,0,0,0,a\n{line}");
+        let (summary, _) = run(Format::Csv, &text);
+        assert_eq!(summary.errors.len(), 1, "{line:?}: {:?}", summary.errors);
+        assert_eq!(summary.errors[0].line, 3, "{line:?}");
+        assert!(
+            summary.errors[0].reason.contains(reason),
+            "{:?}",
+            summary.errors[0]
+        );
+        assert!(summary.stats.is_none());
+    }
+}
+
+#[test]
+fn duplicate_row_ids_in_one_upload_are_refused() {
+    let text = format!("{HEADER}r1,1,0,0,0,a\nr2,1,0,0,0,a\nr1,0,0,0,0,b\n");
+    let (summary, _) = run(Format::Csv, &text);
+    assert_eq!(
+        summary.errors,
+        vec![LineError {
+            line: 4,
+            reason: "row_id \"r1\" appears twice in this upload".to_owned()
+        }]
+    );
+}
+
+#[test]
+fn unknown_or_missing_header_columns_refuse_the_whole_upload() {
+    for header in [
+        "row_id,converted,f0,f1,value,campaign,extra\n",
+        "row_id,converted,f0,value,campaign\n",
+        "row_id,converted,f0,f0,value,campaign\n",
+    ] {
+        let (summary, rows) = run(Format::Csv, &format!("{header}r1,1,0,0,0,a\n"));
+        assert_eq!(summary.errors.len(), 1);
+        assert_eq!(summary.errors[0].line, 1);
+        assert!(rows.is_empty());
+    }
+}
+
+#[test]
+fn at_most_twenty_errors_are_reported_and_nothing_is_handed_on_after_the_first() {
+    let mut text = HEADER.to_owned();
+    for index in 0..100 {
+        text.push_str(&format!(
+            "r{index},1,{},0,0,a\n",
+            if index % 2 == 0 { "0.5" } else { "9" }
+        ));
+    }
+    let (summary, rows) = run(Format::Csv, &text);
+    assert_eq!(summary.errors.len(), MAX_REPORTED_ERRORS);
+    assert_eq!(summary.errors[0].line, 3);
+    assert!(rows.is_empty(), "the first batch is only flushed when full");
+}
+
+#[test]
+fn ndjson_rows_are_validated_like_csv_rows() {
+    let text = concat!(
+        r#"{"row_id": "r1", "converted": 1, "f0": 0.5, "f1": 5, "value": 7, "campaign": "a"}"#,
+        "\n\n",
+        r#"{"row_id": 2, "converted": true, "f0": 0, "f1": 0, "value": 7, "campaign": "b"}"#,
+        "\n",
+        r#"{"row_id": "r3", "converted": 1, "f0": "0.5", "f1": 0, "value": 7, "campaign": "a"}"#,
+        "\n",
+        r#"{"row_id": "r4", "converted": 1, "f0": 0.5, "f1": 0, "value": 7, "campaign": "a", "x": 1}"#,
+        "\n",
+        r#"{"row_id": "r5", "converted": 1, "f0": 0.5, "f1": 0, "campaign": "a"}"#,
+        "\n",
+        "[1, 2]\n",
+    );
+    let (summary, _) = run(Format::Ndjson, text);
+    let lines: Vec<(u64, &str)> = summary
+        .errors
+        .iter()
+        .map(|error| (error.line, error.reason.as_str()))
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0].0, 4);
+    assert!(lines[0].1.contains("not a number"));
+    assert_eq!(lines[1], (5, "unknown column \"x\""));
+    assert_eq!(lines[2], (6, "column \"value\" is missing"));
+    assert_eq!(lines[3].0, 7);
+    assert_eq!(summary.rows, 2);
+}
+
+#[test]
+fn large_uploads_are_handed_on_in_batches() {
+    let mut text = HEADER.to_owned();
+    for index in 0..(2 * BATCH_ROWS + 7) {
+        text.push_str(&format!("r{index},{},0.25,1,5,b\n", index % 2));
+    }
+    let mut batches = Vec::new();
+    let summary = parse(Format::Csv, text.as_bytes(), &schema(), |batch| {
+        batches.push(batch.len());
+        true
+    })
+    .unwrap();
+    assert_eq!(batches, vec![BATCH_ROWS, BATCH_ROWS, 7]);
+    assert_eq!(summary.rows, (2 * BATCH_ROWS + 7) as u64);
+    assert_eq!(summary.stats.unwrap().label_sum, (BATCH_ROWS + 3) as f64);
+}
+
+#[test]
+fn a_sink_that_stops_ends_the_upload() {
+    let mut text = HEADER.to_owned();
+    for index in 0..(3 * BATCH_ROWS) {
+        text.push_str(&format!("r{index},1,0,0,0,a\n"));
+    }
+    let mut calls = 0;
+    let summary = parse(Format::Csv, text.as_bytes(), &schema(), |_| {
+        calls += 1;
+        false
+    })
+    .unwrap();
+    assert_eq!(calls, 1);
+    assert_eq!(summary.rows, BATCH_ROWS as u64);
+}

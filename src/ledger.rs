@@ -1,0 +1,275 @@
+//! The tamper-evident budget ledger: every entry carries the SHA-256 of the
+//! previous entry of its dataset, so editing, deleting or reordering any
+//! entry breaks the chain from there on. `dpgate ledger verify` walks it.
+
+use dpgate_api_types as api;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::dp::{Charge, Composition, Delta, Epsilon, PrivacyLoss};
+
+/// The `prev_hash` of a dataset's first entry.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// One ledger entry as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LedgerRecord {
+    pub seq: u64,
+    pub event: api::LedgerEvent,
+    pub actor: String,
+    pub release_id: Option<Uuid>,
+    pub epsilon: Epsilon,
+    pub delta: Delta,
+    /// The release's [`PrivacyLoss`], as the JSON text that was hashed.
+    pub loss: Option<String>,
+    /// Event details, as the JSON text that was hashed.
+    pub details: Option<String>,
+    pub created_at: String,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The fields an entry's hash covers, in a fixed order.
+#[derive(Serialize)]
+struct Canonical<'a> {
+    dataset: &'a Uuid,
+    seq: u64,
+    event: api::LedgerEvent,
+    actor: &'a str,
+    release_id: Option<&'a Uuid>,
+    epsilon: Epsilon,
+    delta: Delta,
+    loss: Option<&'a str>,
+    details: Option<&'a str>,
+    created_at: &'a str,
+    prev_hash: &'a str,
+}
+
+/// What a new entry says; its sequence number and hashes come from the chain.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    pub event: api::LedgerEvent,
+    pub actor: String,
+    pub release_id: Option<Uuid>,
+    pub epsilon: Epsilon,
+    pub delta: Delta,
+    pub loss: Option<String>,
+    pub details: Option<String>,
+    pub created_at: String,
+}
+
+impl NewEntry {
+    /// The entry for a release debit.
+    pub fn release(release_id: Uuid, actor: &str, charge: &Charge, created_at: &str) -> Self {
+        NewEntry {
+            event: api::LedgerEvent::Release,
+            actor: actor.to_owned(),
+            release_id: Some(release_id),
+            epsilon: charge.epsilon,
+            delta: charge.delta,
+            loss: Some(serde_json::to_string(&charge.loss).unwrap_or_default()),
+            details: None,
+            created_at: created_at.to_owned(),
+        }
+    }
+
+    /// Places the entry after `previous` (or first), computing its hash.
+    pub fn chain(self, dataset: &Uuid, previous: Option<(u64, &str)>) -> LedgerRecord {
+        let (seq, prev_hash) = match previous {
+            Some((seq, hash)) => (seq + 1, hash.to_owned()),
+            None => (0, GENESIS_HASH.to_owned()),
+        };
+        let mut record = LedgerRecord {
+            seq,
+            event: self.event,
+            actor: self.actor,
+            release_id: self.release_id,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            loss: self.loss,
+            details: self.details,
+            created_at: self.created_at,
+            prev_hash,
+            hash: String::new(),
+        };
+        record.hash = record.expected_hash(dataset);
+        record
+    }
+}
+
+impl LedgerRecord {
+    /// SHA-256 (hex) of the entry's canonical JSON, `prev_hash` included.
+    pub fn expected_hash(&self, dataset: &Uuid) -> String {
+        let canonical = Canonical {
+            dataset,
+            seq: self.seq,
+            event: self.event,
+            actor: &self.actor,
+            release_id: self.release_id.as_ref(),
+            epsilon: self.epsilon,
+            delta: self.delta,
+            loss: self.loss.as_deref(),
+            details: self.details.as_deref(),
+            created_at: &self.created_at,
+            prev_hash: &self.prev_hash,
+        };
+        // Serialising a struct of strings and integers cannot fail.
+        let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// The API view of the entry.
+    pub fn view(&self) -> api::LedgerEntry {
+        let json = |text: &Option<String>| {
+            text.as_deref()
+                .and_then(|text| serde_json::from_str(text).ok())
+        };
+        api::LedgerEntry {
+            seq: self.seq,
+            event: self.event,
+            actor: self.actor.clone(),
+            release_id: self.release_id,
+            epsilon: self.epsilon.value(),
+            delta: self.delta.value(),
+            loss: json(&self.loss),
+            details: json(&self.details),
+            created_at: self.created_at.clone(),
+            prev_hash: self.prev_hash.clone(),
+            hash: self.hash.clone(),
+        }
+    }
+}
+
+/// Where and why a ledger fails verification.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ledger entry {seq}: {reason}")]
+pub struct ChainBreak {
+    pub seq: u64,
+    pub reason: String,
+}
+
+/// Checks a dataset's whole ledger, oldest first: sequence numbers from 0
+/// without gaps, the first entry an `open`, every `prev_hash` the previous
+/// entry's hash, every hash recomputed. Returns the composition of its
+/// releases, to compare with the dataset's running state.
+pub fn verify(dataset: &Uuid, entries: &[LedgerRecord]) -> Result<Composition, ChainBreak> {
+    let mut composition = Composition::default();
+    let mut previous = GENESIS_HASH;
+    for (index, entry) in entries.iter().enumerate() {
+        let fail = |reason: &str| ChainBreak {
+            seq: entry.seq,
+            reason: reason.to_owned(),
+        };
+        if entry.seq != index as u64 {
+            return Err(fail("sequence number out of place (an entry is missing)"));
+        }
+        if index == 0 && entry.event != api::LedgerEvent::Open {
+            return Err(fail("the first entry is not the dataset's opening"));
+        }
+        if entry.prev_hash != previous {
+            return Err(fail("prev_hash does not match the previous entry's hash"));
+        }
+        if entry.hash != entry.expected_hash(dataset) {
+            return Err(fail("hash does not match the entry's contents"));
+        }
+        if entry.event == api::LedgerEvent::Release {
+            let loss: PrivacyLoss = entry
+                .loss
+                .as_deref()
+                .and_then(|text| serde_json::from_str(text).ok())
+                .ok_or_else(|| fail("a release without a readable privacy loss"))?;
+            loss.validate().map_err(|error| fail(&error.to_string()))?;
+            composition.push(&Charge {
+                epsilon: entry.epsilon,
+                delta: entry.delta,
+                loss,
+            });
+        }
+        previous = &entry.hash;
+    }
+    Ok(composition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(dataset: &Uuid) -> Vec<LedgerRecord> {
+        let open = NewEntry {
+            event: api::LedgerEvent::Open,
+            actor: "admin".to_owned(),
+            release_id: None,
+            epsilon: Epsilon::ZERO,
+            delta: Delta::ZERO,
+            loss: None,
+            details: Some(r#"{"budget":{"epsilon":1.0}}"#.to_owned()),
+            created_at: "2026-01-01T00:00:00Z".to_owned(),
+        }
+        .chain(dataset, None);
+        let mut entries = vec![open];
+        for index in 0..3 {
+            let charge = Charge {
+                epsilon: Epsilon::new(0.1).unwrap(),
+                delta: Delta::new(1e-7).unwrap(),
+                loss: PrivacyLoss::Gaussian {
+                    sensitivity: 1.0,
+                    sigma: 40.0 + f64::from(index),
+                },
+            };
+            let last = entries.last().unwrap();
+            let entry = NewEntry::release(Uuid::new_v4(), "ana", &charge, "2026-01-01T00:00:01Z")
+                .chain(dataset, Some((last.seq, &last.hash)));
+            entries.push(entry);
+        }
+        entries
+    }
+
+    #[test]
+    fn an_intact_ledger_verifies_and_recomputes_its_composition() {
+        let dataset = Uuid::new_v4();
+        let composition = verify(&dataset, &ledger(&dataset)).unwrap();
+        assert_eq!(composition.releases(), 3);
+    }
+
+    #[test]
+    fn any_edit_deletion_or_swap_is_detected() {
+        let dataset = Uuid::new_v4();
+        type Edit = Box<dyn Fn(&mut Vec<LedgerRecord>)>;
+        let edits: Vec<(u64, Edit)> = vec![
+            (2, Box::new(|e| e[2].epsilon = Epsilon::new(0.01).unwrap())),
+            (1, Box::new(|e| e[1].actor = "someone else".to_owned())),
+            (
+                3,
+                Box::new(|e| {
+                    e[3].loss = Some(r#"{"mechanism":"pure_epsilon","epsilon":0.001}"#.to_owned())
+                }),
+            ),
+            (
+                3,
+                Box::new(|e| {
+                    e.remove(2);
+                }),
+            ),
+            (2, Box::new(|e| e.swap(1, 2))),
+            (0, Box::new(|e| e[0].details = None)),
+        ];
+        for (seq, edit) in edits {
+            let mut entries = ledger(&dataset);
+            edit(&mut entries);
+            let error = verify(&dataset, &entries).unwrap_err();
+            assert_eq!(error.seq, seq, "{error}");
+        }
+        // The same entries under another dataset's id do not verify either.
+        assert!(verify(&Uuid::new_v4(), &ledger(&dataset)).is_err());
+    }
+
+    #[test]
+    fn a_recomputed_hash_on_an_edited_entry_still_breaks_the_next_link() {
+        let dataset = Uuid::new_v4();
+        let mut entries = ledger(&dataset);
+        entries[1].epsilon = Epsilon::new(0.01).unwrap();
+        entries[1].hash = entries[1].expected_hash(&dataset);
+        assert_eq!(verify(&dataset, &entries).unwrap_err().seq, 2);
+    }
+}

@@ -1,0 +1,348 @@
+//! Releases: a request becomes a sensitivity, a calibrated mechanism and a
+//! ledger charge; the charge is debited; only then is noise drawn.
+//!
+//! The order is the privacy argument:
+//! 1. the exact answer is computed from a snapshot of the dataset (nothing
+//!    leaves the server);
+//! 2. the debit commits in one transaction that re-checks the budget under
+//!    a lock (and that the snapshot is still current);
+//! 3. the noise is drawn from the OS CSPRNG, once, outside any transaction
+//!    that could be retried;
+//! 4. the response is stored, then sent. A response lost after step 2 leaves
+//!    the budget spent, and a retry with the same idempotency key is refused
+//!    rather than answered with fresh noise.
+
+pub mod walr;
+
+use dpgate_api_types as api;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::dataset::{DatasetRecord, spent_view};
+use crate::dp::{self, Charge, Decision, Delta, Epsilon, Mechanism, OsNoise};
+use crate::store::{Debit, DebitOutcome, Decide, Store, StoreError, StoredRelease};
+
+/// How often a release is recomputed when rows keep arriving under it.
+const STALE_RETRIES: usize = 5;
+
+/// Why a release was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    /// Bad parameters for this kind or dataset (nothing spent).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("no such dataset")]
+    NoDataset,
+    /// The release does not fit (nothing spent).
+    #[error("{detail}")]
+    BudgetExhausted {
+        detail: String,
+        remaining: api::Remaining,
+    },
+    /// The idempotency key was used for another request, or its release is
+    /// still being made (or was lost after its debit).
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A fault after the debit: the budget stays spent.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// A successful answer.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A new release: the response body as stored.
+    Created(String),
+    /// The stored response of an earlier request with the same key.
+    Replayed(String),
+    /// A dry run's price, nothing spent.
+    Priced(Box<api::Release>),
+}
+
+/// A release planned against one snapshot of the dataset.
+struct Plan {
+    exact: Vec<f64>,
+    mechanism: Mechanism,
+    /// The declared sensitivity (before lattice rounding).
+    sensitivity: f64,
+    n: u64,
+}
+
+fn plan(
+    dataset: &DatasetRecord,
+    request: &api::ReleaseRequest,
+    epsilon: Epsilon,
+    delta: Delta,
+) -> Result<Plan, ReleaseError> {
+    let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
+    match request {
+        api::ReleaseRequest::Walr { intercept, .. } => {
+            if delta == Delta::ZERO {
+                return Err(ReleaseError::Invalid(
+                    "walr needs a delta in (0, 1): it uses the Gaussian mechanism".to_owned(),
+                ));
+            }
+            if dataset.n_rows == 0 {
+                return Err(ReleaseError::Invalid(
+                    "the dataset has no rows yet".to_owned(),
+                ));
+            }
+            let exact = walr::exact(&dataset.stats, dataset.n_rows, *intercept);
+            let sensitivity = walr::sensitivity(
+                dataset.privacy_unit,
+                dataset.schema.k(),
+                dataset.stats.max_norm_squared,
+                dataset.n_rows,
+                *intercept,
+            );
+            if sensitivity == 0.0 {
+                return Err(ReleaseError::Invalid(
+                    "every feature vector is zero and the intercept is off: nothing to release"
+                        .to_owned(),
+                ));
+            }
+            let mechanism =
+                Mechanism::gaussian(epsilon, delta, sensitivity, exact.len()).map_err(invalid)?;
+            Ok(Plan {
+                exact,
+                mechanism,
+                sensitivity,
+                n: dataset.n_rows,
+            })
+        }
+    }
+}
+
+/// The response for a plan; `result` is `None` on a dry run.
+fn response(
+    id: Uuid,
+    request: &api::ReleaseRequest,
+    plan: &Plan,
+    after: &DatasetRecord,
+    analyst: &str,
+    created_at: String,
+    result: Option<api::ReleaseResult>,
+) -> api::Release {
+    let spent = after.spent();
+    let (epsilon, delta) = (request.epsilon(), request.delta());
+    api::Release {
+        id,
+        kind: request.kind().to_owned(),
+        epsilon: Epsilon::new(epsilon).map_or(epsilon, Epsilon::value),
+        delta: Delta::new(delta).map_or(delta, Delta::value),
+        sensitivity: plan.sensitivity,
+        sigma: plan.mechanism.noise_std(),
+        n: plan.n,
+        noise: api::NoiseDetails {
+            mechanism: plan.mechanism.name().to_owned(),
+            scale: plan.mechanism.noise_scale(),
+            grid: plan.mechanism.grid(),
+            accounted_sensitivity: plan.mechanism.accounted_sensitivity(),
+            sigma_classic: dp::classic_sigma(epsilon, delta, plan.sensitivity).ok(),
+        },
+        result,
+        spent: spent_view(&spent),
+        remaining: after.remaining(&spent),
+        analyst: analyst.to_owned(),
+        created_at,
+        dry_run: false,
+    }
+}
+
+fn now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn replay(stored: StoredRelease, request_hash: &str) -> Result<Outcome, ReleaseError> {
+    if stored.request_hash != request_hash {
+        return Err(ReleaseError::Conflict(
+            "this Idempotency-Key was already used for a different request".to_owned(),
+        ));
+    }
+    stored.response.map(Outcome::Replayed).ok_or_else(|| {
+        ReleaseError::Conflict(
+            "the release with this Idempotency-Key is still being made, or its result was \
+             lost after its debit (the budget stays spent); retry later"
+                .to_owned(),
+        )
+    })
+}
+
+fn exhausted(dataset: &DatasetRecord, after: &dp::Spent) -> ReleaseError {
+    let spent = dataset.spent();
+    ReleaseError::BudgetExhausted {
+        detail: format!(
+            "this release would bring the dataset's spending to ε = {} (budget ε = {}, δ = {}); \
+             it has ε = {} left",
+            after.epsilon.value(),
+            dataset.budget.epsilon.value(),
+            dataset.budget.delta.value(),
+            dataset.budget.epsilon.saturating_sub(spent.epsilon).value(),
+        ),
+        remaining: dataset.remaining(&spent),
+    }
+}
+
+/// What a release asks for, beyond its body.
+pub struct Ask<'a> {
+    pub dataset: Uuid,
+    pub analyst: &'a str,
+    pub idempotency_key: Option<String>,
+    pub dry_run: bool,
+}
+
+/// Makes (or prices, or replays) one release.
+pub async fn release(
+    store: &dyn Store,
+    ask: Ask<'_>,
+    request: &api::ReleaseRequest,
+) -> Result<Outcome, ReleaseError> {
+    let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
+    let epsilon = Epsilon::new(request.epsilon()).map_err(invalid)?;
+    let delta = Delta::new(request.delta()).map_err(invalid)?;
+    // The request's canonical JSON identifies it for idempotent replays.
+    let request_json = serde_json::to_string(request).unwrap_or_default();
+    let request_hash = hex::encode(Sha256::digest(request_json.as_bytes()));
+    if let (Some(key), false) = (&ask.idempotency_key, ask.dry_run)
+        && let Some(stored) = store.release_by_key(ask.dataset, ask.analyst, key).await?
+    {
+        return replay(stored, &request_hash);
+    }
+    for _ in 0..STALE_RETRIES {
+        let dataset = store
+            .dataset(ask.dataset)
+            .await?
+            .ok_or(ReleaseError::NoDataset)?;
+        let plan = plan(&dataset, request, epsilon, delta)?;
+        let charge = Charge {
+            epsilon,
+            delta,
+            loss: plan.mechanism.loss().clone(),
+        };
+        if ask.dry_run {
+            return match dataset
+                .composition
+                .admits(&charge, dataset.accountant, &dataset.budget)
+            {
+                Decision::Admit(_) => {
+                    let mut after = dataset.clone();
+                    after.composition.push(&charge);
+                    let mut priced = response(
+                        Uuid::nil(),
+                        request,
+                        &plan,
+                        &after,
+                        ask.analyst,
+                        now(),
+                        None,
+                    );
+                    priced.dry_run = true;
+                    Ok(Outcome::Priced(Box::new(priced)))
+                }
+                Decision::Refuse(after) => Err(exhausted(&dataset, &after)),
+            };
+        }
+        let debit = Debit {
+            dataset: ask.dataset,
+            expected_rows: dataset.n_rows,
+            release_id: Uuid::new_v4(),
+            analyst: ask.analyst.to_owned(),
+            kind: request.kind().to_owned(),
+            idempotency_key: ask.idempotency_key.clone(),
+            request_hash: request_hash.clone(),
+            request: request_json.clone(),
+            charge: charge.clone(),
+            created_at: now(),
+        };
+        let decide: Decide = Box::new(move |locked| {
+            match locked
+                .composition
+                .admits(&charge, locked.accountant, &locked.budget)
+            {
+                Decision::Admit(_) => {
+                    let mut composition = locked.composition.clone();
+                    composition.push(&charge);
+                    Some(composition)
+                }
+                Decision::Refuse(_) => None,
+            }
+        });
+        match store.debit(&debit, decide).await? {
+            DebitOutcome::Debited(after) => {
+                return finish(store, debit, request, plan, &after).await;
+            }
+            DebitOutcome::Refused(locked) => {
+                let mut after = locked.composition.clone();
+                after.push(&debit.charge);
+                return Err(exhausted(
+                    &locked,
+                    &after.spent(locked.accountant, &locked.budget),
+                ));
+            }
+            DebitOutcome::Replay(stored) => return replay(stored, &request_hash),
+            DebitOutcome::Stale => continue,
+            DebitOutcome::NoDataset => return Err(ReleaseError::NoDataset),
+        }
+    }
+    Err(ReleaseError::Conflict(
+        "rows kept arriving while the release was computed; retry".to_owned(),
+    ))
+}
+
+/// After the debit: draws the noise, stores the response, returns it.
+async fn finish(
+    store: &dyn Store,
+    debit: Debit,
+    request: &api::ReleaseRequest,
+    plan: Plan,
+    after: &DatasetRecord,
+) -> Result<Outcome, ReleaseError> {
+    let mechanism = plan.mechanism.clone();
+    let exact = plan.exact.clone();
+    let span = tracing::Span::current();
+    let noisy = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        mechanism.release(&exact, &mut OsNoise::new())
+    })
+    .await
+    .map_err(|error| ReleaseError::Internal(format!("the noise task failed: {error}")))?
+    .map_err(|error| ReleaseError::Internal(format!("the release failed: {error}")))?;
+    if noisy.iter().any(|value| !value.is_finite()) {
+        return Err(ReleaseError::Internal(
+            "a released value is not finite".to_owned(),
+        ));
+    }
+    let intercept = matches!(
+        request,
+        api::ReleaseRequest::Walr {
+            intercept: true,
+            ..
+        }
+    );
+    let result = api::ReleaseResult::Walr(walr::result(noisy, intercept));
+    let body = response(
+        debit.release_id,
+        request,
+        &plan,
+        after,
+        &debit.analyst,
+        debit.created_at.clone(),
+        Some(result),
+    );
+    let text = serde_json::to_string(&body)
+        .map_err(|error| ReleaseError::Internal(format!("cannot encode the release: {error}")))?;
+    store.complete_release(debit.release_id, &text).await?;
+    tracing::info!(
+        dataset = %debit.dataset,
+        release = %debit.release_id,
+        epsilon = debit.charge.epsilon.value(),
+        delta = debit.charge.delta.value(),
+        "release made"
+    );
+    metrics::counter!("dpgate_releases_total", "kind" => request.kind()).increment(1);
+    Ok(Outcome::Created(text))
+}

@@ -1,0 +1,177 @@
+//! Storage: one trait, one implementation per backend (SQLite, Postgres),
+//! each with its own SQL and migrations. Nothing outside this module writes
+//! SQL.
+//!
+//! The one transaction that matters is [`Store::debit`]: it locks the
+//! dataset's budget row (SQLite `BEGIN IMMEDIATE`, Postgres `SELECT … FOR
+//! UPDATE`), asks the caller's [`Decide`] whether the release fits, and if so
+//! appends the hash-chained ledger entry, records the release and stores the
+//! new composition, all or nothing. Noise is drawn by the caller only after
+//! this commits, never inside it.
+
+mod postgres;
+mod records;
+mod sqlite;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::dataset::{DatasetRecord, WalrStats};
+use crate::dp::{Charge, Composition};
+use crate::ingest::RowRecord;
+use crate::ledger::LedgerRecord;
+
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A unique constraint: a taken dataset name, a reused key.
+    #[error("{0}")]
+    Conflict(String),
+    /// A stored value does not parse (corruption or a foreign writer).
+    #[error("corrupt stored {what}: {detail}")]
+    Corrupt { what: &'static str, detail: String },
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// A new dataset and who creates it.
+#[derive(Debug, Clone)]
+pub struct NewDataset {
+    pub record: DatasetRecord,
+    pub actor: String,
+}
+
+/// A release to debit: the ledger's charge and the release's bookkeeping.
+#[derive(Debug, Clone)]
+pub struct Debit {
+    pub dataset: Uuid,
+    /// N the release was computed for; if rows arrived since, the debit
+    /// reports [`DebitOutcome::Stale`] and the caller recomputes.
+    pub expected_rows: u64,
+    pub release_id: Uuid,
+    pub analyst: String,
+    pub kind: String,
+    pub idempotency_key: Option<String>,
+    pub request_hash: String,
+    /// The request as JSON, kept with the release for audit.
+    pub request: String,
+    pub charge: Charge,
+    pub created_at: String,
+}
+
+/// Decides, under the budget lock, whether a release fits: the composition
+/// after it, or `None` to refuse.
+pub type Decide = Box<dyn FnOnce(&DatasetRecord) -> Option<Composition> + Send>;
+
+/// How a debit ended.
+#[derive(Debug)]
+pub enum DebitOutcome {
+    /// Committed; the dataset as it now stands.
+    Debited(DatasetRecord),
+    /// Did not fit; nothing was written.
+    Refused(DatasetRecord),
+    /// The idempotency key was used before (by this analyst, on this dataset).
+    Replay(StoredRelease),
+    /// Rows were added since the release was computed.
+    Stale,
+    /// No such dataset.
+    NoDataset,
+}
+
+/// A recorded release.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRelease {
+    pub id: Uuid,
+    pub dataset: Uuid,
+    pub analyst: String,
+    pub request_hash: String,
+    /// The exact response body sent, once the noise was drawn and stored.
+    pub response: Option<String>,
+}
+
+/// An upload in progress: one transaction, rolled back if dropped.
+#[async_trait]
+pub trait IngestSession: Send {
+    /// Which of these row ids the dataset already has.
+    async fn existing(&mut self, row_ids: &[&str]) -> Result<Vec<String>, StoreError>;
+    /// Stores a batch of rows.
+    async fn insert(&mut self, rows: &[RowRecord]) -> Result<(), StoreError>;
+    /// Adds the upload's row count and sums to the dataset and commits.
+    async fn commit(
+        self: Box<Self>,
+        rows: u64,
+        stats: &WalrStats,
+    ) -> Result<DatasetRecord, StoreError>;
+}
+
+/// The storage every backend provides.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Whether the database answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The signing key kept in the database, storing `fresh` if there is none
+    /// yet; `None` where keys live in a file beside the database instead.
+    async fn signing_key(&self, fresh: &str) -> Result<Option<String>, StoreError>;
+
+    /// Creates a dataset and its ledger's opening entry.
+    async fn create_dataset(&self, dataset: &NewDataset) -> Result<(), StoreError>;
+
+    async fn datasets(&self) -> Result<Vec<DatasetRecord>, StoreError>;
+
+    async fn dataset(&self, id: Uuid) -> Result<Option<DatasetRecord>, StoreError>;
+
+    /// Opens an upload transaction, locking the dataset against other writers.
+    async fn begin_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError>;
+
+    /// Every stored row's label and scaled features, for checks and audits.
+    async fn walr_rows(&self, id: Uuid) -> Result<Vec<(u8, Vec<f32>)>, StoreError>;
+
+    /// The check-and-debit transaction (see the module documentation).
+    async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError>;
+
+    /// Stores the response of a debited release.
+    async fn complete_release(&self, release: Uuid, response: &str) -> Result<(), StoreError>;
+
+    async fn release(
+        &self,
+        dataset: Uuid,
+        release: Uuid,
+    ) -> Result<Option<StoredRelease>, StoreError>;
+
+    async fn release_by_key(
+        &self,
+        dataset: Uuid,
+        analyst: &str,
+        key: &str,
+    ) -> Result<Option<StoredRelease>, StoreError>;
+
+    /// Up to `limit` ledger entries with `seq > after`, oldest first.
+    async fn ledger(
+        &self,
+        dataset: Uuid,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<LedgerRecord>, StoreError>;
+
+    async fn revoke(&self, jti: &str, at: &str) -> Result<(), StoreError>;
+
+    async fn is_revoked(&self, jti: &str) -> Result<bool, StoreError>;
+}
+
+/// Connects to `url` (`sqlite://…` or `postgres://…`) and applies the
+/// migrations.
+pub async fn connect(url: &str) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(std::sync::Arc::new(PostgresStore::connect(url).await?))
+    } else if url.starts_with("sqlite:") {
+        Ok(std::sync::Arc::new(SqliteStore::connect(url).await?))
+    } else {
+        anyhow::bail!("DATABASE_URL must start with sqlite: or postgres:// (got {url:?})")
+    }
+}

@@ -1,0 +1,219 @@
+//! The row shapes both backends read and write, and their conversion to and
+//! from the domain records.
+
+use dpgate_api_types as api;
+use uuid::Uuid;
+
+use super::{StoreError, StoredRelease};
+use crate::dataset::{DatasetRecord, Schema, WalrStats};
+use crate::dp::{Accountant, Budget, Composition, Delta, Epsilon};
+use crate::ledger::LedgerRecord;
+
+fn corrupt(what: &'static str, detail: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+fn json<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|error| corrupt(what, error))
+}
+
+/// JSON text of a value the store writes (plain data: cannot fail).
+pub(super) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+pub(super) fn uuid(what: &'static str, text: &str) -> Result<Uuid, StoreError> {
+    Uuid::parse_str(text).map_err(|error| corrupt(what, error))
+}
+
+fn unsigned(what: &'static str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|error| corrupt(what, error))
+}
+
+/// Stored integers are i64; counts and ε units never exceed it.
+pub(super) fn signed(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+pub(super) fn unit_name(unit: api::PrivacyUnit) -> &'static str {
+    match unit {
+        api::PrivacyUnit::Label => "label",
+        api::PrivacyUnit::Row => "row",
+    }
+}
+
+pub(super) fn accountant_name(accountant: Accountant) -> &'static str {
+    match accountant {
+        Accountant::Rdp => "rdp",
+        Accountant::Basic => "basic",
+    }
+}
+
+pub(super) fn event_name(event: api::LedgerEvent) -> &'static str {
+    match event {
+        api::LedgerEvent::Open => "open",
+        api::LedgerEvent::Release => "release",
+    }
+}
+
+/// A row of `datasets`.
+#[derive(sqlx::FromRow)]
+pub(super) struct DatasetRow {
+    id: String,
+    name: String,
+    privacy_unit: String,
+    accountant: String,
+    schema: String,
+    budget_epsilon: i64,
+    budget_delta: String,
+    composition: String,
+    n_rows: i64,
+    stats: String,
+    created_at: String,
+}
+
+/// The columns of `datasets` in the order the inserts bind them.
+pub(super) const DATASET_COLUMNS: &str = "id, name, privacy_unit, accountant, schema, \
+     budget_epsilon, budget_delta, composition, n_rows, stats, created_at";
+
+impl DatasetRow {
+    pub(super) fn into_record(self) -> Result<DatasetRecord, StoreError> {
+        let privacy_unit = match self.privacy_unit.as_str() {
+            "label" => api::PrivacyUnit::Label,
+            "row" => api::PrivacyUnit::Row,
+            other => return Err(corrupt("privacy unit", other)),
+        };
+        let accountant = match self.accountant.as_str() {
+            "rdp" => Accountant::Rdp,
+            "basic" => Accountant::Basic,
+            other => return Err(corrupt("accountant", other)),
+        };
+        let budget_delta: u128 = self
+            .budget_delta
+            .parse()
+            .map_err(|error| corrupt("budget delta", error))?;
+        Ok(DatasetRecord {
+            id: uuid("dataset id", &self.id)?,
+            name: self.name,
+            privacy_unit,
+            accountant,
+            schema: json::<Schema>("schema", &self.schema)?,
+            budget: Budget {
+                epsilon: Epsilon::from_units(unsigned("budget epsilon", self.budget_epsilon)?),
+                delta: Delta::from_units(budget_delta),
+            },
+            composition: json::<Composition>("composition", &self.composition)?,
+            n_rows: unsigned("row count", self.n_rows)?,
+            stats: json::<WalrStats>("statistics", &self.stats)?,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// A row of `ledger`.
+#[derive(sqlx::FromRow)]
+pub(super) struct LedgerRow {
+    seq: i64,
+    event: String,
+    actor: String,
+    release_id: Option<String>,
+    epsilon: i64,
+    delta: String,
+    loss: Option<String>,
+    details: Option<String>,
+    created_at: String,
+    prev_hash: String,
+    hash: String,
+}
+
+pub(super) const LEDGER_COLUMNS: &str =
+    "seq, event, actor, release_id, epsilon, delta, loss, details, created_at, prev_hash, hash";
+
+impl LedgerRow {
+    pub(super) fn into_record(self) -> Result<LedgerRecord, StoreError> {
+        let event = match self.event.as_str() {
+            "open" => api::LedgerEvent::Open,
+            "release" => api::LedgerEvent::Release,
+            other => return Err(corrupt("ledger event", other)),
+        };
+        Ok(LedgerRecord {
+            seq: unsigned("ledger sequence number", self.seq)?,
+            event,
+            actor: self.actor,
+            release_id: self
+                .release_id
+                .as_deref()
+                .map(|id| uuid("release id", id))
+                .transpose()?,
+            epsilon: Epsilon::from_units(unsigned("ledger epsilon", self.epsilon)?),
+            delta: Delta::from_units(
+                self.delta
+                    .parse()
+                    .map_err(|error| corrupt("ledger delta", error))?,
+            ),
+            loss: self.loss,
+            details: self.details,
+            created_at: self.created_at,
+            prev_hash: self.prev_hash,
+            hash: self.hash,
+        })
+    }
+}
+
+/// A row of `releases` joined to its dataset's public id.
+#[derive(sqlx::FromRow)]
+pub(super) struct ReleaseRow {
+    id: String,
+    dataset: String,
+    analyst: String,
+    request_hash: String,
+    response: Option<String>,
+}
+
+pub(super) const RELEASE_COLUMNS: &str =
+    "r.id, d.id AS dataset, r.analyst, r.request_hash, r.response";
+
+impl ReleaseRow {
+    pub(super) fn into_release(self) -> Result<StoredRelease, StoreError> {
+        Ok(StoredRelease {
+            id: uuid("release id", &self.id)?,
+            dataset: uuid("dataset id", &self.dataset)?,
+            analyst: self.analyst,
+            request_hash: self.request_hash,
+            response: self.response,
+        })
+    }
+}
+
+/// The opening ledger entry of a new dataset: its budget and accountant.
+pub(super) fn opening_entry(dataset: &super::NewDataset) -> LedgerRecord {
+    let record = &dataset.record;
+    let details = serde_json::json!({
+        "name": record.name,
+        "privacy_unit": unit_name(record.privacy_unit),
+        "accountant": accountant_name(record.accountant),
+        "budget": {"epsilon": record.budget.epsilon.value(), "delta": record.budget.delta.value()},
+    });
+    crate::ledger::NewEntry {
+        event: api::LedgerEvent::Open,
+        actor: dataset.actor.clone(),
+        release_id: None,
+        epsilon: Epsilon::ZERO,
+        delta: Delta::ZERO,
+        loss: None,
+        details: Some(details.to_string()),
+        created_at: record.created_at.clone(),
+    }
+    .chain(&record.id, None)
+}
+
+/// Encodes little-endian f32s back into floats.
+pub(super) fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|chunk| f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
+        .collect()
+}

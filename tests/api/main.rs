@@ -1,0 +1,16 @@
+//! The integration tests: real servers on random ports, real SQLite files
+//! and (with `TEST_POSTGRES_URL`) real Postgres databases, real JWTs.
+
+// Tests may unwrap, and their case tables are tuples.
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
+
+mod auth;
+mod bad_input;
+mod cli;
+mod helpers;
+mod idempotency;
+mod ledger;
+mod openapi;
+mod race;
+mod store;
+mod walkthrough;

@@ -1,0 +1,250 @@
+//! One conformance suite for every storage backend, through the `Store`
+//! trait alone.
+
+use dpgate::dataset::{DatasetRecord, Schema, WalrStats};
+use dpgate::dp::{Accountant, Budget, Charge, Composition, Delta, Epsilon, PrivacyLoss};
+use dpgate::ingest::RowRecord;
+use dpgate::store::{Debit, DebitOutcome, NewDataset, Store, StoreError};
+use dpgate_client::types::{CreateDataset, PrivacyUnit};
+use uuid::Uuid;
+
+use crate::helpers::{ads_dataset, backends, spawn_app};
+
+fn record(name: &str) -> DatasetRecord {
+    let request: CreateDataset =
+        serde_json::from_value(ads_dataset(name, "label", "rdp", 1.0)).unwrap();
+    let schema = Schema::parse(&request).unwrap();
+    DatasetRecord {
+        id: Uuid::new_v4(),
+        name: name.to_owned(),
+        privacy_unit: PrivacyUnit::Label,
+        accountant: Accountant::Rdp,
+        stats: WalrStats::empty(schema.k()),
+        schema,
+        budget: Budget {
+            epsilon: Epsilon::new(1.0).unwrap(),
+            delta: Delta::new(1e-6).unwrap(),
+        },
+        composition: Composition::default(),
+        n_rows: 0,
+        created_at: "2026-11-22T00:00:00Z".to_owned(),
+    }
+}
+
+fn row(id: &str, label: u8) -> RowRecord {
+    RowRecord {
+        line: 2,
+        row_id: id.to_owned(),
+        label,
+        features: [0.5f32.to_le_bytes(), 0.25f32.to_le_bytes()].concat(),
+        measures: 7.0f64.to_le_bytes().to_vec(),
+        dimensions: 1u32.to_le_bytes().to_vec(),
+    }
+}
+
+fn debit(dataset: Uuid, rows: u64, key: Option<&str>) -> Debit {
+    Debit {
+        dataset,
+        expected_rows: rows,
+        release_id: Uuid::new_v4(),
+        analyst: "ana".to_owned(),
+        kind: "walr".to_owned(),
+        idempotency_key: key.map(str::to_owned),
+        request_hash: "h1".to_owned(),
+        request: "{}".to_owned(),
+        charge: Charge {
+            epsilon: Epsilon::new(0.25).unwrap(),
+            delta: Delta::new(1e-8).unwrap(),
+            loss: PrivacyLoss::Gaussian {
+                sensitivity: 1.0,
+                sigma: 10.0,
+            },
+        },
+        created_at: "2026-11-22T00:00:01Z".to_owned(),
+    }
+}
+
+fn admit(charge: Charge) -> dpgate::store::Decide {
+    Box::new(move |dataset: &DatasetRecord| {
+        let mut composition = dataset.composition.clone();
+        composition.push(&charge);
+        Some(composition)
+    })
+}
+
+async fn conformance(store: &dyn Store) {
+    let dataset = record("conformance");
+    let new = NewDataset {
+        record: dataset.clone(),
+        actor: "admin".to_owned(),
+    };
+    store.create_dataset(&new).await.unwrap();
+    let mut twin = new.clone();
+    twin.record.id = Uuid::new_v4();
+    assert!(matches!(
+        store.create_dataset(&twin).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap(), dataset);
+    assert_eq!(store.dataset(Uuid::new_v4()).await.unwrap(), None);
+    assert_eq!(store.datasets().await.unwrap(), vec![dataset.clone()]);
+
+    // An abandoned upload leaves nothing behind.
+    let mut session = store.begin_ingest(dataset.id).await.unwrap();
+    session.insert(&[row("a", 1), row("b", 0)]).await.unwrap();
+    drop(session);
+    assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 0);
+    assert!(store.walr_rows(dataset.id).await.unwrap().is_empty());
+
+    let mut stats = WalrStats::empty(2);
+    stats.add(1, &[0.5, 0.25]);
+    stats.add(0, &[0.5, 0.25]);
+    let mut session = store.begin_ingest(dataset.id).await.unwrap();
+    session.insert(&[row("a", 1), row("b", 0)]).await.unwrap();
+    let committed = session.commit(2, &stats).await.unwrap();
+    assert_eq!((committed.n_rows, &committed.stats), (2, &stats));
+    let mut session = store.begin_ingest(dataset.id).await.unwrap();
+    let mut existing = session.existing(&["b", "c", "a"]).await.unwrap();
+    existing.sort();
+    assert_eq!(existing, vec!["a", "b"]);
+    assert!(matches!(
+        session.insert(&[row("a", 1)]).await,
+        Err(StoreError::Conflict(_))
+    ));
+    drop(session);
+    assert_eq!(
+        store.walr_rows(dataset.id).await.unwrap(),
+        vec![(1, vec![0.5, 0.25]), (0, vec![0.5, 0.25])]
+    );
+
+    // Debits: every outcome.
+    let first = debit(dataset.id, 2, Some("k1"));
+    assert!(matches!(
+        store
+            .debit(&debit(Uuid::new_v4(), 2, None), admit(first.charge.clone()))
+            .await
+            .unwrap(),
+        DebitOutcome::NoDataset
+    ));
+    assert!(matches!(
+        store
+            .debit(&debit(dataset.id, 1, None), admit(first.charge.clone()))
+            .await
+            .unwrap(),
+        DebitOutcome::Stale
+    ));
+    assert!(matches!(
+        store.debit(&first, Box::new(|_| None)).await.unwrap(),
+        DebitOutcome::Refused(_)
+    ));
+    assert_eq!(store.ledger(dataset.id, None, 10).await.unwrap().len(), 1);
+    let DebitOutcome::Debited(after) = store
+        .debit(&first, admit(first.charge.clone()))
+        .await
+        .unwrap()
+    else {
+        panic!("the debit commits");
+    };
+    assert_eq!(after.composition.releases(), 1);
+    assert_eq!(
+        store
+            .dataset(dataset.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .composition,
+        after.composition
+    );
+    let stored = store
+        .release(dataset.id, first.release_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (stored.response.as_deref(), stored.request_hash.as_str()),
+        (None, "h1")
+    );
+    store
+        .complete_release(first.release_id, "{\"done\":true}")
+        .await
+        .unwrap();
+    store
+        .complete_release(first.release_id, "overwritten?")
+        .await
+        .unwrap();
+    let by_key = store
+        .release_by_key(dataset.id, "ana", "k1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_key.response.as_deref(), Some("{\"done\":true}"));
+    assert_eq!(
+        store.release_by_key(dataset.id, "bea", "k1").await.unwrap(),
+        None
+    );
+    let mut retry = debit(dataset.id, 2, Some("k1"));
+    retry.request_hash = "h2".to_owned();
+    let DebitOutcome::Replay(replayed) = store
+        .debit(&retry, admit(retry.charge.clone()))
+        .await
+        .unwrap()
+    else {
+        panic!("a reused key replays");
+    };
+    assert_eq!(
+        (replayed.id, replayed.request_hash.as_str()),
+        (first.release_id, "h1")
+    );
+
+    let second = debit(dataset.id, 2, None);
+    assert!(matches!(
+        store
+            .debit(&second, admit(second.charge.clone()))
+            .await
+            .unwrap(),
+        DebitOutcome::Debited(_)
+    ));
+    let ledger = store.ledger(dataset.id, None, 10).await.unwrap();
+    assert_eq!(
+        ledger.iter().map(|entry| entry.seq).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    assert_eq!(ledger[2].prev_hash, ledger[1].hash);
+    let recomputed = dpgate::ledger::verify(&dataset.id, &ledger).unwrap();
+    assert_eq!(
+        recomputed,
+        store
+            .dataset(dataset.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .composition
+    );
+    assert_eq!(
+        store.ledger(dataset.id, Some(0), 1).await.unwrap()[0].seq,
+        1
+    );
+
+    assert!(!store.is_revoked("jti-1").await.unwrap());
+    store.revoke("jti-1", "2026-11-22T00:00:02Z").await.unwrap();
+    store.revoke("jti-1", "2026-11-22T00:00:03Z").await.unwrap();
+    assert!(store.is_revoked("jti-1").await.unwrap());
+    store.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_backend_keeps_the_store_contract() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        conformance(app.store.as_ref()).await;
+        // Keys live in Postgres itself (shared by replicas), not in SQLite.
+        let first = app.store.signing_key("first-candidate-key").await.unwrap();
+        let second = app.store.signing_key("second-candidate-key").await.unwrap();
+        assert_eq!(first, second, "{backend:?}");
+        assert_eq!(
+            first.is_some(),
+            backend == crate::helpers::Backend::Postgres
+        );
+        app.finish().await;
+    }
+}
