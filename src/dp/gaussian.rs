@@ -126,7 +126,8 @@ pub(crate) fn check_sensitivity(sensitivity: f64) -> Result<(), DpError> {
 ///
 /// μ = Δ/σ is found by bisection on log μ (δ(ε) grows with μ) to relative
 /// width 10⁻¹⁴, and σ is taken from the end of the bracket that satisfies
-/// the constraint, so rounding never under-noises.
+/// the constraint (then checked at the returned σ itself), so rounding never
+/// under-noises.
 pub fn analytic_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Result<f64, DpError> {
     check_epsilon(epsilon)?;
     check_delta(delta)?;
@@ -149,7 +150,13 @@ pub fn analytic_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Result<f64,
             hi = mid;
         }
     }
-    Ok(sensitivity / lo)
+    // Δ/μ rounds, and Δ/(Δ/μ) may land an ulp above μ: step σ up by ulps
+    // until δ evaluated at the σ actually returned meets the target.
+    let mut sigma = sensitivity / lo;
+    while gaussian_delta(sensitivity / sigma, epsilon) > delta {
+        sigma = sigma.next_up();
+    }
+    Ok(sigma)
 }
 
 /// The textbook σ = Δ·√(2·ln(1.25/δ))/ε (Dwork & Roth, Theorem A.1).

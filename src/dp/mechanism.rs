@@ -137,11 +137,34 @@ pub struct Mechanism {
     loss: PrivacyLoss,
 }
 
-fn check_dims(dims: usize) -> Result<f64, DpError> {
+/// The norm a sensitivity is measured in, which decides how much rounding
+/// each of `dims` coordinates to the lattice can add to it: γ·k in L1, γ·√k
+/// in L2.
+#[derive(Debug, Clone, Copy)]
+enum Norm {
+    L1,
+    L2,
+}
+
+/// The lattice for noise of scale `noise`, and the sensitivity once the
+/// rounding to it is added (rounded up, never down).
+fn rounded(
+    noise: f64,
+    sensitivity: f64,
+    dims: usize,
+    norm: Norm,
+    max_bits: i32,
+) -> Result<(Lattice, f64), DpError> {
     if dims == 0 {
         return Err(DpError::NoCoordinates);
     }
-    Ok(dims as f64)
+    let growth = match norm {
+        Norm::L1 => dims as f64,
+        Norm::L2 => (dims as f64).sqrt(),
+    };
+    let lattice = Lattice::choose(noise, sensitivity / growth, max_bits)?;
+    let sensitivity = (sensitivity + (lattice.spacing() * growth).next_up()).next_up();
+    Ok((lattice, sensitivity))
 }
 
 /// log₂ of the largest Laplace or norm-Gamma scale, in lattice units.
@@ -153,6 +176,30 @@ fn units(scale: f64, lattice: Lattice) -> f64 {
     (scale / lattice.spacing()).ceil()
 }
 
+/// The lattice, rounded sensitivity and scale (in lattice units) of pure
+/// ε-DP noise of scale Δ/ε.
+fn pure_scale(
+    epsilon: Epsilon,
+    sensitivity: f64,
+    dims: usize,
+    norm: Norm,
+) -> Result<(Lattice, f64, u64), DpError> {
+    check_sensitivity(sensitivity)?;
+    let epsilon = epsilon.value();
+    let (lattice, sensitivity) = rounded(
+        sensitivity / epsilon,
+        sensitivity,
+        dims,
+        norm,
+        MAX_SCALE_BITS,
+    )?;
+    let scale = units((sensitivity / epsilon).next_up(), lattice);
+    if scale > MAX_SCALE {
+        return Err(DpError::TooManyCoordinates(dims));
+    }
+    Ok((lattice, sensitivity, scale as u64))
+}
+
 impl Mechanism {
     /// Gaussian noise for (ε, δ)-DP on `dims` coordinates of L2 sensitivity
     /// `sensitivity`, with σ from the analytic Gaussian mechanism.
@@ -162,11 +209,9 @@ impl Mechanism {
         sensitivity: f64,
         dims: usize,
     ) -> Result<Self, DpError> {
-        let dims_f = check_dims(dims)?;
         let (epsilon, delta) = (epsilon.value(), delta.value());
         let noise = analytic_sigma(epsilon, delta, sensitivity)?;
-        let lattice = Lattice::choose(noise, sensitivity / dims_f.sqrt(), 30)?;
-        let sensitivity = (sensitivity + (lattice.spacing() * dims_f.sqrt()).next_up()).next_up();
+        let (lattice, sensitivity) = rounded(noise, sensitivity, dims, Norm::L2, 30)?;
         let sigma = units(analytic_sigma(epsilon, delta, sensitivity)?, lattice);
         if sigma > f64::from(MAX_GAUSSIAN_SIGMA) {
             return Err(DpError::TooManyCoordinates(dims));
@@ -186,23 +231,15 @@ impl Mechanism {
     /// Laplace noise for pure ε-DP on `dims` coordinates of L1 sensitivity
     /// `sensitivity`: scale b = Δ₁/ε per coordinate.
     pub fn laplace(epsilon: Epsilon, sensitivity: f64, dims: usize) -> Result<Self, DpError> {
-        let dims_f = check_dims(dims)?;
-        check_sensitivity(sensitivity)?;
-        let epsilon = epsilon.value();
-        let lattice = Lattice::choose(sensitivity / epsilon, sensitivity / dims_f, MAX_SCALE_BITS)?;
-        let sensitivity = (sensitivity + (lattice.spacing() * dims_f).next_up()).next_up();
-        let scale = units((sensitivity / epsilon).next_up(), lattice);
-        if scale > MAX_SCALE {
-            return Err(DpError::TooManyCoordinates(dims));
-        }
+        let (lattice, sensitivity, scale) = pure_scale(epsilon, sensitivity, dims, Norm::L1)?;
         Ok(Mechanism {
             lattice,
             dims,
             sensitivity,
-            noise: Noise::Laplace(scale as u64),
+            noise: Noise::Laplace(scale),
             loss: PrivacyLoss::Laplace {
                 sensitivity,
-                scale: scale * lattice.spacing(),
+                scale: scale as f64 * lattice.spacing(),
                 grid: lattice.spacing(),
             },
         })
@@ -212,26 +249,14 @@ impl Mechanism {
     /// `dims` coordinates of L2 sensitivity `sensitivity` (Chaudhuri et al.
     /// 2011, Algorithm 1; Song et al. 2013).
     pub fn norm_gamma(epsilon: Epsilon, sensitivity: f64, dims: usize) -> Result<Self, DpError> {
-        let dims_f = check_dims(dims)?;
-        check_sensitivity(sensitivity)?;
-        let epsilon_value = epsilon.value();
-        let lattice = Lattice::choose(
-            sensitivity / epsilon_value,
-            sensitivity / dims_f.sqrt(),
-            MAX_SCALE_BITS,
-        )?;
-        let sensitivity = (sensitivity + (lattice.spacing() * dims_f.sqrt()).next_up()).next_up();
-        let scale = units((sensitivity / epsilon_value).next_up(), lattice);
-        if scale > MAX_SCALE {
-            return Err(DpError::TooManyCoordinates(dims));
-        }
+        let (lattice, sensitivity, scale) = pure_scale(epsilon, sensitivity, dims, Norm::L2)?;
         Ok(Mechanism {
             lattice,
             dims,
             sensitivity,
-            noise: Noise::NormGamma(scale as u64),
+            noise: Noise::NormGamma(scale),
             loss: PrivacyLoss::PureEpsilon {
-                epsilon: epsilon_value,
+                epsilon: epsilon.value(),
             },
         })
     }

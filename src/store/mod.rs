@@ -9,6 +9,7 @@
 //! new composition, all or nothing. Noise is drawn by the caller only after
 //! this commits, never inside it.
 
+mod common;
 mod postgres;
 mod records;
 mod sqlite;
