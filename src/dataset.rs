@@ -207,6 +207,23 @@ pub struct DatasetRecord {
 }
 
 impl DatasetRecord {
+    /// A new, empty dataset from a validated creation request.
+    pub fn new(request: &api::CreateDataset, created_at: String) -> Result<Self, String> {
+        let schema = Schema::parse(request)?;
+        Ok(DatasetRecord {
+            id: Uuid::new_v4(),
+            name: parse_name(&request.name)?,
+            privacy_unit: request.privacy_unit,
+            accountant: accountant(request.accountant),
+            stats: WalrStats::empty(schema.k()),
+            schema,
+            budget: parse_budget(&request.budget)?,
+            composition: dp::Composition::default(),
+            n_rows: 0,
+            created_at,
+        })
+    }
+
     /// What the ledger has spent under the dataset's accountant.
     pub fn spent(&self) -> dp::Spent {
         self.composition.spent(self.accountant, &self.budget)
@@ -225,8 +242,9 @@ impl DatasetRecord {
         }
     }
 
-    /// The dataset view of the API.
-    pub fn view(&self) -> api::Dataset {
+    /// The dataset view of the API, with the analysts' spending the
+    /// caller may see.
+    pub fn view(&self, analysts: &[crate::budget::AnalystRecord]) -> api::Dataset {
         let spent = self.spent();
         api::Dataset {
             id: self.id,
@@ -244,6 +262,7 @@ impl DatasetRecord {
             },
             spent: spent_view(&spent),
             remaining: self.remaining(&spent),
+            analysts: analysts.iter().map(|analyst| analyst.view(self)).collect(),
             created_at: self.created_at.clone(),
         }
     }
@@ -260,8 +279,13 @@ pub fn spent_view(spent: &dp::Spent) -> api::Spent {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A valid dataset for tests elsewhere.
+    pub(crate) fn record() -> DatasetRecord {
+        DatasetRecord::new(&request(), "2026-11-22T00:00:00Z".to_owned()).unwrap()
+    }
 
     fn request() -> api::CreateDataset {
         serde_json::from_value(serde_json::json!({

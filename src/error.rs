@@ -36,6 +36,9 @@ pub enum ApiError {
     /// 403 `forbidden`.
     #[error("{0}")]
     Forbidden(String),
+    /// 403 `features-not-public`.
+    #[error("{0}")]
+    FeaturesNotPublic(String),
     /// 404 `not-found`.
     #[error("{0}")]
     NotFound(String),
@@ -68,6 +71,9 @@ impl ApiError {
             ApiError::Malformed(_) => (StatusCode::BAD_REQUEST, ProblemType::InvalidInput),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ProblemType::Unauthorized),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ProblemType::Forbidden),
+            ApiError::FeaturesNotPublic(_) => {
+                (StatusCode::FORBIDDEN, ProblemType::FeaturesNotPublic)
+            }
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ProblemType::NotFound),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, ProblemType::Conflict),
             ApiError::PayloadTooLarge(_) => {

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod budget;
 pub mod commands;
 pub mod config;
 pub mod dataset;

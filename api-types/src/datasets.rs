@@ -92,6 +92,30 @@ pub struct Remaining {
     pub delta: f64,
 }
 
+/// An analyst's own spending on a dataset, and its cap if it has one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AnalystSpend {
+    pub analyst: String,
+    /// The most this analyst may spend, measured like the dataset's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<Budget>,
+    pub spent: Spent,
+}
+
+/// `PATCH /v1/datasets/{id}/budget`: every field optional.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetChange {
+    /// The new total; it may not fall below what is already spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+    /// Caps by analyst (token subject): `{"ana": {"epsilon": 1, "delta":
+    /// 1e-7}, "bob": null}`; `null` removes a cap.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub caps: std::collections::BTreeMap<String, Option<Budget>>,
+}
+
 /// The dataset view: metadata, schema, N, and the budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Dataset {
@@ -107,6 +131,10 @@ pub struct Dataset {
     pub budget: Budget,
     pub spent: Spent,
     pub remaining: Remaining,
+    /// Per-analyst spending and caps: every analyst for admins, the
+    /// caller's own for an analyst.
+    #[serde(default)]
+    pub analysts: Vec<AnalystSpend>,
     /// RFC 3339.
     pub created_at: String,
 }

@@ -13,6 +13,10 @@ pub enum LedgerEvent {
     Open,
     /// A release debited the budget.
     Release,
+    /// An admin changed the dataset's total budget.
+    Budget,
+    /// An admin set or removed an analyst's cap.
+    Cap,
 }
 
 /// One entry of a dataset's hash-chained ledger.

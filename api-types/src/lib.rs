@@ -8,12 +8,14 @@ mod problem;
 mod releases;
 
 pub use datasets::{
-    AccountantKind, BoundedColumn, Budget, CreateDataset, Dataset, DatasetList, Dimension,
-    IngestReport, PrivacyUnit, Remaining, Spent,
+    AccountantKind, AnalystSpend, BoundedColumn, Budget, BudgetChange, CreateDataset, Dataset,
+    DatasetList, Dimension, IngestReport, PrivacyUnit, Remaining, Spent,
 };
 pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
 pub use problem::{LineError, Problem, ProblemType};
-pub use releases::{NoiseDetails, Release, ReleaseRequest, ReleaseResult, WalrResult};
+pub use releases::{
+    NoiseDetails, Release, ReleaseList, ReleaseRequest, ReleaseResult, ReleaseSummary, WalrResult,
+};
 
 /// Media type of problem documents (RFC 9457).
 pub const PROBLEM_JSON: &str = "application/problem+json";

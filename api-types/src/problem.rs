@@ -17,6 +17,9 @@ pub enum ProblemType {
     Unauthorized,
     /// 403: a valid token without the role or dataset grant the route needs.
     Forbidden,
+    /// 403: the features of a dataset whose privacy unit is `row` are
+    /// private, so they are never exported.
+    FeaturesNotPublic,
     /// 404: no such route, dataset or release (for this caller).
     NotFound,
     /// 409: the request conflicts with stored state (a taken name, a reused
@@ -34,11 +37,12 @@ pub enum ProblemType {
 
 impl ProblemType {
     /// All problem types, for exhaustive tests and documentation.
-    pub const ALL: [ProblemType; 10] = [
+    pub const ALL: [ProblemType; 11] = [
         ProblemType::BudgetExhausted,
         ProblemType::InvalidInput,
         ProblemType::Unauthorized,
         ProblemType::Forbidden,
+        ProblemType::FeaturesNotPublic,
         ProblemType::NotFound,
         ProblemType::Conflict,
         ProblemType::PayloadTooLarge,
@@ -54,6 +58,7 @@ impl ProblemType {
             ProblemType::InvalidInput => "invalid-input",
             ProblemType::Unauthorized => "unauthorized",
             ProblemType::Forbidden => "forbidden",
+            ProblemType::FeaturesNotPublic => "features-not-public",
             ProblemType::NotFound => "not-found",
             ProblemType::Conflict => "conflict",
             ProblemType::PayloadTooLarge => "payload-too-large",
@@ -75,6 +80,7 @@ impl ProblemType {
             ProblemType::InvalidInput => "Invalid input",
             ProblemType::Unauthorized => "Unauthorized",
             ProblemType::Forbidden => "Forbidden",
+            ProblemType::FeaturesNotPublic => "Features are not public",
             ProblemType::NotFound => "Not found",
             ProblemType::Conflict => "Conflict",
             ProblemType::PayloadTooLarge => "Payload too large",

@@ -113,3 +113,26 @@ pub struct Release {
     #[serde(default)]
     pub dry_run: bool,
 }
+
+/// One line of a release listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseSummary {
+    pub id: Uuid,
+    pub kind: String,
+    pub analyst: String,
+    pub epsilon: f64,
+    pub delta: f64,
+    /// The ledger entry that debited it.
+    pub seq: u64,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// `GET /v1/datasets/{id}/releases`: oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseList {
+    pub releases: Vec<ReleaseSummary>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u64>,
+}

@@ -1,1 +1,20 @@
-//! Placeholder: filled in by the learn crate work.
+//! Logistic-regression fitting and evaluation, shared by the dpgate server
+//! and client.
+//!
+//! - [`logistic`]: the L2-regularised logistic objective with the optional
+//!   linear term of objective perturbation, and a Newton solver precise
+//!   enough that the privacy guarantee (which assumes the exact minimiser)
+//!   holds in practice.
+//! - [`metrics`]: AUC, log loss, accuracy and calibration of the resulting
+//!   probabilities.
+//!
+//! Pure `f64` math: no I/O, no randomness (noise is drawn by the caller).
+
+pub mod logistic;
+pub mod metrics;
+
+pub use logistic::{Fit, FitError, Objective, log1p_exp, probabilities, sigmoid};
+pub use metrics::{
+    CalibrationBin, DEFAULT_THRESHOLD, accuracy, auc, calibration, expected_calibration_error,
+    log_loss,
+};

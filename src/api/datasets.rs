@@ -9,8 +9,7 @@ use uuid::Uuid;
 use super::extract::{ApiJson, Caller};
 use crate::app::AppState;
 use crate::auth::Role;
-use crate::dataset::{self, DatasetRecord, Schema, WalrStats};
-use crate::dp::Composition;
+use crate::dataset::DatasetRecord;
 use crate::error::ApiError;
 use crate::store::NewDataset;
 
@@ -37,21 +36,7 @@ pub async fn create(
     ApiJson(request): ApiJson<CreateDataset>,
 ) -> Result<(StatusCode, Json<Dataset>), ApiError> {
     caller.admin()?;
-    let name = dataset::parse_name(&request.name).map_err(ApiError::Invalid)?;
-    let schema = Schema::parse(&request).map_err(ApiError::Invalid)?;
-    let budget = dataset::parse_budget(&request.budget).map_err(ApiError::Invalid)?;
-    let record = DatasetRecord {
-        id: Uuid::new_v4(),
-        name,
-        privacy_unit: request.privacy_unit,
-        accountant: dataset::accountant(request.accountant),
-        stats: WalrStats::empty(schema.k()),
-        schema,
-        budget,
-        composition: Composition::default(),
-        n_rows: 0,
-        created_at: crate::app::now(),
-    };
+    let record = DatasetRecord::new(&request, crate::app::now()).map_err(ApiError::Invalid)?;
     state
         .store
         .create_dataset(&NewDataset {
@@ -60,11 +45,11 @@ pub async fn create(
         })
         .await?;
     tracing::info!(dataset = %record.id, "dataset created");
-    Ok((StatusCode::CREATED, Json(record.view())))
+    Ok((StatusCode::CREATED, Json(record.view(&[]))))
 }
 
 /// Lists the datasets the caller may see: all for admins, the granted ones
-/// for analysts.
+/// for analysts (without per-analyst spending: see the single view).
 #[utoipa::path(
     get,
     path = "/v1/datasets",
@@ -85,13 +70,14 @@ pub async fn list(
         .await?
         .iter()
         .filter(|record| caller.role == Role::Admin || caller.datasets.contains(&record.id))
-        .map(DatasetRecord::view)
+        .map(|record| record.view(&[]))
         .collect();
     Ok(Json(DatasetList { datasets }))
 }
 
-/// One dataset: metadata, schema, N, and the budget spent and remaining
-/// under both accountants.
+/// One dataset: metadata, schema, N, the budget spent and remaining under
+/// both accountants, and per-analyst spending and caps (every analyst for
+/// admins, the caller's own for an analyst).
 #[utoipa::path(
     get,
     path = "/v1/datasets/{id}",
@@ -110,7 +96,13 @@ pub async fn get(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Dataset>, ApiError> {
-    Ok(Json(load_visible(&state, &caller, &id).await?.view()))
+    let dataset = load_visible(&state, &caller, &id).await?;
+    let analysts = state.store.analysts(dataset.id).await?;
+    let visible: Vec<_> = analysts
+        .into_iter()
+        .filter(|analyst| caller.role == Role::Admin || analyst.analyst == caller.sub)
+        .collect();
+    Ok(Json(dataset.view(&visible)))
 }
 
 /// The dataset at `id` if the caller may see it: the grant is checked

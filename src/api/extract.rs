@@ -5,7 +5,9 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use utoipa::IntoParams;
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -128,5 +130,39 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
             .await
             .map(|axum::extract::Query(value)| ApiQuery(value))
             .map_err(|error: QueryRejection| ApiError::Invalid(error.body_text()))
+    }
+}
+
+/// Largest page of a listing.
+const MAX_PAGE: u32 = 1000;
+const DEFAULT_PAGE: u32 = 100;
+
+/// Keyset paging over a listing ordered by ledger sequence number.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Return items with a larger sequence number (the previous page's
+    /// `next_after`).
+    pub after: Option<u64>,
+    /// Items per page, 1 to 1000 (default 100).
+    pub limit: Option<u32>,
+}
+
+impl PageQuery {
+    /// The page size asked for, checked.
+    pub fn limit(&self) -> Result<u32, ApiError> {
+        let limit = self.limit.unwrap_or(DEFAULT_PAGE);
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(ApiError::Invalid(format!("limit must be 1 to {MAX_PAGE}")));
+        }
+        Ok(limit)
+    }
+
+    /// The `next_after` of a page: the last item's sequence number when the
+    /// page is full (there may be more), else none.
+    pub fn next_after<T>(limit: u32, items: &[T], seq: impl Fn(&T) -> u64) -> Option<u64> {
+        (items.len() == limit as usize)
+            .then(|| items.last().map(seq))
+            .flatten()
     }
 }

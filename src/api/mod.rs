@@ -4,8 +4,10 @@
 //! OpenAPI document are built from one list and cannot drift apart; a test
 //! keeps `openapi.yaml` equal to the generated document.
 
+mod budget;
 mod datasets;
 mod extract;
+mod features;
 mod health;
 mod ledger;
 mod releases;
@@ -73,7 +75,9 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(datasets::create, datasets::list))
         .routes(routes!(datasets::get))
         .routes(routes!(rows::upload))
-        .routes(routes!(releases::create))
+        .routes(routes!(releases::create, releases::list))
+        .routes(routes!(budget::change))
+        .routes(routes!(features::export))
         .routes(routes!(releases::get))
         .routes(routes!(ledger::page))
         .routes(routes!(health::healthz))

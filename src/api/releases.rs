@@ -3,13 +3,13 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use dpgate_api_types::{IDEMPOTENCY_KEY, Problem, Release, ReleaseRequest};
+use dpgate_api_types::{IDEMPOTENCY_KEY, Problem, Release, ReleaseList, ReleaseRequest};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
 use super::datasets::load_visible;
-use super::extract::{ApiJson, ApiQuery, Caller, parse_id};
+use super::extract::{ApiJson, ApiQuery, Caller, PageQuery, parse_id};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::error::ApiError;
@@ -146,4 +146,50 @@ pub async fn get(
         )
     })?;
     Ok(json(StatusCode::OK, body))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Admins only: just this analyst's releases.
+    analyst: Option<String>,
+}
+
+/// The dataset's releases, oldest first: every release for admins, the
+/// caller's own for an analyst.
+#[utoipa::path(
+    get,
+    path = "/v1/datasets/{id}/releases",
+    tag = "releases",
+    params(("id" = Uuid, Path, description = "Dataset id"), PageQuery, ListQuery),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A page of releases", body = ReleaseList),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "An analyst without a grant for the dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A bad page parameter", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(page): ApiQuery<PageQuery>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<axum::Json<ReleaseList>, ApiError> {
+    let dataset = load_visible(&state, &caller, &id).await?;
+    let limit = page.limit()?;
+    let analyst = match caller.role {
+        Role::Admin => query.analyst.as_deref(),
+        Role::Analyst => Some(caller.sub.as_str()),
+    };
+    let releases = state
+        .store
+        .releases(dataset.id, analyst, page.after, limit)
+        .await?;
+    Ok(axum::Json(ReleaseList {
+        next_after: PageQuery::next_after(limit, &releases, |release| release.seq),
+        releases,
+    }))
 }

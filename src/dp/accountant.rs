@@ -118,6 +118,13 @@ pub struct Budget {
     pub delta: Delta,
 }
 
+impl Budget {
+    /// Whether a ledger that spent `spent` stays within this budget.
+    pub fn covers(&self, spent: &Spent) -> bool {
+        spent.epsilon <= self.epsilon && spent.delta <= self.delta
+    }
+}
+
 /// How a dataset composes its releases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -225,8 +232,7 @@ impl Composition {
         let mut after = self.clone();
         after.push(charge);
         let spent = after.spent(accountant, budget);
-        let fits = spent.epsilon <= budget.epsilon && spent.delta <= budget.delta;
-        if fits {
+        if budget.covers(&spent) {
             Decision::Admit(spent)
         } else {
             Decision::Refuse(spent)

@@ -18,8 +18,9 @@ use dpgate_api_types as api;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use crate::budget::{self, AnalystRecord, Refusal};
 use crate::dataset::{DatasetRecord, spent_view};
-use crate::dp::{self, Charge, Decision, Delta, Epsilon, Mechanism, OsNoise};
+use crate::dp::{self, Charge, Delta, Epsilon, Mechanism, OsNoise};
 use crate::store::{Debit, DebitOutcome, Decide, Store, StoreError, StoredRelease};
 
 /// How often a release is recomputed when rows keep arriving under it.
@@ -172,10 +173,10 @@ fn replay(stored: StoredRelease, request_hash: &str) -> Result<Outcome, ReleaseE
     })
 }
 
-fn exhausted(dataset: &DatasetRecord, after: &dp::Spent) -> ReleaseError {
+fn exhausted(dataset: &DatasetRecord, refusal: Refusal) -> ReleaseError {
     let spent = dataset.spent();
-    ReleaseError::BudgetExhausted {
-        detail: format!(
+    let detail = match refusal {
+        Refusal::Budget(after) => format!(
             "this release would bring the dataset's spending to ε = {} (budget ε = {}, δ = {}); \
              it has ε = {} left",
             after.epsilon.value(),
@@ -183,6 +184,16 @@ fn exhausted(dataset: &DatasetRecord, after: &dp::Spent) -> ReleaseError {
             dataset.budget.delta.value(),
             dataset.budget.epsilon.saturating_sub(spent.epsilon).value(),
         ),
+        Refusal::Cap(cap, after) => format!(
+            "this release would bring your own spending on this dataset to ε = {}, beyond your \
+             cap of ε = {}, δ = {}",
+            after.epsilon.value(),
+            cap.epsilon.value(),
+            cap.delta.value(),
+        ),
+    };
+    ReleaseError::BudgetExhausted {
+        detail,
         remaining: dataset.remaining(&spent),
     }
 }
@@ -224,27 +235,29 @@ pub async fn release(
             loss: plan.mechanism.loss().clone(),
         };
         if ask.dry_run {
-            return match dataset
-                .composition
-                .admits(&charge, dataset.accountant, &dataset.budget)
-            {
-                Decision::Admit(_) => {
-                    let mut after = dataset.clone();
-                    after.composition.push(&charge);
-                    let mut priced = response(
-                        Uuid::nil(),
-                        request,
-                        &plan,
-                        &after,
-                        ask.analyst,
-                        now(),
-                        None,
-                    );
-                    priced.dry_run = true;
-                    Ok(Outcome::Priced(Box::new(priced)))
-                }
-                Decision::Refuse(after) => Err(exhausted(&dataset, &after)),
+            let analyst = store
+                .analysts(ask.dataset)
+                .await?
+                .into_iter()
+                .find(|analyst| analyst.analyst == ask.analyst)
+                .unwrap_or_else(|| AnalystRecord::new(ask.analyst));
+            let (composition, _) = budget::admit(&dataset, &analyst, &charge)
+                .map_err(|refusal| exhausted(&dataset, refusal))?;
+            let after = DatasetRecord {
+                composition,
+                ..dataset
             };
+            let mut priced = response(
+                Uuid::nil(),
+                request,
+                &plan,
+                &after,
+                ask.analyst,
+                now(),
+                None,
+            );
+            priced.dry_run = true;
+            return Ok(Outcome::Priced(Box::new(priced)));
         }
         let debit = Debit {
             dataset: ask.dataset,
@@ -258,30 +271,18 @@ pub async fn release(
             charge: charge.clone(),
             created_at: now(),
         };
-        let decide: Decide = Box::new(move |locked| {
-            match locked
-                .composition
-                .admits(&charge, locked.accountant, &locked.budget)
-            {
-                Decision::Admit(_) => {
-                    let mut composition = locked.composition.clone();
-                    composition.push(&charge);
-                    Some(composition)
-                }
-                Decision::Refuse(_) => None,
-            }
-        });
+        let decide: Decide =
+            Box::new(move |locked, analyst| budget::admit(locked, analyst, &charge).ok());
         match store.debit(&debit, decide).await? {
             DebitOutcome::Debited(after) => {
                 return finish(store, debit, request, plan, &after).await;
             }
-            DebitOutcome::Refused(locked) => {
-                let mut after = locked.composition.clone();
-                after.push(&debit.charge);
-                return Err(exhausted(
-                    &locked,
-                    &after.spent(locked.accountant, &locked.budget),
-                ));
+            DebitOutcome::Refused(refused) => {
+                let (locked, analyst) = *refused;
+                let refusal = budget::admit(&locked, &analyst, &debit.charge)
+                    .err()
+                    .unwrap_or(Refusal::Budget(locked.spent()));
+                return Err(exhausted(&locked, refusal));
             }
             DebitOutcome::Replay(stored) => return replay(stored, &request_hash),
             DebitOutcome::Stale => continue,

@@ -72,6 +72,75 @@ macro_rules! common_store {
             Ok(())
         }
 
+        /// Chains `entries` after the dataset's last ledger entry and
+        /// stores them.
+        async fn append_entries(
+            conn: &mut Connection,
+            pk: i64,
+            dataset: &uuid::Uuid,
+            entries: Vec<$crate::ledger::NewEntry>,
+        ) -> Result<Vec<$crate::ledger::LedgerRecord>, $crate::store::StoreError> {
+            let head: Option<(i64, String)> = sqlx::query_as(
+                "SELECT seq, hash FROM ledger WHERE dataset_pk = $1 ORDER BY seq DESC LIMIT 1",
+            )
+            .bind(pk)
+            .fetch_optional(&mut *conn)
+            .await?;
+            let mut previous = head.map(|(seq, hash)| (seq as u64, hash));
+            let mut chained = Vec::with_capacity(entries.len());
+            for entry in entries {
+                let record = entry.chain(
+                    dataset,
+                    previous.as_ref().map(|(seq, hash)| (*seq, hash.as_str())),
+                );
+                append_ledger(&mut *conn, pk, &record).await?;
+                previous = Some((record.seq, record.hash.clone()));
+                chained.push(record);
+            }
+            Ok(chained)
+        }
+
+        async fn analysts_in(
+            conn: &mut Connection,
+            pk: i64,
+            only: Option<&str>,
+        ) -> Result<Vec<$crate::budget::AnalystRecord>, $crate::store::StoreError> {
+            use $crate::store::records::{ANALYST_COLUMNS, AnalystRow};
+            let sql = format!(
+                "SELECT {ANALYST_COLUMNS} FROM analysts WHERE dataset_pk = $1 \
+                 AND ($2 IS NULL OR analyst = $2) ORDER BY analyst"
+            );
+            let rows: Vec<AnalystRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(pk)
+                .bind(only)
+                .fetch_all(&mut *conn)
+                .await?;
+            rows.into_iter().map(AnalystRow::into_record).collect()
+        }
+
+        /// Stores an analyst's cap and composition.
+        async fn put_analyst(
+            conn: &mut Connection,
+            pk: i64,
+            analyst: &$crate::budget::AnalystRecord,
+        ) -> Result<(), $crate::store::StoreError> {
+            use $crate::store::records::{signed, to_json};
+            sqlx::query(
+                "INSERT INTO analysts (dataset_pk, analyst, cap_epsilon, cap_delta, composition) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dataset_pk, analyst) DO UPDATE SET \
+                 cap_epsilon = excluded.cap_epsilon, cap_delta = excluded.cap_delta, \
+                 composition = excluded.composition",
+            )
+            .bind(pk)
+            .bind(&analyst.analyst)
+            .bind(analyst.cap.map(|cap| signed(cap.epsilon.units())))
+            .bind(analyst.cap.map(|cap| cap.delta.units().to_string()))
+            .bind(to_json(&analyst.composition))
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        }
+
         /// The release matching `condition` (on `r` and `d`) and its binds.
         async fn find_release<'a>(
             executor: impl sqlx::Executor<'a, Database = $db>,
@@ -198,18 +267,23 @@ macro_rules! common_store {
                 self.open_ingest(id).await
             }
 
-            async fn walr_rows(&self, id: uuid::Uuid) -> Result<Vec<(u8, Vec<f32>)>, $crate::store::StoreError> {
-                let rows: Vec<(i32, Vec<u8>)> = sqlx::query_as(
-                    "SELECT CAST(r.label AS INTEGER), r.features FROM rows r \
-                     JOIN datasets d ON d.pk = r.dataset_pk WHERE d.id = $1 ORDER BY r.row_id",
+            async fn rows(
+                &self,
+                id: uuid::Uuid,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::StoredRow>, $crate::store::StoreError> {
+                let rows: Vec<$crate::store::records::RowRow> = sqlx::query_as(
+                    "SELECT r.row_id, CAST(r.label AS INTEGER) AS label, r.features, r.measures, \
+                     r.dimensions FROM rows r JOIN datasets d ON d.pk = r.dataset_pk \
+                     WHERE d.id = $1 AND ($2 IS NULL OR r.row_id > $2) ORDER BY r.row_id LIMIT $3",
                 )
                 .bind(id.to_string())
+                .bind(after)
+                .bind(i64::from(limit))
                 .fetch_all(&self.pool)
                 .await?;
-                Ok(rows
-                    .iter()
-                    .map(|(label, features)| (u8::from(*label == 1), $crate::store::records::floats(features)))
-                    .collect())
+                Ok(rows.into_iter().map($crate::store::records::RowRow::into_row).collect())
             }
 
             async fn debit(
@@ -233,24 +307,23 @@ macro_rules! common_store {
                 if record.n_rows != debit.expected_rows {
                     return Ok(DebitOutcome::Stale);
                 }
-                let Some(composition) = decide(&record) else {
-                    return Ok(DebitOutcome::Refused(record));
+                let analyst = analysts_in(&mut tx, pk, Some(&debit.analyst))
+                    .await?
+                    .pop()
+                    .unwrap_or_else(|| $crate::budget::AnalystRecord::new(&debit.analyst));
+                let Some((composition, own)) = decide(&record, &analyst) else {
+                    return Ok(DebitOutcome::Refused(Box::new((record, analyst))));
                 };
-                let head: Option<(i64, String)> = sqlx::query_as(
-                    "SELECT seq, hash FROM ledger WHERE dataset_pk = $1 ORDER BY seq DESC LIMIT 1",
-                )
-                .bind(pk)
-                .fetch_optional(&mut *tx)
-                .await?;
-                let previous = head.as_ref().map(|(seq, hash)| (*seq as u64, hash.as_str()));
                 let entry = $crate::ledger::NewEntry::release(
                     debit.release_id,
                     &debit.analyst,
                     &debit.charge,
                     &debit.created_at,
-                )
-                .chain(&debit.dataset, previous);
-                append_ledger(&mut tx, pk, &entry).await?;
+                );
+                let entry = append_entries(&mut tx, pk, &debit.dataset, vec![entry])
+                    .await?
+                    .remove(0);
+                put_analyst(&mut tx, pk, &$crate::budget::AnalystRecord { composition: own, ..analyst }).await?;
                 sqlx::query(
                     "INSERT INTO releases (id, dataset_pk, ledger_seq, analyst, kind, idempotency_key, \
                      request_hash, request, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -272,7 +345,78 @@ macro_rules! common_store {
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;
-                Ok(DebitOutcome::Debited($crate::dataset::DatasetRecord { composition, ..record }))
+                Ok(DebitOutcome::Debited(Box::new($crate::dataset::DatasetRecord { composition, ..record })))
+            }
+
+            async fn analysts(
+                &self,
+                id: uuid::Uuid,
+            ) -> Result<Vec<$crate::budget::AnalystRecord>, $crate::store::StoreError> {
+                let mut conn = self.pool.acquire().await?;
+                let Some((pk, _)) = dataset_in(&mut conn, id, false).await? else {
+                    return Ok(Vec::new());
+                };
+                analysts_in(&mut conn, pk, None).await
+            }
+
+            async fn change_budget(
+                &self,
+                id: uuid::Uuid,
+                change: &$crate::budget::Change,
+            ) -> Result<$crate::store::BudgetOutcome, $crate::store::StoreError> {
+                use $crate::store::BudgetOutcome;
+                use $crate::store::records::signed;
+                let mut tx = self.begin_write().await?;
+                let Some((pk, mut record)) = dataset_in(&mut tx, id, true).await? else {
+                    return Ok(BudgetOutcome::NoDataset);
+                };
+                if let Err(reason) = change.check(&record) {
+                    return Ok(BudgetOutcome::Refused(reason));
+                }
+                append_entries(&mut tx, pk, &id, change.entries(&record)).await?;
+                if let Some(budget) = change.budget {
+                    sqlx::query("UPDATE datasets SET budget_epsilon = $1, budget_delta = $2 WHERE pk = $3")
+                        .bind(signed(budget.epsilon.units()))
+                        .bind(budget.delta.units().to_string())
+                        .bind(pk)
+                        .execute(&mut *tx)
+                        .await?;
+                    record.budget = budget;
+                }
+                for (name, cap) in &change.caps {
+                    let analyst = analysts_in(&mut tx, pk, Some(name))
+                        .await?
+                        .pop()
+                        .unwrap_or_else(|| $crate::budget::AnalystRecord::new(name));
+                    put_analyst(&mut tx, pk, &$crate::budget::AnalystRecord { cap: *cap, ..analyst }).await?;
+                }
+                let analysts = analysts_in(&mut tx, pk, None).await?;
+                tx.commit().await?;
+                Ok(BudgetOutcome::Changed(Box::new(record), analysts))
+            }
+
+            async fn releases(
+                &self,
+                id: uuid::Uuid,
+                analyst: Option<&str>,
+                after: Option<u64>,
+                limit: u32,
+            ) -> Result<Vec<dpgate_api_types::ReleaseSummary>, $crate::store::StoreError> {
+                use $crate::store::records::{ReleaseListingRow, signed};
+                let rows: Vec<ReleaseListingRow> = sqlx::query_as(
+                    "SELECT r.id, r.kind, r.analyst, l.epsilon, l.delta, l.seq, r.created_at \
+                     FROM releases r JOIN datasets d ON d.pk = r.dataset_pk \
+                     JOIN ledger l ON l.dataset_pk = r.dataset_pk AND l.seq = r.ledger_seq \
+                     WHERE d.id = $1 AND ($2 IS NULL OR r.analyst = $2) AND r.ledger_seq > $3 \
+                     ORDER BY r.ledger_seq LIMIT $4",
+                )
+                .bind(id.to_string())
+                .bind(analyst)
+                .bind(after.map_or(-1, signed))
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?;
+                rows.into_iter().map(ReleaseListingRow::into_summary).collect()
             }
 
             async fn complete_release(&self, release: uuid::Uuid, response: &str) -> Result<(), $crate::store::StoreError> {

@@ -17,6 +17,7 @@ mod sqlite;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use crate::budget::{AnalystRecord, Change};
 use crate::dataset::{DatasetRecord, WalrStats};
 use crate::dp::{Charge, Composition};
 use crate::ingest::RowRecord;
@@ -65,22 +66,34 @@ pub struct Debit {
     pub created_at: String,
 }
 
-/// Decides, under the budget lock, whether a release fits: the composition
-/// after it, or `None` to refuse.
-pub type Decide = Box<dyn FnOnce(&DatasetRecord) -> Option<Composition> + Send>;
+/// Decides, under the budget lock, whether a release fits the dataset's
+/// budget and the analyst's cap: both compositions after it, or `None` to
+/// refuse.
+pub type Decide =
+    Box<dyn FnOnce(&DatasetRecord, &AnalystRecord) -> Option<(Composition, Composition)> + Send>;
 
 /// How a debit ended.
 #[derive(Debug)]
 pub enum DebitOutcome {
     /// Committed; the dataset as it now stands.
-    Debited(DatasetRecord),
+    Debited(Box<DatasetRecord>),
     /// Did not fit; nothing was written.
-    Refused(DatasetRecord),
+    Refused(Box<(DatasetRecord, AnalystRecord)>),
     /// The idempotency key was used before (by this analyst, on this dataset).
     Replay(StoredRelease),
     /// Rows were added since the release was computed.
     Stale,
     /// No such dataset.
+    NoDataset,
+}
+
+/// How a budget change ended.
+#[derive(Debug)]
+pub enum BudgetOutcome {
+    /// Committed: the dataset and its analysts as they now stand.
+    Changed(Box<DatasetRecord>, Vec<AnalystRecord>),
+    /// The new total is below what is spent; nothing was written.
+    Refused(String),
     NoDataset,
 }
 
@@ -93,6 +106,19 @@ pub struct StoredRelease {
     pub request_hash: String,
     /// The exact response body sent, once the noise was drawn and stored.
     pub response: Option<String>,
+}
+
+/// One stored row, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRow {
+    pub row_id: String,
+    pub label: u8,
+    /// Scaled into [0, 1], schema order.
+    pub features: Vec<f32>,
+    /// Clamped to their bounds, schema order.
+    pub measures: Vec<f64>,
+    /// Indices into each dimension's declared values, schema order.
+    pub dimensions: Vec<u32>,
 }
 
 /// An upload in progress: one transaction, rolled back if dropped.
@@ -130,11 +156,34 @@ pub trait Store: Send + Sync {
     /// Opens an upload transaction, locking the dataset against other writers.
     async fn begin_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError>;
 
-    /// Every stored row's label and scaled features, for checks and audits.
-    async fn walr_rows(&self, id: Uuid) -> Result<Vec<(u8, Vec<f32>)>, StoreError>;
+    /// Up to `limit` rows with `row_id > after`, in row id order: every
+    /// scan of the data pages through this, so memory stays bounded.
+    async fn rows(
+        &self,
+        id: Uuid,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredRow>, StoreError>;
 
     /// The check-and-debit transaction (see the module documentation).
     async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError>;
+
+    /// Every analyst with a cap or a release on the dataset, by name.
+    async fn analysts(&self, id: Uuid) -> Result<Vec<AnalystRecord>, StoreError>;
+
+    /// Moves the total and sets caps under the budget lock, after
+    /// [`Change::check`], writing one ledger event per change.
+    async fn change_budget(&self, id: Uuid, change: &Change) -> Result<BudgetOutcome, StoreError>;
+
+    /// Up to `limit` releases with ledger `seq > after`, oldest first;
+    /// only `analyst`'s when given.
+    async fn releases(
+        &self,
+        id: Uuid,
+        analyst: Option<&str>,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<dpgate_api_types::ReleaseSummary>, StoreError>;
 
     /// Stores the response of a debited release.
     async fn complete_release(&self, release: Uuid, response: &str) -> Result<(), StoreError>;

@@ -5,6 +5,7 @@ use dpgate_api_types as api;
 use uuid::Uuid;
 
 use super::{StoreError, StoredRelease};
+use crate::budget::AnalystRecord;
 use crate::dataset::{DatasetRecord, Schema, WalrStats};
 use crate::dp::{Accountant, Budget, Composition, Delta, Epsilon};
 use crate::ledger::LedgerRecord;
@@ -56,6 +57,8 @@ pub(super) fn event_name(event: api::LedgerEvent) -> &'static str {
     match event {
         api::LedgerEvent::Open => "open",
         api::LedgerEvent::Release => "release",
+        api::LedgerEvent::Budget => "budget",
+        api::LedgerEvent::Cap => "cap",
     }
 }
 
@@ -137,6 +140,8 @@ impl LedgerRow {
         let event = match self.event.as_str() {
             "open" => api::LedgerEvent::Open,
             "release" => api::LedgerEvent::Release,
+            "budget" => api::LedgerEvent::Budget,
+            "cap" => api::LedgerEvent::Cap,
             other => return Err(corrupt("ledger event", other)),
         };
         Ok(LedgerRecord {
@@ -210,10 +215,99 @@ pub(super) fn opening_entry(dataset: &super::NewDataset) -> LedgerRecord {
     .chain(&record.id, None)
 }
 
-/// Encodes little-endian f32s back into floats.
-pub(super) fn floats(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|chunk| f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
-        .collect()
+/// A row of `analysts`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct AnalystRow {
+    analyst: String,
+    cap_epsilon: Option<i64>,
+    cap_delta: Option<String>,
+    composition: String,
+}
+
+/// The columns of `analysts` as [`AnalystRow`] reads them.
+pub(crate) const ANALYST_COLUMNS: &str = "analyst, cap_epsilon, cap_delta, composition";
+
+impl AnalystRow {
+    pub(crate) fn into_record(self) -> Result<AnalystRecord, StoreError> {
+        let cap = match (self.cap_epsilon, self.cap_delta) {
+            (Some(epsilon), Some(delta)) => Some(Budget {
+                epsilon: Epsilon::from_units(unsigned("cap epsilon", epsilon)?),
+                delta: Delta::from_units(
+                    delta.parse().map_err(|error| corrupt("cap delta", error))?,
+                ),
+            }),
+            (None, None) => None,
+            _ => return Err(corrupt("cap", "half of it is missing")),
+        };
+        Ok(AnalystRecord {
+            analyst: self.analyst,
+            cap,
+            composition: json::<Composition>("analyst composition", &self.composition)?,
+        })
+    }
+}
+
+/// A release joined to the ledger entry that debited it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ReleaseListingRow {
+    id: String,
+    kind: String,
+    analyst: String,
+    epsilon: i64,
+    delta: String,
+    seq: i64,
+    created_at: String,
+}
+
+impl ReleaseListingRow {
+    pub(crate) fn into_summary(self) -> Result<api::ReleaseSummary, StoreError> {
+        Ok(api::ReleaseSummary {
+            id: uuid("release id", &self.id)?,
+            kind: self.kind,
+            analyst: self.analyst,
+            epsilon: Epsilon::from_units(unsigned("ledger epsilon", self.epsilon)?).value(),
+            delta: Delta::from_units(
+                self.delta
+                    .parse()
+                    .map_err(|error| corrupt("ledger delta", error))?,
+            )
+            .value(),
+            seq: unsigned("ledger sequence number", self.seq)?,
+            created_at: self.created_at,
+        })
+    }
+}
+
+/// A row of `rows`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct RowRow {
+    row_id: String,
+    label: i32,
+    features: Vec<u8>,
+    measures: Vec<u8>,
+    dimensions: Vec<u8>,
+}
+
+impl RowRow {
+    pub(crate) fn into_row(self) -> super::StoredRow {
+        super::StoredRow {
+            row_id: self.row_id,
+            label: u8::from(self.label == 1),
+            features: self
+                .features
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            measures: self
+                .measures
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+            dimensions: self
+                .dimensions
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        }
+    }
 }

@@ -51,6 +51,6 @@ async fn every_documented_operation_is_routed_and_every_error_is_a_problem() {
             );
         }
     }
-    assert_eq!(operations, 9);
+    assert_eq!(operations, 12);
     app.finish().await;
 }

@@ -1,11 +1,12 @@
 //! One conformance suite for every storage backend, through the `Store`
 //! trait alone.
 
-use dpgate::dataset::{DatasetRecord, Schema, WalrStats};
-use dpgate::dp::{Accountant, Budget, Charge, Composition, Delta, Epsilon, PrivacyLoss};
+use dpgate::budget::{AnalystRecord, Change};
+use dpgate::dataset::{DatasetRecord, WalrStats};
+use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
 use dpgate::ingest::RowRecord;
-use dpgate::store::{Debit, DebitOutcome, NewDataset, Store, StoreError};
-use dpgate_client::types::{CreateDataset, PrivacyUnit};
+use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, NewDataset, Store, StoreError};
+use dpgate_client::types::{CreateDataset, LedgerEvent};
 use uuid::Uuid;
 
 use crate::helpers::{ads_dataset, backends, spawn_app};
@@ -13,22 +14,7 @@ use crate::helpers::{ads_dataset, backends, spawn_app};
 fn record(name: &str) -> DatasetRecord {
     let request: CreateDataset =
         serde_json::from_value(ads_dataset(name, "label", "rdp", 1.0)).unwrap();
-    let schema = Schema::parse(&request).unwrap();
-    DatasetRecord {
-        id: Uuid::new_v4(),
-        name: name.to_owned(),
-        privacy_unit: PrivacyUnit::Label,
-        accountant: Accountant::Rdp,
-        stats: WalrStats::empty(schema.k()),
-        schema,
-        budget: Budget {
-            epsilon: Epsilon::new(1.0).unwrap(),
-            delta: Delta::new(1e-6).unwrap(),
-        },
-        composition: Composition::default(),
-        n_rows: 0,
-        created_at: "2026-11-22T00:00:00Z".to_owned(),
-    }
+    DatasetRecord::new(&request, "2026-11-22T00:00:00Z".to_owned()).unwrap()
 }
 
 fn row(id: &str, label: u8) -> RowRecord {
@@ -65,10 +51,11 @@ fn debit(dataset: Uuid, rows: u64, key: Option<&str>) -> Debit {
 }
 
 fn admit(charge: Charge) -> dpgate::store::Decide {
-    Box::new(move |dataset: &DatasetRecord| {
-        let mut composition = dataset.composition.clone();
-        composition.push(&charge);
-        Some(composition)
+    Box::new(move |dataset: &DatasetRecord, analyst: &AnalystRecord| {
+        let (mut total, mut own) = (dataset.composition.clone(), analyst.composition.clone());
+        total.push(&charge);
+        own.push(&charge);
+        Some((total, own))
     })
 }
 
@@ -94,7 +81,7 @@ async fn conformance(store: &dyn Store) {
     session.insert(&[row("a", 1), row("b", 0)]).await.unwrap();
     drop(session);
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 0);
-    assert!(store.walr_rows(dataset.id).await.unwrap().is_empty());
+    assert!(store.rows(dataset.id, None, 10).await.unwrap().is_empty());
 
     let mut stats = WalrStats::empty(2);
     stats.add(1, &[0.5, 0.25]);
@@ -119,10 +106,25 @@ async fn conformance(store: &dyn Store) {
         "{refused:?}"
     );
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 2);
+    let stored = store.rows(dataset.id, None, 10).await.unwrap();
+    let labels: Vec<_> = stored
+        .iter()
+        .map(|r| (r.row_id.as_str(), r.label))
+        .collect();
+    assert_eq!(labels, vec![("a", 1), ("b", 0)]);
     assert_eq!(
-        store.walr_rows(dataset.id).await.unwrap(),
-        vec![(1, vec![0.5, 0.25]), (0, vec![0.5, 0.25])]
+        (
+            &stored[0].features,
+            &stored[0].measures,
+            &stored[0].dimensions
+        ),
+        (&vec![0.5, 0.25], &vec![7.0], &vec![1])
     );
+    // Keyset paging: strictly after the given row id.
+    let page = store.rows(dataset.id, Some("a"), 10).await.unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].row_id, "b");
+    assert_eq!(store.rows(dataset.id, None, 1).await.unwrap().len(), 1);
 
     // Debits: every outcome.
     let first = debit(dataset.id, 2, Some("k1"));
@@ -141,8 +143,8 @@ async fn conformance(store: &dyn Store) {
         DebitOutcome::Stale
     ));
     assert!(matches!(
-        store.debit(&first, Box::new(|_| None)).await.unwrap(),
-        DebitOutcome::Refused(_)
+        store.debit(&first, Box::new(|_, _| None)).await.unwrap(),
+        DebitOutcome::Refused(refused) if refused.1 == AnalystRecord::new("ana")
     ));
     assert_eq!(store.ledger(dataset.id, None, 10).await.unwrap().len(), 1);
     let DebitOutcome::Debited(after) = store
@@ -231,6 +233,112 @@ async fn conformance(store: &dyn Store) {
         store.ledger(dataset.id, Some(0), 1).await.unwrap()[0].seq,
         1
     );
+
+    // Both debits were the same analyst's; releases list by ledger order.
+    let analysts = store.analysts(dataset.id).await.unwrap();
+    assert_eq!(analysts.len(), 1);
+    assert_eq!(
+        (
+            analysts[0].analyst.as_str(),
+            analysts[0].composition.releases()
+        ),
+        ("ana", 2)
+    );
+    let releases = store.releases(dataset.id, None, None, 10).await.unwrap();
+    assert_eq!(
+        releases.iter().map(|r| (r.seq, r.id)).collect::<Vec<_>>(),
+        vec![(1, first.release_id), (2, second.release_id)]
+    );
+    assert_eq!(releases[0].epsilon, 0.25);
+    assert_eq!(
+        store
+            .releases(dataset.id, None, Some(1), 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .releases(dataset.id, Some("bea"), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Budget changes: refused below the spent, else ledger events.
+    let budget = |epsilon| Budget {
+        epsilon: Epsilon::new(epsilon).unwrap(),
+        delta: Delta::new(1e-6).unwrap(),
+    };
+    let change = |total: Option<f64>, caps: Vec<(&str, Option<Budget>)>| Change {
+        budget: total.map(budget),
+        caps: caps.into_iter().map(|(a, c)| (a.to_owned(), c)).collect(),
+        actor: "root".to_owned(),
+        created_at: "2026-11-22T00:00:04Z".to_owned(),
+    };
+    assert!(matches!(
+        store
+            .change_budget(dataset.id, &change(Some(0.001), vec![]))
+            .await
+            .unwrap(),
+        BudgetOutcome::Refused(_)
+    ));
+    assert!(matches!(
+        store
+            .change_budget(Uuid::new_v4(), &change(Some(5.0), vec![]))
+            .await
+            .unwrap(),
+        BudgetOutcome::NoDataset
+    ));
+    let BudgetOutcome::Changed(changed, analysts) = store
+        .change_budget(
+            dataset.id,
+            &change(
+                Some(5.0),
+                vec![("ana", Some(budget(1.5))), ("cy", Some(budget(0.1)))],
+            ),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("a raise commits");
+    };
+    assert_eq!(changed.budget, budget(5.0));
+    assert_eq!(
+        store.dataset(dataset.id).await.unwrap().unwrap().budget,
+        budget(5.0)
+    );
+    assert_eq!(
+        analysts
+            .iter()
+            .map(|a| (a.analyst.as_str(), a.cap, a.composition.releases()))
+            .collect::<Vec<_>>(),
+        vec![("ana", Some(budget(1.5)), 2), ("cy", Some(budget(0.1)), 0)]
+    );
+    let BudgetOutcome::Changed(_, analysts) = store
+        .change_budget(dataset.id, &change(None, vec![("cy", None)]))
+        .await
+        .unwrap()
+    else {
+        panic!("removing a cap commits");
+    };
+    assert_eq!(analysts[1].cap, None);
+    let ledger = store.ledger(dataset.id, None, 10).await.unwrap();
+    assert_eq!(
+        ledger.iter().map(|entry| entry.event).collect::<Vec<_>>(),
+        vec![
+            LedgerEvent::Open,
+            LedgerEvent::Release,
+            LedgerEvent::Release,
+            LedgerEvent::Budget,
+            LedgerEvent::Cap,
+            LedgerEvent::Cap,
+            LedgerEvent::Cap,
+        ]
+    );
+    assert_eq!(ledger[3].actor, "root");
+    dpgate::ledger::verify(&dataset.id, &ledger).unwrap();
 
     assert!(!store.is_revoked("jti-1").await.unwrap());
     store.revoke("jti-1", "2026-11-22T00:00:02Z").await.unwrap();

@@ -49,10 +49,16 @@ async fn the_walk_through_works_end_to_end() {
         let release = released.release;
         assert_eq!((release.kind.as_str(), release.n), ("walr", 650));
         // Label unit: Δ = max √(1 + ‖x‖²)/N with both scaled features ≤ 1.
-        let stored = app.store.walr_rows(dataset.id).await.unwrap();
+        let stored = app.store.rows(dataset.id, None, u32::MAX).await.unwrap();
         let max_norm = stored
             .iter()
-            .map(|(_, x)| 1.0 + x.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>())
+            .map(|row| {
+                1.0 + row
+                    .features
+                    .iter()
+                    .map(|v| f64::from(*v).powi(2))
+                    .sum::<f64>()
+            })
             .fold(0.0, f64::max)
             .sqrt();
         assert_eq!(release.sensitivity, max_norm / 650.0);
@@ -60,7 +66,7 @@ async fn the_walk_through_works_end_to_end() {
             panic!("a WALR result");
         };
         assert_eq!(result.noisy_dot.len(), 2);
-        let exact_intercept = stored.iter().filter(|(y, _)| *y == 1).count() as f64 / 650.0;
+        let exact_intercept = stored.iter().filter(|row| row.label == 1).count() as f64 / 650.0;
         let noisy_intercept = result.noisy_intercept.expect("the intercept term");
         // 6σ away has probability 2e-9.
         assert!((noisy_intercept - exact_intercept).abs() < 6.0 * release.sigma);

@@ -1,0 +1,93 @@
+//! Times `Objective::minimise` on a synthetic N = 1,000,000, k = 32 problem,
+//! the largest size the server is expected to fit.
+//!
+//! `cargo run --release -p dpgate-learn --example fit_timing [rows] [columns]`
+
+use std::time::Instant;
+
+use dpgate_learn::{Objective, sigmoid};
+use ndarray::{Array1, Array2};
+
+/// Deterministic 64-bit LCG (Knuth's MMIX constants): reproducible data
+/// without a `rand` dependency. Returns uniforms on [0, 1).
+struct Lcg(u64);
+
+impl Lcg {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let rows: usize = args.next().map_or(Ok(1_000_000), |a| a.parse())?;
+    let k: usize = args.next().map_or(Ok(32), |a| a.parse())?;
+
+    let started = Instant::now();
+    let mut rng = Lcg(42);
+    // Rows scaled to ‖x‖ ≤ 1, as objective perturbation requires.
+    let scale = 1.0 / (k as f64).sqrt();
+    let truth: Vec<f64> = (0..k)
+        .map(|j| if j % 2 == 0 { 4.0 } else { -3.0 })
+        .collect();
+    let mut x = Array2::<f64>::zeros((rows, k));
+    let mut y = Array1::<f64>::zeros(rows);
+    for (mut row, label) in x.outer_iter_mut().zip(y.iter_mut()) {
+        let mut margin = 0.0;
+        for (value, weight) in row.iter_mut().zip(&truth) {
+            *value = (2.0 * rng.uniform() - 1.0) * scale;
+            margin += *value * weight;
+        }
+        *label = if rng.uniform() < sigmoid(margin) {
+            1.0
+        } else {
+            -1.0
+        };
+    }
+    let b: Array1<f64> = (0..k).map(|_| 2.0 * rng.uniform() - 1.0).collect();
+    println!("generated {rows} × {k} in {:.2?}", started.elapsed());
+
+    let probe = Objective {
+        x: x.view(),
+        y: y.view(),
+        lambda: 1e-4,
+        linear: None,
+    };
+    let w = Array1::from_elem(k, 0.1);
+    let started = Instant::now();
+    let gradient = probe.gradient(w.view());
+    let gradient_time = started.elapsed();
+    let started = Instant::now();
+    let hessian = probe.hessian(w.view());
+    println!(
+        "one value+gradient pass: {gradient_time:.2?}; one Hessian pass: {:.2?} (checksum {:.3})",
+        started.elapsed(),
+        gradient.sum() + hessian.sum()
+    );
+
+    for lambda in [1e-2, 1e-4, 1e-6] {
+        for linear in [None, Some(b.view())] {
+            let objective = Objective {
+                x: x.view(),
+                y: y.view(),
+                lambda,
+                linear,
+            };
+            let started = Instant::now();
+            let fit = objective.minimise(1e-9)?;
+            println!(
+                "λ = {lambda:e}, linear term: {:5}: {:.2?}, {} Newton iterations, |∇J| = {:.1e}, J = {:.12}",
+                linear.is_some(),
+                started.elapsed(),
+                fit.iterations,
+                fit.gradient_norm,
+                fit.value
+            );
+        }
+    }
+    Ok(())
+}

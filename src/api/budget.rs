@@ -1,0 +1,55 @@
+//! `PATCH /v1/datasets/{id}/budget`: admins move a dataset's total and cap
+//! analysts; every change is a ledger event.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use dpgate_api_types::{BudgetChange, Dataset, Problem};
+
+use super::datasets::load_visible;
+use super::extract::{ApiJson, Caller};
+use crate::app::AppState;
+use crate::budget::Change;
+use crate::error::ApiError;
+use crate::store::BudgetOutcome;
+
+/// Sets the dataset's total budget (never below what is spent) and caps on
+/// what single analysts may spend (`null` removes a cap). A cap may be set
+/// below what the analyst has spent: it then refuses all its further
+/// releases. The change is checked and written under the same lock as
+/// debits, and recorded in the ledger with who and when.
+#[utoipa::path(
+    patch,
+    path = "/v1/datasets/{id}/budget",
+    tag = "datasets",
+    params(("id" = Uuid, Path, description = "Dataset id")),
+    request_body = BudgetChange,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The dataset with its new budget and caps", body = Dataset),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The new total is below what is spent", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid budget or cap", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn change(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<BudgetChange>,
+) -> Result<Json<Dataset>, ApiError> {
+    caller.admin()?;
+    let dataset = load_visible(&state, &caller, &id).await?;
+    let change =
+        Change::parse(&request, &caller.sub, crate::app::now()).map_err(ApiError::Invalid)?;
+    match state.store.change_budget(dataset.id, &change).await? {
+        BudgetOutcome::Changed(record, analysts) => {
+            tracing::info!(dataset = %record.id, caps = change.caps.len(), "budget changed");
+            Ok(Json(record.view(&analysts)))
+        }
+        BudgetOutcome::Refused(reason) => Err(ApiError::Conflict(reason)),
+        BudgetOutcome::NoDataset => Err(ApiError::NotFound("no such dataset".to_owned())),
+    }
+}

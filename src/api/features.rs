@@ -1,0 +1,169 @@
+//! `GET /v1/datasets/{id}/features`: the label-free feature matrix with row
+//! ids, for label-blind training. Under the `label` privacy unit N, row ids
+//! and features are public (only labels are protected), so they may leave
+//! the server as they are; under `row` they are private and never do.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use dpgate_api_types::{NDJSON, PrivacyUnit, Problem};
+use uuid::Uuid;
+
+use super::datasets::load_visible;
+use super::extract::Caller;
+use crate::app::AppState;
+use crate::dataset::{ROW_ID, Schema};
+use crate::error::ApiError;
+use crate::store::{Store, StoredRow};
+
+/// Rows read from the store per chunk of the response.
+const CHUNK_ROWS: u32 = 5000;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Format {
+    Csv,
+    Ndjson,
+}
+
+fn format(headers: &HeaderMap) -> Format {
+    let ndjson = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|accept| {
+            accept.split(',').any(|part| {
+                let media = part.split(';').next().unwrap_or("").trim();
+                media == NDJSON || media == "application/ndjson" || media == "application/jsonl"
+            })
+        });
+    if ndjson { Format::Ndjson } else { Format::Csv }
+}
+
+/// A feature back in the units it was uploaded in (from its f32 scaled
+/// value, so to about seven significant digits of the declared range).
+fn raw(schema: &Schema, row: &StoredRow) -> impl Iterator<Item = f64> {
+    schema
+        .features
+        .iter()
+        .zip(&row.features)
+        .map(|(column, scaled)| column.min + f64::from(*scaled) * (column.max - column.min))
+}
+
+fn encode(format: Format, schema: &Schema, rows: &[StoredRow]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rows.len() * (16 + 12 * schema.k()));
+    match format {
+        Format::Csv => {
+            let mut writer = csv::Writer::from_writer(&mut out);
+            for row in rows {
+                let mut record = csv::StringRecord::new();
+                record.push_field(&row.row_id);
+                for value in raw(schema, row) {
+                    record.push_field(&value.to_string());
+                }
+                // Writing to a Vec cannot fail.
+                writer.write_record(&record).unwrap_or_default();
+            }
+            writer.flush().unwrap_or_default();
+        }
+        Format::Ndjson => {
+            for row in rows {
+                let mut object = serde_json::Map::new();
+                object.insert(ROW_ID.to_owned(), row.row_id.clone().into());
+                for (column, value) in schema.features.iter().zip(raw(schema, row)) {
+                    object.insert(column.name.clone(), value.into());
+                }
+                out.extend_from_slice(serde_json::Value::Object(object).to_string().as_bytes());
+                out.push(b'\n');
+            }
+        }
+    }
+    out
+}
+
+fn header_line(format: Format, schema: &Schema) -> Vec<u8> {
+    if format == Format::Ndjson {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut writer = csv::Writer::from_writer(&mut out);
+    let names = std::iter::once(ROW_ID).chain(schema.features.iter().map(|c| c.name.as_str()));
+    writer.write_record(names).unwrap_or_default();
+    writer.flush().unwrap_or_default();
+    drop(writer);
+    out
+}
+
+/// Pages through the rows in row id order, one response chunk per page.
+fn stream(store: Arc<dyn Store>, dataset: Uuid, schema: Schema, format: Format) -> Body {
+    let first = Bytes::from(header_line(format, &schema));
+    let pages = futures_util::stream::unfold(Some(None::<String>), move |cursor| {
+        let (store, schema) = (store.clone(), schema.clone());
+        async move {
+            let after = cursor?;
+            match store.rows(dataset, after.as_deref(), CHUNK_ROWS).await {
+                Err(error) => {
+                    tracing::error!(%dataset, error = %error, "feature export failed");
+                    Some((Err(std::io::Error::other(error.to_string())), None))
+                }
+                Ok(rows) if rows.is_empty() => None,
+                Ok(rows) => {
+                    let next = (rows.len() == CHUNK_ROWS as usize)
+                        .then(|| rows.last().map(|row| row.row_id.clone()));
+                    Some((Ok(Bytes::from(encode(format, &schema, &rows))), next))
+                }
+            }
+        }
+    });
+    let head = futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) });
+    Body::from_stream(futures_util::StreamExt::chain(head, pages))
+}
+
+/// The feature matrix (no labels), in row id order and in the units the
+/// features were uploaded in: CSV `row_id,<features…>` by default,
+/// NDJSON when the `Accept` header asks for `application/x-ndjson`.
+/// Only for datasets whose privacy unit is `label`.
+#[utoipa::path(
+    get,
+    path = "/v1/datasets/{id}/features",
+    tag = "datasets",
+    params(("id" = Uuid, Path, description = "Dataset id")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The features, streamed", content(
+            (String = "text/csv"),
+            (String = "application/x-ndjson"),
+        )),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "No grant for the dataset (`forbidden`), or its privacy unit is `row` (`features-not-public`)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn export(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let dataset = load_visible(&state, &caller, &id).await?;
+    if dataset.privacy_unit == PrivacyUnit::Row {
+        return Err(ApiError::FeaturesNotPublic(
+            "this dataset's privacy unit is `row`: its features are private and are only \
+             released through differentially private releases"
+                .to_owned(),
+        ));
+    }
+    let format = format(&headers);
+    let media = match format {
+        Format::Csv => "text/csv; charset=utf-8",
+        Format::Ndjson => NDJSON,
+    };
+    let mut response =
+        stream(state.store.clone(), dataset.id, dataset.schema, format).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    Ok(response)
+}
