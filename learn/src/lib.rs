@@ -8,10 +8,15 @@
 //! - [`metrics`]: AUC, log loss, accuracy and calibration of the resulting
 //!   probabilities.
 //!
-//! Pure `f64` math: no I/O, no randomness (noise is drawn by the caller).
+//! - [`synthetic`]: seeded labelled data from a known logistic model, for
+//!   tests, benchmarks and figures.
+//!
+//! Pure `f64` math: no I/O, and randomness only in [`synthetic`] (noise is
+//! drawn by the caller).
 
 pub mod logistic;
 pub mod metrics;
+pub mod synthetic;
 
 pub use logistic::{Fit, FitError, Objective, log1p_exp, probabilities, sigmoid};
 pub use metrics::{

@@ -35,6 +35,12 @@ pub enum DpError {
     /// A value too large for the release's lattice (|value| / spacing ≥ 2^62).
     #[error("the value to release at coordinate {0} is too large for the noise lattice")]
     ValueOutOfRange(usize),
+    /// A regularisation strength λ is finite and strictly positive.
+    #[error("lambda must be a finite number greater than 0 (got {0})")]
+    InvalidRegulariser(f64),
+    /// A learner needs at least one example.
+    #[error("the dataset has no rows")]
+    NoExamples,
     /// A stored privacy-loss description is malformed.
     #[error("invalid privacy-loss description: {0}")]
     InvalidLoss(&'static str),

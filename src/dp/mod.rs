@@ -5,6 +5,7 @@
 //! tests), so every mechanism is deterministic given its random bits.
 
 mod accountant;
+pub mod erm;
 mod error;
 mod gaussian;
 mod mechanism;
@@ -13,7 +14,7 @@ mod rdp;
 mod reference;
 mod sample;
 #[cfg(test)]
-mod statistics;
+pub(crate) mod statistics;
 mod units;
 
 pub use accountant::{
@@ -24,6 +25,7 @@ pub use gaussian::{analytic_sigma, classic_sigma, gaussian_delta, gaussian_epsil
 pub use mechanism::Mechanism;
 pub use rdp::{ORDER_COUNT, ORDERS, RdpCurve};
 pub use sample::{
-    MAX_GAUSSIAN_SIGMA, OsNoise, discrete_gaussian, discrete_laplace, norm_gamma_lattice,
+    MAX_GAUSSIAN_SIGMA, OsNoise, discrete_gaussian, discrete_laplace, norm_gamma_continuous,
+    norm_gamma_lattice,
 };
 pub use units::{Delta, Epsilon};

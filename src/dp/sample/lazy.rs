@@ -77,8 +77,8 @@ impl LazyReal {
         }
     }
 
-    /// The value to double precision (for statistical tests only).
-    #[cfg(test)]
+    /// The value rounded to double precision (64 drawn fraction bits, so
+    /// the rounding is the only error).
     pub(super) fn approximate<R: Rng + ?Sized>(&mut self, rng: &mut R) -> f64 {
         let fraction = f64::from(self.fraction.digit(0, rng)) / 2f64.powi(32)
             + f64::from(self.fraction.digit(1, rng)) / 2f64.powi(64);

@@ -16,5 +16,5 @@ mod norm_gamma;
 mod os;
 
 pub use cks20::{MAX_GAUSSIAN_SIGMA, discrete_gaussian, discrete_laplace};
-pub use norm_gamma::norm_gamma_lattice;
+pub use norm_gamma::{norm_gamma_continuous, norm_gamma_lattice};
 pub use os::OsNoise;

@@ -142,6 +142,24 @@ pub fn norm_gamma_lattice<R: Rng + ?Sized>(dims: usize, scale: u64, rng: &mut R)
     }
 }
 
+/// One draw of the continuous norm-Gamma vector Z ∈ ℝᵏ, density ∝
+/// exp(−‖z‖₂/`scale`), from the same exact exponentials and normals,
+/// each rounded to double precision only at the end. For randomness that
+/// a private computation consumes rather than publishes: objective
+/// perturbation needs a continuous density (its proof maps the noise
+/// one-to-one onto the output), which a lattice draw does not have.
+pub fn norm_gamma_continuous<R: Rng + ?Sized>(dims: usize, scale: f64, rng: &mut R) -> Vec<f64> {
+    let radius: f64 = (0..dims)
+        .map(|_| exact_exponential(rng).approximate(rng))
+        .sum::<f64>()
+        * scale;
+    let direction: Vec<f64> = (0..dims)
+        .map(|_| exact_normal(rng).approximate(rng))
+        .collect();
+    let length = direction.iter().map(|g| g * g).sum::<f64>().sqrt();
+    direction.iter().map(|g| radius * g / length).collect()
+}
+
 #[cfg(test)]
 #[path = "norm_gamma_tests.rs"]
 mod tests;

@@ -87,3 +87,35 @@ fn interval_arithmetic_rounds_outwards() {
     assert_eq!(quotient(&int(-7, 7), &int(2, 3)), int(-4, 4));
     assert_eq!(quotient(&int(6, 6), &int(3, 3)), int(2, 2));
 }
+
+#[test]
+fn the_continuous_draw_has_a_gamma_norm_and_a_uniform_direction() {
+    // False-failure rate of each KS test: FALSE_FAILURE_RATE (fixed seeds,
+    // so in fact deterministic); the wrong scales must be rejected.
+    let dims = 17;
+    let gamma = Gamma::new(dims as f64, 1.0 / 2.5).unwrap();
+    let norms = |scale: f64, seed: u64| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..5_000)
+            .map(|_| {
+                let z = norm_gamma_continuous(dims, scale, &mut rng);
+                z.iter().map(|x| x * x).sum::<f64>().sqrt()
+            })
+            .collect::<Vec<f64>>()
+    };
+    let p = kolmogorov_smirnov_p_value(&mut norms(2.5, 21), |x| gamma.cdf(x));
+    assert!(p > FALSE_FAILURE_RATE, "p = {p:e}");
+    for factor in [0.7, 1.3] {
+        let p = kolmogorov_smirnov_p_value(&mut norms(2.5 * factor, 22), |x| gamma.cdf(x));
+        assert!(p < FALSE_FAILURE_RATE, "×{factor}: p = {p:e}");
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let mut heights: Vec<f64> = (0..50_000)
+        .map(|_| {
+            let z = norm_gamma_continuous(3, 1.0, &mut rng);
+            z[2] / z.iter().map(|x| x * x).sum::<f64>().sqrt()
+        })
+        .collect();
+    let p = kolmogorov_smirnov_p_value(&mut heights, |x| ((x + 1.0) / 2.0).clamp(0.0, 1.0));
+    assert!(p > FALSE_FAILURE_RATE, "p = {p:e}");
+}
