@@ -16,6 +16,8 @@ pub struct Limits {
     pub body_bytes: usize,
     /// Row uploads.
     pub ingest_bytes: u64,
+    /// Groups (combinations of dimension values) one aggregate may cover.
+    pub max_groups: usize,
 }
 
 impl Default for Limits {
@@ -23,6 +25,7 @@ impl Default for Limits {
         Limits {
             body_bytes: 1 << 20,
             ingest_bytes: 1 << 30,
+            max_groups: crate::releases::aggregate::DEFAULT_MAX_GROUPS,
         }
     }
 }

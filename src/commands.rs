@@ -87,6 +87,7 @@ async fn serve_command(
     let limits = Limits {
         body_bytes: serve.max_body_bytes,
         ingest_bytes: serve.max_ingest_bytes,
+        max_groups: serve.max_groups,
     };
     let listener = tokio::net::TcpListener::bind(serve.addr)
         .await

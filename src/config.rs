@@ -110,6 +110,10 @@ pub struct Serve {
     /// Largest row upload, in bytes.
     #[arg(long, env = "DPGATE_MAX_INGEST_BYTES", default_value_t = Limits::default().ingest_bytes)]
     pub max_ingest_bytes: u64,
+    /// Most groups (combinations of declared dimension values) one
+    /// aggregate release may cover.
+    #[arg(long, env = "DPGATE_MAX_GROUPS", default_value_t = Limits::default().max_groups)]
+    pub max_groups: usize,
     /// Do not mint and print an admin token at start.
     #[arg(long, env = "DPGATE_NO_ADMIN_TOKEN")]
     pub no_admin_token: bool,

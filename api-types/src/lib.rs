@@ -14,7 +14,9 @@ pub use datasets::{
 pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
 pub use problem::{LineError, Problem, ProblemType};
 pub use releases::{
-    NoiseDetails, Release, ReleaseList, ReleaseRequest, ReleaseResult, ReleaseSummary, WalrResult,
+    AggregateGroup, AggregateMechanism, AggregateResult, ModelResult, NoiseDetails,
+    ObjectiveDetails, Release, ReleaseList, ReleaseRequest, ReleaseResult, ReleaseSummary,
+    WalrResult,
 };
 
 /// Media type of problem documents (RFC 9457).

@@ -1,5 +1,7 @@
 //! Releases: what an analyst asks for and what comes back.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
@@ -26,6 +28,45 @@ pub enum ReleaseRequest {
         #[serde(default = "yes")]
         intercept: bool,
     },
+    /// Counts, sums and means of the label or a measure, optionally over
+    /// every combination of declared dimension values, released jointly.
+    #[serde(rename = "aggregate")]
+    Aggregate {
+        epsilon: f64,
+        /// Required and positive for `gaussian`; omitted or 0 for `laplace`.
+        delta: Option<f64>,
+        /// `count`, `sum:COLUMN` or `mean:COLUMN`, where COLUMN is the label
+        /// or a declared measure.
+        statistics: Vec<String>,
+        /// Declared dimensions to break the statistics down by.
+        #[serde(default)]
+        group_by: Vec<String>,
+        #[serde(default)]
+        mechanism: AggregateMechanism,
+    },
+    /// L2-regularised logistic regression, fitted exactly and released
+    /// with noise of L2 sensitivity 2/(Nλ) (Chaudhuri et al. 2011).
+    #[serde(rename = "model/output-perturbation")]
+    OutputPerturbation {
+        epsilon: f64,
+        /// Omitted or 0: pure ε (norm-Gamma noise); else analytic Gaussian.
+        delta: Option<f64>,
+        /// The regularisation strength λ > 0 of (λ/2)‖w‖².
+        lambda: f64,
+        #[serde(default = "yes")]
+        fit_intercept: bool,
+    },
+    /// L2-regularised logistic regression minimising a randomly perturbed
+    /// objective (Chaudhuri et al. 2011, Algorithm 2); pure ε only.
+    #[serde(rename = "model/objective-perturbation")]
+    ObjectivePerturbation {
+        epsilon: f64,
+        /// Must be omitted or 0: the algorithm is pure ε-DP.
+        delta: Option<f64>,
+        lambda: f64,
+        #[serde(default = "yes")]
+        fit_intercept: bool,
+    },
 }
 
 impl ReleaseRequest {
@@ -33,22 +74,42 @@ impl ReleaseRequest {
     pub fn kind(&self) -> &'static str {
         match self {
             ReleaseRequest::Walr { .. } => "walr",
+            ReleaseRequest::Aggregate { .. } => "aggregate",
+            ReleaseRequest::OutputPerturbation { .. } => "model/output-perturbation",
+            ReleaseRequest::ObjectivePerturbation { .. } => "model/objective-perturbation",
         }
     }
 
     /// The requested ε.
     pub fn epsilon(&self) -> f64 {
         match self {
-            ReleaseRequest::Walr { epsilon, .. } => *epsilon,
+            ReleaseRequest::Walr { epsilon, .. }
+            | ReleaseRequest::Aggregate { epsilon, .. }
+            | ReleaseRequest::OutputPerturbation { epsilon, .. }
+            | ReleaseRequest::ObjectivePerturbation { epsilon, .. } => *epsilon,
         }
     }
 
     /// The requested δ; omitted means 0 (pure ε-DP).
     pub fn delta(&self) -> f64 {
         match self {
-            ReleaseRequest::Walr { delta, .. } => delta.unwrap_or(0.0),
+            ReleaseRequest::Walr { delta, .. }
+            | ReleaseRequest::Aggregate { delta, .. }
+            | ReleaseRequest::OutputPerturbation { delta, .. }
+            | ReleaseRequest::ObjectivePerturbation { delta, .. } => delta.unwrap_or(0.0),
         }
     }
+}
+
+/// The noise of an aggregate release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AggregateMechanism {
+    /// (ε, δ): analytic Gaussian over the joint L2 sensitivity.
+    #[default]
+    Gaussian,
+    /// Pure ε: Laplace over the joint L1 sensitivity.
+    Laplace,
 }
 
 /// The noise behind a release, for auditing and error bars.
@@ -79,11 +140,70 @@ pub struct WalrResult {
     pub noisy_intercept: Option<f64>,
 }
 
+/// One statistic of one group of an aggregate release.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AggregateGroup {
+    /// The group's value of each `group_by` dimension; empty when ungrouped.
+    pub key: BTreeMap<String, String>,
+    /// As requested: `count`, `sum:COLUMN` or `mean:COLUMN`.
+    pub statistic: String,
+    /// `null` for the mean of a group known to be empty.
+    pub value: Option<f64>,
+    /// Standard deviation of the noise on `value` (0 when exact).
+    pub std: f64,
+    /// Whether `value` is exact: the statistic is public under the
+    /// dataset's privacy unit (it does not depend on what the unit protects).
+    pub exact: bool,
+}
+
+/// The released numbers of an aggregate release: every statistic of every
+/// combination of the declared values of the `group_by` dimensions,
+/// present in the data or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AggregateResult {
+    pub groups: Vec<AggregateGroup>,
+}
+
+/// A released logistic-regression model: σ(weightsᵀx + intercept) is the
+/// predicted probability for a row x in the units it was uploaded in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ModelResult {
+    /// One per feature, in schema order, in raw feature units.
+    pub weights: Vec<f64>,
+    pub intercept: f64,
+    pub lambda: f64,
+    pub fit_intercept: bool,
+    /// `norm_gamma` or `gaussian`: the noise on the weights.
+    pub noise_mechanism: String,
+    /// The Gamma scale of the noise's norm, or σ (in the scaled space the
+    /// model is fitted in, where every row has norm ≤ 1).
+    pub noise_scale: f64,
+    /// Objective perturbation's parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<ObjectiveDetails>,
+}
+
+/// How an objective-perturbation release spent its ε.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ObjectiveDetails {
+    /// ε′ of CMS11 Algorithm 2: b has density ∝ exp(−(ε′/2)‖b‖).
+    pub epsilon_prime: f64,
+    /// Δ: the extra regulariser added when ε′ would be ≤ 0.
+    pub extra_regulariser: f64,
+    /// The Gamma scale 2/ε′ of ‖b‖.
+    pub b_scale: f64,
+    /// The share of ε spent on the output noise that covers the solver's
+    /// last 1e-10 of gradient norm.
+    pub epsilon_output: f64,
+}
+
 /// The released numbers, by kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum ReleaseResult {
     Walr(WalrResult),
+    Aggregate(AggregateResult),
+    Model(ModelResult),
 }
 
 /// A release (201 when new, 200 on an idempotent replay or a dry run).

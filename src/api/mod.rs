@@ -38,7 +38,7 @@ use crate::error::ApiError;
             private releases out. Every release debits a persistent per-dataset (ε, δ) budget. \
             Errors are `application/problem+json` (RFC 9457) whose `type` is \
             `/problems/<slug>` with a stable slug: budget-exhausted, invalid-input, \
-            unauthorized, forbidden, not-found, conflict, payload-too-large, \
+            unauthorized, forbidden, features-not-public, not-found, conflict, payload-too-large, \
             unsupported-media-type, method-not-allowed, internal."
     ),
     modifiers(&BearerAuth),

@@ -99,6 +99,7 @@ pub async fn create(
         analyst: &caller.sub,
         idempotency_key: idempotency_key(&headers)?,
         dry_run: query.dry_run,
+        max_groups: state.limits.max_groups,
     };
     Ok(
         match releases::release(state.store.as_ref(), ask, &request).await? {

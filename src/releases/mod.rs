@@ -12,6 +12,10 @@
 //!    the budget spent, and a retry with the same idempotency key is refused
 //!    rather than answered with fresh noise.
 
+pub mod aggregate;
+pub mod model;
+mod plan;
+mod scan;
 pub mod walr;
 
 use dpgate_api_types as api;
@@ -20,7 +24,9 @@ use uuid::Uuid;
 
 use crate::budget::{self, AnalystRecord, Refusal};
 use crate::dataset::{DatasetRecord, spent_view};
-use crate::dp::{self, Charge, Delta, Epsilon, Mechanism, OsNoise};
+use crate::dp::{self, Charge, Delta, Epsilon, OsNoise};
+use plan::{Knobs, Plan, Price};
+
 use crate::store::{Debit, DebitOutcome, Decide, Store, StoreError, StoredRelease};
 
 /// How often a release is recomputed when rows keep arriving under it.
@@ -58,91 +64,39 @@ pub enum Outcome {
     Created(String),
     /// The stored response of an earlier request with the same key.
     Replayed(String),
-    /// A dry run's price, nothing spent.
+    /// A dry run's price, or a release of public numbers only: nothing
+    /// spent, nothing stored.
     Priced(Box<api::Release>),
 }
 
-/// A release planned against one snapshot of the dataset.
-struct Plan {
-    exact: Vec<f64>,
-    mechanism: Mechanism,
-    /// The declared sensitivity (before lattice rounding).
-    sensitivity: f64,
-    n: u64,
-}
-
-fn plan(
-    dataset: &DatasetRecord,
-    request: &api::ReleaseRequest,
-    epsilon: Epsilon,
-    delta: Delta,
-) -> Result<Plan, ReleaseError> {
-    let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
-    match request {
-        api::ReleaseRequest::Walr { intercept, .. } => {
-            if delta == Delta::ZERO {
-                return Err(ReleaseError::Invalid(
-                    "walr needs a delta in (0, 1): it uses the Gaussian mechanism".to_owned(),
-                ));
-            }
-            if dataset.n_rows == 0 {
-                return Err(ReleaseError::Invalid(
-                    "the dataset has no rows yet".to_owned(),
-                ));
-            }
-            let exact = walr::exact(&dataset.stats, dataset.n_rows, *intercept);
-            let sensitivity = walr::sensitivity(
-                dataset.privacy_unit,
-                dataset.schema.k(),
-                dataset.stats.max_norm_squared,
-                dataset.n_rows,
-                *intercept,
-            );
-            if sensitivity == 0.0 {
-                return Err(ReleaseError::Invalid(
-                    "every feature vector is zero and the intercept is off: nothing to release"
-                        .to_owned(),
-                ));
-            }
-            let mechanism =
-                Mechanism::gaussian(epsilon, delta, sensitivity, exact.len()).map_err(invalid)?;
-            Ok(Plan {
-                exact,
-                mechanism,
-                sensitivity,
-                n: dataset.n_rows,
-            })
-        }
-    }
-}
-
-/// The response for a plan; `result` is `None` on a dry run.
+/// The response for a release; `result` is `None` on a dry run.
 fn response(
     id: Uuid,
     request: &api::ReleaseRequest,
-    plan: &Plan,
+    price: &Price,
     after: &DatasetRecord,
     analyst: &str,
     created_at: String,
     result: Option<api::ReleaseResult>,
 ) -> api::Release {
     let spent = after.spent();
-    let (epsilon, delta) = (request.epsilon(), request.delta());
+    let (epsilon, delta) = match price.loss {
+        Some(_) => (request.epsilon(), request.delta()),
+        None => (0.0, 0.0),
+    };
+    let mut noise = price.noise.clone();
+    if noise.mechanism == "gaussian" {
+        noise.sigma_classic = dp::classic_sigma(epsilon, delta, price.sensitivity).ok();
+    }
     api::Release {
         id,
         kind: request.kind().to_owned(),
         epsilon: Epsilon::new(epsilon).map_or(epsilon, Epsilon::value),
         delta: Delta::new(delta).map_or(delta, Delta::value),
-        sensitivity: plan.sensitivity,
-        sigma: plan.mechanism.noise_std(),
-        n: plan.n,
-        noise: api::NoiseDetails {
-            mechanism: plan.mechanism.name().to_owned(),
-            scale: plan.mechanism.noise_scale(),
-            grid: plan.mechanism.grid(),
-            accounted_sensitivity: plan.mechanism.accounted_sensitivity(),
-            sigma_classic: dp::classic_sigma(epsilon, delta, plan.sensitivity).ok(),
-        },
+        sensitivity: price.sensitivity,
+        sigma: price.sigma,
+        n: price.n,
+        noise,
         result,
         spent: spent_view(&spent),
         remaining: after.remaining(&spent),
@@ -176,18 +130,24 @@ fn replay(stored: StoredRelease, request_hash: &str) -> Result<Outcome, ReleaseE
 fn exhausted(dataset: &DatasetRecord, refusal: Refusal) -> ReleaseError {
     let spent = dataset.spent();
     let detail = match refusal {
-        Refusal::Budget(after) => format!(
-            "this release would bring the dataset's spending to ε = {} (budget ε = {}, δ = {}); \
-             it has ε = {} left",
-            after.epsilon.value(),
-            dataset.budget.epsilon.value(),
-            dataset.budget.delta.value(),
-            dataset.budget.epsilon.saturating_sub(spent.epsilon).value(),
-        ),
+        Refusal::Budget(after) => {
+            let left = dataset.remaining(&spent);
+            format!(
+                "this release would bring the dataset's spending to ε = {}, δ = {} (budget ε = \
+                 {}, δ = {}); it has ε = {}, δ = {} left",
+                after.epsilon.value(),
+                after.delta.value(),
+                dataset.budget.epsilon.value(),
+                dataset.budget.delta.value(),
+                left.epsilon,
+                left.delta,
+            )
+        }
         Refusal::Cap(cap, after) => format!(
-            "this release would bring your own spending on this dataset to ε = {}, beyond your \
-             cap of ε = {}, δ = {}",
+            "this release would bring your own spending on this dataset to ε = {}, δ = {}, \
+             beyond your cap of ε = {}, δ = {}",
             after.epsilon.value(),
+            after.delta.value(),
             cap.epsilon.value(),
             cap.delta.value(),
         ),
@@ -204,6 +164,8 @@ pub struct Ask<'a> {
     pub analyst: &'a str,
     pub idempotency_key: Option<String>,
     pub dry_run: bool,
+    /// Most groups an aggregate may cover.
+    pub max_groups: usize,
 }
 
 /// Makes (or prices, or replays) one release.
@@ -213,8 +175,12 @@ pub async fn release(
     request: &api::ReleaseRequest,
 ) -> Result<Outcome, ReleaseError> {
     let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
-    let epsilon = Epsilon::new(request.epsilon()).map_err(invalid)?;
-    let delta = Delta::new(request.delta()).map_err(invalid)?;
+    let knobs = Knobs {
+        epsilon: Epsilon::new(request.epsilon()).map_err(invalid)?,
+        delta: Delta::new(request.delta()).map_err(invalid)?,
+        max_groups: ask.max_groups,
+        price_only: ask.dry_run,
+    };
     // The request's canonical JSON identifies it for idempotent replays.
     let request_json = serde_json::to_string(request).unwrap_or_default();
     let request_hash = hex::encode(Sha256::digest(request_json.as_bytes()));
@@ -228,11 +194,16 @@ pub async fn release(
             .dataset(ask.dataset)
             .await?
             .ok_or(ReleaseError::NoDataset)?;
-        let plan = plan(&dataset, request, epsilon, delta)?;
+        let Some(plan) = plan::plan(store, &dataset, request, &knobs).await? else {
+            continue;
+        };
+        let Some(loss) = plan.price.loss.clone() else {
+            return public(plan, request, &dataset, &ask);
+        };
         let charge = Charge {
-            epsilon,
-            delta,
-            loss: plan.mechanism.loss().clone(),
+            epsilon: knobs.epsilon,
+            delta: knobs.delta,
+            loss,
         };
         if ask.dry_run {
             let analyst = store
@@ -250,7 +221,7 @@ pub async fn release(
             let mut priced = response(
                 Uuid::nil(),
                 request,
-                &plan,
+                &plan.price,
                 &after,
                 ask.analyst,
                 now(),
@@ -294,6 +265,33 @@ pub async fn release(
     ))
 }
 
+/// A release of numbers that are all public under the privacy unit: they
+/// cost nothing, so they are answered exactly without a debit or a record.
+fn public(
+    plan: Plan,
+    request: &api::ReleaseRequest,
+    dataset: &DatasetRecord,
+    ask: &Ask<'_>,
+) -> Result<Outcome, ReleaseError> {
+    let Plan { price, draw } = plan;
+    let result = if ask.dry_run {
+        None
+    } else {
+        Some(draw(&mut OsNoise::new()).map_err(ReleaseError::Internal)?)
+    };
+    let mut body = response(
+        Uuid::nil(),
+        request,
+        &price,
+        dataset,
+        ask.analyst,
+        now(),
+        result,
+    );
+    body.dry_run = ask.dry_run;
+    Ok(Outcome::Priced(Box::new(body)))
+}
+
 /// After the debit: draws the noise, stores the response, returns it.
 async fn finish(
     store: &dyn Store,
@@ -302,33 +300,19 @@ async fn finish(
     plan: Plan,
     after: &DatasetRecord,
 ) -> Result<Outcome, ReleaseError> {
-    let mechanism = plan.mechanism.clone();
-    let exact = plan.exact.clone();
+    let Plan { price, draw } = plan;
     let span = tracing::Span::current();
-    let noisy = tokio::task::spawn_blocking(move || {
+    let result = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        mechanism.release(&exact, &mut OsNoise::new())
+        draw(&mut OsNoise::new())
     })
     .await
     .map_err(|error| ReleaseError::Internal(format!("the noise task failed: {error}")))?
     .map_err(|error| ReleaseError::Internal(format!("the release failed: {error}")))?;
-    if noisy.iter().any(|value| !value.is_finite()) {
-        return Err(ReleaseError::Internal(
-            "a released value is not finite".to_owned(),
-        ));
-    }
-    let intercept = matches!(
-        request,
-        api::ReleaseRequest::Walr {
-            intercept: true,
-            ..
-        }
-    );
-    let result = api::ReleaseResult::Walr(walr::result(noisy, intercept));
     let body = response(
         debit.release_id,
         request,
-        &plan,
+        &price,
         after,
         &debit.analyst,
         debit.created_at.clone(),

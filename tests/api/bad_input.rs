@@ -389,6 +389,137 @@ async fn bad_release_requests_are_refused_and_spend_nothing() {
 }
 
 #[tokio::test]
+async fn bad_model_and_aggregate_parameters_are_422_and_spend_nothing() {
+    for backend in backends() {
+        // At most 1 group: `campaign` (2 values) is beyond the limit.
+        let limits = Limits {
+            max_groups: 1,
+            ..Limits::default()
+        };
+        let app = spawn_app_with(backend, limits).await;
+        let dataset = app.dataset(ads_dataset("ads", "label", "rdp", 5.0)).await;
+        let empty = app.dataset(ads_dataset("empty", "label", "rdp", 5.0)).await;
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 20))
+            .await
+            .unwrap();
+        let before = snapshot(&app, dataset.id).await;
+        let token = app.token(Role::Analyst, "ana", &[dataset.id, empty.id]);
+        let post_to = |id: Uuid, body: &str| {
+            app.raw(Method::POST, &format!("/v1/datasets/{id}/releases"))
+                .bearer_auth(&token)
+                .header("content-type", "application/json")
+                .body(body.to_owned())
+        };
+        let post = |body: &str| post_to(dataset.id, body);
+        let cases: Vec<(&str, RequestBuilder)> = vec![
+            (
+                "λ = 0",
+                post(r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":0}"#),
+            ),
+            (
+                "λ < 0",
+                post(r#"{"kind":"model/objective-perturbation","epsilon":1,"lambda":-1}"#),
+            ),
+            (
+                "λ missing",
+                post(r#"{"kind":"model/output-perturbation","epsilon":1}"#),
+            ),
+            (
+                "δ on objective perturbation",
+                post(
+                    r#"{"kind":"model/objective-perturbation","epsilon":1,"delta":1e-6,"lambda":0.01}"#,
+                ),
+            ),
+            (
+                "model of an empty dataset",
+                post_to(
+                    empty.id,
+                    r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":0.01}"#,
+                ),
+            ),
+            (
+                "unknown measure",
+                post(
+                    r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"statistics":["sum:revenue"]}"#,
+                ),
+            ),
+            (
+                "unknown statistic",
+                post(
+                    r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"statistics":["median:value"]}"#,
+                ),
+            ),
+            (
+                "unknown dimension",
+                post(
+                    r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"statistics":["count"],"group_by":["region"]}"#,
+                ),
+            ),
+            (
+                "group_by beyond the configured limit",
+                post(
+                    r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"statistics":["sum:converted"],"group_by":["campaign"]}"#,
+                ),
+            ),
+            (
+                "no statistics",
+                post(r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"statistics":[]}"#),
+            ),
+            (
+                "gaussian without δ",
+                post(r#"{"kind":"aggregate","epsilon":1,"statistics":["sum:converted"]}"#),
+            ),
+            (
+                "laplace with δ",
+                post(
+                    r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"mechanism":"laplace","statistics":["sum:converted"]}"#,
+                ),
+            ),
+            (
+                "unknown mechanism",
+                post(
+                    r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"mechanism":"exponential","statistics":["count"]}"#,
+                ),
+            ),
+            (
+                "aggregate of an empty dataset",
+                post_to(
+                    empty.id,
+                    r#"{"kind":"aggregate","epsilon":1,"delta":1e-6,"statistics":["sum:converted"]}"#,
+                ),
+            ),
+        ];
+        for (case, request) in cases {
+            let case = format!("{backend:?}: {case}");
+            expect(
+                request,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-input",
+                &case,
+            )
+            .await;
+            assert_eq!(
+                snapshot(&app, dataset.id).await,
+                before,
+                "{case} changed the database"
+            );
+            assert_eq!(
+                app.admin
+                    .dataset(empty.id)
+                    .await
+                    .unwrap()
+                    .spent
+                    .epsilon_basic,
+                0.0,
+                "{case}"
+            );
+        }
+        app.finish().await;
+    }
+}
+
+#[tokio::test]
 async fn bad_dataset_requests_and_routes_are_refused() {
     for backend in backends() {
         let app = spawn_app(backend).await;

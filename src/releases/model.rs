@@ -1,0 +1,262 @@
+//! Model releases: L2-regularised logistic regression fitted on the server
+//! and released with output perturbation or objective perturbation (the
+//! privacy parameters are in [`crate::dp::erm`]).
+//!
+//! Both learners need ‖xᵢ‖₂ ≤ 1. Features are stored scaled into [0, 1],
+//! so each training row is (xᵢ, 1)/√(k + 1) (or xᵢ/√k without an
+//! intercept): the largest norm a row of [0, 1]ᵏ can have is √k, so the
+//! bound holds for every possible row without looking at the data. Labels
+//! become ±1. The released weights are then unfolded into the units the
+//! features were uploaded in: σ(aᵀraw + b) is the model's prediction.
+
+use dpgate_api_types as api;
+use dpgate_learn::{FitError, Objective};
+use ndarray::{Array1, Array2, ArrayView1};
+use rand::Rng;
+
+use crate::dataset::Schema;
+use crate::dp::erm::{self, ObjectivePerturbation, SOLVE_TOLERANCE};
+use crate::dp::{self, DpError, Epsilon, Mechanism};
+use crate::store::StoredRow;
+
+/// Most features a model may have: the Newton solve forms a d × d Hessian
+/// per step.
+pub const MAX_FEATURES: usize = 512;
+
+/// Most training values (rows × columns) one fit may hold in memory
+/// (8 bytes each).
+pub const MAX_VALUES: u64 = 200_000_000;
+
+/// Checks what a model request can be checked for before reading data.
+pub fn check(lambda: f64, k: usize, n: u64, fit_intercept: bool) -> Result<(), String> {
+    if !(lambda.is_finite() && lambda > 0.0) {
+        return Err(format!(
+            "lambda must be a finite number greater than 0 (got {lambda})"
+        ));
+    }
+    if n == 0 {
+        return Err("the dataset has no rows yet".to_owned());
+    }
+    if k > MAX_FEATURES {
+        return Err(format!(
+            "models are limited to {MAX_FEATURES} features (this dataset has {k})"
+        ));
+    }
+    let values = n.saturating_mul(columns(k, fit_intercept) as u64);
+    if values > MAX_VALUES {
+        return Err(format!(
+            "a model fit holds rows × columns = {values} values in memory; the limit is \
+             {MAX_VALUES}"
+        ));
+    }
+    Ok(())
+}
+
+fn columns(k: usize, fit_intercept: bool) -> usize {
+    k + usize::from(fit_intercept)
+}
+
+/// The training set of a fit: scaled rows with ‖x‖ ≤ 1 and ±1 labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Design {
+    pub x: Array2<f64>,
+    pub y: Array1<f64>,
+    pub fit_intercept: bool,
+}
+
+/// Collects rows into a [`Design`] as a scan delivers them.
+#[derive(Debug)]
+pub struct DesignBuilder {
+    values: Vec<f64>,
+    labels: Vec<f64>,
+    k: usize,
+    fit_intercept: bool,
+    scale: f64,
+}
+
+impl DesignBuilder {
+    pub fn new(k: usize, rows: u64, fit_intercept: bool) -> Self {
+        let d = columns(k, fit_intercept);
+        let rows = usize::try_from(rows).unwrap_or(0);
+        DesignBuilder {
+            values: Vec::with_capacity(rows.saturating_mul(d)),
+            labels: Vec::with_capacity(rows),
+            k,
+            fit_intercept,
+            scale: 1.0 / (d as f64).sqrt(),
+        }
+    }
+
+    /// Adds one row given its 0/1 label and scaled features.
+    pub fn push(&mut self, label: u8, features: &[f32]) {
+        self.values.extend(
+            features
+                .iter()
+                .take(self.k)
+                .map(|&value| f64::from(value) * self.scale),
+        );
+        if self.fit_intercept {
+            self.values.push(self.scale);
+        }
+        self.labels.push(if label == 1 { 1.0 } else { -1.0 });
+    }
+
+    /// Adds one stored row.
+    pub fn push_row(&mut self, row: &StoredRow) {
+        self.push(row.label, &row.features);
+    }
+
+    pub fn build(self) -> Result<Design, String> {
+        let d = columns(self.k, self.fit_intercept);
+        let x = Array2::from_shape_vec((self.labels.len(), d), self.values)
+            .map_err(|error| format!("malformed training rows: {error}"))?;
+        Ok(Design {
+            x,
+            y: Array1::from(self.labels),
+            fit_intercept: self.fit_intercept,
+        })
+    }
+}
+
+/// Why a fit failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("the fit did not converge: {0}")]
+    Fit(#[from] FitError),
+    #[error(transparent)]
+    Dp(#[from] DpError),
+}
+
+/// The minimiser of J(w) + (1/N)·bᵀw with regulariser `lambda`, to
+/// gradient norm [`SOLVE_TOLERANCE`].
+pub fn solve(
+    design: &Design,
+    lambda: f64,
+    linear: Option<ArrayView1<'_, f64>>,
+) -> Result<Array1<f64>, ModelError> {
+    let objective = Objective {
+        x: design.x.view(),
+        y: design.y.view(),
+        lambda,
+        linear,
+    };
+    Ok(objective.minimise(SOLVE_TOLERANCE)?.weights)
+}
+
+/// Output perturbation's noise: norm-Gamma (pure ε) when `delta` is 0,
+/// else the analytic Gaussian, calibrated to 2/(Nλ) + 2γ/λ.
+pub fn output_mechanism(
+    epsilon: Epsilon,
+    delta: dp::Delta,
+    n: u64,
+    lambda: f64,
+    dims: usize,
+) -> Result<Mechanism, DpError> {
+    let sensitivity = erm::output_sensitivity(n, lambda, SOLVE_TOLERANCE)?;
+    if delta == dp::Delta::ZERO {
+        Mechanism::norm_gamma(epsilon, sensitivity, dims)
+    } else {
+        Mechanism::gaussian(epsilon, delta, sensitivity, dims)
+    }
+}
+
+/// An objective-perturbation release, planned: CMS11's parameters and the
+/// output noise of the inexact solve.
+#[derive(Debug, Clone)]
+pub struct ObjectivePlan {
+    pub params: ObjectivePerturbation,
+    pub lambda: f64,
+    pub output: Mechanism,
+}
+
+impl ObjectivePlan {
+    pub fn new(epsilon: f64, n: u64, lambda: f64, dims: usize) -> Result<Self, DpError> {
+        let params = erm::objective_perturbation(epsilon, n, lambda, SOLVE_TOLERANCE)?;
+        let output = Mechanism::norm_gamma(
+            Epsilon::new(params.epsilon_output)?,
+            params.output_sensitivity,
+            dims,
+        )?;
+        Ok(ObjectivePlan {
+            params,
+            lambda,
+            output,
+        })
+    }
+
+    /// Draws b, solves the perturbed objective, adds the output noise:
+    /// the private weights (scaled space).
+    pub fn run<R: Rng + ?Sized>(
+        &self,
+        design: &Design,
+        rng: &mut R,
+    ) -> Result<Vec<f64>, ModelError> {
+        let dims = design.x.ncols();
+        let b = Array1::from(dp::norm_gamma_continuous(dims, self.params.b_scale, rng));
+        let weights = solve(
+            design,
+            self.lambda + self.params.extra_regulariser,
+            Some(b.view()),
+        )?;
+        Ok(self
+            .output
+            .release(weights.as_slice().unwrap_or(&[]), rng)?)
+    }
+}
+
+/// Unfolds weights fitted on scaled rows into the uploaded units: with
+/// s = 1/√d and xⱼ = (rawⱼ − minⱼ)/(maxⱼ − minⱼ),
+/// wᵀ(x, 1)·s = Σⱼ aⱼ·rawⱼ + b for aⱼ = wⱼ·s/(maxⱼ − minⱼ) and
+/// b = w_d·s − Σⱼ aⱼ·minⱼ.
+pub fn unfold(weights: &[f64], schema: &Schema, fit_intercept: bool) -> (Vec<f64>, f64) {
+    let k = schema.k();
+    let scale = 1.0 / (columns(k, fit_intercept) as f64).sqrt();
+    let raw: Vec<f64> = schema
+        .features
+        .iter()
+        .zip(weights)
+        .map(|(column, w)| w * scale / (column.max - column.min))
+        .collect();
+    let shift: f64 = schema
+        .features
+        .iter()
+        .zip(&raw)
+        .map(|(column, a)| a * column.min)
+        .sum();
+    let intercept = if fit_intercept {
+        weights.get(k).copied().unwrap_or(0.0) * scale
+    } else {
+        0.0
+    };
+    (raw, intercept - shift)
+}
+
+/// The wire result of a model release.
+pub fn result(
+    weights: &[f64],
+    schema: &Schema,
+    fit_intercept: bool,
+    lambda: f64,
+    mechanism: &Mechanism,
+    objective: Option<&ObjectivePerturbation>,
+) -> api::ModelResult {
+    let (weights, intercept) = unfold(weights, schema, fit_intercept);
+    api::ModelResult {
+        weights,
+        intercept,
+        lambda,
+        fit_intercept,
+        noise_mechanism: mechanism.name().to_owned(),
+        noise_scale: mechanism.noise_scale(),
+        objective: objective.map(|params| api::ObjectiveDetails {
+            epsilon_prime: params.epsilon_prime,
+            extra_regulariser: params.extra_regulariser,
+            b_scale: params.b_scale,
+            epsilon_output: params.epsilon_output,
+        }),
+    }
+}
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+mod tests;

@@ -1,0 +1,235 @@
+//! Aggregate releases end to end: exact public statistics, noisy private
+//! ones with their std, the price of a dry run, the ledger.
+
+use dpgate_client::ReleaseOptions;
+use dpgate_client::UploadFormat;
+use dpgate_client::types::{AggregateMechanism, Release, ReleaseRequest, ReleaseResult};
+
+use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
+
+fn aggregate(statistics: &[&str], group_by: &[&str], delta: Option<f64>) -> ReleaseRequest {
+    ReleaseRequest::Aggregate {
+        epsilon: 1.0,
+        delta,
+        statistics: statistics.iter().map(|&s| s.to_owned()).collect(),
+        group_by: group_by.iter().map(|&s| s.to_owned()).collect(),
+        mechanism: if delta.is_some() {
+            AggregateMechanism::Gaussian
+        } else {
+            AggregateMechanism::Laplace
+        },
+    }
+}
+
+/// (campaign, statistic, value, std, exact) of every group.
+fn groups(release: &Release) -> Vec<(String, String, Option<f64>, f64, bool)> {
+    let Some(ReleaseResult::Aggregate(result)) = &release.result else {
+        panic!("an aggregate result: {release:?}");
+    };
+    result
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.key.get("campaign").cloned().unwrap_or_default(),
+                g.statistic.clone(),
+                g.value,
+                g.std,
+                g.exact,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let dataset = app.dataset(ads_dataset("ads", "label", "rdp", 10.0)).await;
+        // 600 rows: campaign a on even rows; converted on every third;
+        // value = i mod 150, clamped to its declared bounds [0, 100] on
+        // ingest.
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 600))
+            .await
+            .unwrap();
+        let analyst = app.analyst("ana", &[dataset.id]);
+        let request = aggregate(
+            &[
+                "count",
+                "sum:value",
+                "mean:value",
+                "sum:converted",
+                "mean:converted",
+            ],
+            &["campaign"],
+            Some(1e-6),
+        );
+        let priced = analyst
+            .release(
+                dataset.id,
+                &request,
+                &ReleaseOptions {
+                    dry_run: true,
+                    ..ReleaseOptions::default()
+                },
+            )
+            .await
+            .unwrap()
+            .release;
+        assert!(priced.dry_run && priced.result.is_none());
+        assert_eq!(
+            app.admin.dataset(dataset.id).await.unwrap().spent.epsilon,
+            0.0
+        );
+        let release = analyst
+            .release(dataset.id, &request, &ReleaseOptions::default())
+            .await
+            .unwrap()
+            .release;
+        // The dry run priced exactly what the release spent.
+        assert_eq!(priced.spent, release.spent, "{backend:?}");
+        assert_eq!(
+            (priced.sigma, priced.sensitivity),
+            (release.sigma, release.sensitivity)
+        );
+        // Under label only the label sum is private: sensitivity 1.
+        assert_eq!(release.sensitivity, 1.0);
+        assert_eq!(release.noise.mechanism, "gaussian");
+        assert_eq!(release.spent.epsilon_basic, 1.0);
+        let sum_value = |parity: usize| -> f64 {
+            (0..600)
+                .filter(|i| i % 2 == parity)
+                .map(|i| (i % 150).min(100) as f64)
+                .sum()
+        };
+        let sums = [sum_value(0), sum_value(1)];
+        let got = groups(&release);
+        assert_eq!(got.len(), 10);
+        for (index, campaign) in ["a", "b"].iter().enumerate() {
+            let cell = &got[index * 5..index * 5 + 5];
+            assert!(cell.iter().all(|g| g.0 == *campaign));
+            assert_eq!(cell[0].1, "count");
+            assert_eq!((cell[0].2, cell[0].3, cell[0].4), (Some(300.0), 0.0, true));
+            assert_eq!((cell[1].2, cell[1].4), (Some(sums[index]), true));
+            assert_eq!(cell[2].2, Some(sums[index] / 300.0));
+            // The label sum: 100 converted per campaign, plus noise of the
+            // reported std (a 10σ miss has probability < 1e-22).
+            assert_eq!(
+                (cell[3].1.as_str(), cell[3].3, cell[3].4),
+                ("sum:converted", release.sigma, false)
+            );
+            assert!((cell[3].2.unwrap() - 100.0).abs() < 10.0 * release.sigma);
+            assert!((cell[4].3 - release.sigma / 300.0).abs() < 1e-12);
+            let mean = cell[4].2.unwrap();
+            assert!((0.0..=1.0).contains(&mean));
+        }
+        // The ledger records the debit and the stored release replays it.
+        let ledger = app.admin.ledger(dataset.id).await.unwrap();
+        assert_eq!(ledger.len(), 2, "{ledger:?}");
+        let stored = analyst.get_release(dataset.id, release.id).await.unwrap();
+        assert_eq!(stored, release);
+        app.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let labelled = app.dataset(ads_dataset("ads", "label", "rdp", 1.0)).await;
+        let rows = app.dataset(ads_dataset("rows", "row", "basic", 10.0)).await;
+        for dataset in [&labelled, &rows] {
+            app.admin
+                .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 100))
+                .await
+                .unwrap();
+        }
+        let analyst = app.analyst("ana", &[labelled.id, rows.id]);
+        // Counts and measure sums do not depend on labels: exact, free,
+        // not recorded.
+        let request = aggregate(&["count", "sum:value"], &["campaign"], Some(1e-6));
+        let free = analyst
+            .release(labelled.id, &request, &ReleaseOptions::default())
+            .await
+            .unwrap();
+        let release = free.release;
+        assert_eq!(
+            (release.epsilon, release.delta, release.sigma),
+            (0.0, 0.0, 0.0)
+        );
+        assert_eq!(release.noise.mechanism, "none");
+        assert!(release.id.is_nil());
+        assert!(groups(&release).iter().all(|g| g.4 && g.3 == 0.0));
+        assert_eq!(groups(&release)[0].2, Some(50.0));
+        let view = app.admin.dataset(labelled.id).await.unwrap();
+        assert_eq!(view.spent.epsilon_basic, 0.0);
+        assert_eq!(app.admin.ledger(labelled.id).await.unwrap().len(), 1);
+        // Under row a grouped count moves by 1 in two groups: L2 √2, L1 2.
+        // The release reports the sensitivity of the count divided by its
+        // own sensitivity (1) and each group's std in counts.
+        let gaussian = analyst
+            .release(
+                rows.id,
+                &aggregate(&["count"], &["campaign"], Some(1e-7)),
+                &ReleaseOptions::default(),
+            )
+            .await
+            .unwrap()
+            .release;
+        assert!(
+            (gaussian.sensitivity - 1.0).abs() < 1e-12,
+            "{}",
+            gaussian.sensitivity
+        );
+        let sqrt2 = std::f64::consts::SQRT_2;
+        for group in groups(&gaussian) {
+            assert!(!group.4);
+            assert!((group.3 - sqrt2 * gaussian.sigma).abs() < 1e-9, "{group:?}");
+        }
+        let laplace = analyst
+            .release(
+                rows.id,
+                &aggregate(&["count"], &["campaign"], None),
+                &ReleaseOptions::default(),
+            )
+            .await
+            .unwrap()
+            .release;
+        assert!(
+            (laplace.sensitivity - 1.0).abs() < 1e-12,
+            "{}",
+            laplace.sensitivity
+        );
+        assert_eq!(laplace.delta, 0.0);
+        assert_eq!(laplace.noise.mechanism, "laplace");
+        // b = 1/ε on the normalised lattice, std √2·b, times the count's
+        // L1 sensitivity 2 per group.
+        assert!(
+            (laplace.noise.scale - 1.0).abs() < 1e-6,
+            "{:?}",
+            laplace.noise
+        );
+        assert!((laplace.sigma - sqrt2 * laplace.noise.scale).abs() < 1e-9);
+        for group in groups(&laplace) {
+            assert!((group.3 - 2.0 * laplace.sigma).abs() < 1e-9, "{group:?}");
+        }
+        // An ungrouped count under row is N: public.
+        let n = analyst
+            .release(
+                rows.id,
+                &aggregate(&["count", "sum:converted"], &[], Some(1e-7)),
+                &ReleaseOptions::default(),
+            )
+            .await
+            .unwrap()
+            .release;
+        let got = groups(&n);
+        assert_eq!((got[0].2, got[0].4), (Some(100.0), true));
+        assert!(!got[1].4);
+        assert_eq!(n.sensitivity, 1.0);
+        let spent = app.admin.dataset(rows.id).await.unwrap().spent;
+        assert_eq!(spent.epsilon_basic, 3.0, "{backend:?}");
+        app.finish().await;
+    }
+}
