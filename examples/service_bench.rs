@@ -188,6 +188,47 @@ async fn main() {
         median(repeated)
     );
 
+    // Releases that read every row: a model fit (both learners) and an
+    // aggregate, each timed end to end over HTTP.
+    let heavy = [
+        (
+            "model/output-perturbation",
+            ReleaseRequest::OutputPerturbation {
+                epsilon: 1.0,
+                delta: None,
+                lambda: 1e-4,
+                fit_intercept: true,
+            },
+        ),
+        (
+            "model/objective-perturbation",
+            ReleaseRequest::ObjectivePerturbation {
+                epsilon: 1.0,
+                delta: None,
+                lambda: 1e-4,
+                fit_intercept: true,
+            },
+        ),
+        (
+            "aggregate mean:converted",
+            ReleaseRequest::Aggregate {
+                epsilon: 1.0,
+                delta: Some(1e-9),
+                statistics: vec!["mean:converted".to_owned()],
+                group_by: vec![],
+                mechanism: dpgate_client::types::AggregateMechanism::Gaussian,
+            },
+        ),
+    ];
+    for (name, request) in heavy {
+        let started = Instant::now();
+        analyst
+            .release(dataset.id, &request, &options)
+            .await
+            .unwrap();
+        println!("{name}: {:.2?} for {rows} rows", started.elapsed());
+    }
+
     // Budget for exactly 2,000 more releases of ε = 0.01 (basic): 32
     // analysts race until every one of them is refused.
     let throughput: CreateDataset = serde_json::from_value(serde_json::json!({

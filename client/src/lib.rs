@@ -2,8 +2,8 @@
 //! [`ClientError::Problem`], so callers can match on their stable type.
 
 use dpgate_api_types::{
-    CreateDataset, Dataset, DatasetList, IDEMPOTENCY_KEY, IngestReport, LedgerEntry, LedgerPage,
-    PROBLEM_JSON, Problem, ProblemType, Release, ReleaseRequest,
+    BudgetChange, CreateDataset, Dataset, DatasetList, IDEMPOTENCY_KEY, IngestReport, LedgerEntry,
+    LedgerPage, PROBLEM_JSON, Problem, ProblemType, Release, ReleaseList, ReleaseRequest,
 };
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -191,6 +191,67 @@ impl Client {
         .await
     }
 
+    /// One page of `GET /v1/datasets/{id}/releases`: every release for an
+    /// admin (or one `analyst`'s), the caller's own for an analyst.
+    pub async fn releases_page(
+        &self,
+        id: Uuid,
+        analyst: Option<&str>,
+        after: Option<u64>,
+        limit: Option<u32>,
+    ) -> Result<ReleaseList, ClientError> {
+        let mut request = self.request(Method::GET, &format!("/v1/datasets/{id}/releases"));
+        if let Some(analyst) = analyst {
+            request = request.query(&[("analyst", analyst)]);
+        }
+        self.call(Self::page(request, after, limit)).await
+    }
+
+    /// `PATCH /v1/datasets/{id}/budget` (admins).
+    pub async fn change_budget(
+        &self,
+        id: Uuid,
+        change: &BudgetChange,
+    ) -> Result<Dataset, ClientError> {
+        self.call(
+            self.request(Method::PATCH, &format!("/v1/datasets/{id}/budget"))
+                .json(change),
+        )
+        .await
+    }
+
+    /// `GET /v1/datasets/{id}/features` as CSV (`row_id,<features…>`, in
+    /// the units they were uploaded in).
+    pub async fn features_csv(&self, id: Uuid) -> Result<String, ClientError> {
+        let response = self
+            .request(Method::GET, &format!("/v1/datasets/{id}/features"))
+            .header(reqwest::header::ACCEPT, dpgate_api_types::CSV)
+            .send()
+            .await?;
+        if response.status().is_success() {
+            return Ok(response.text().await?);
+        }
+        Self::problem_or::<serde_json::Value>(response)
+            .await
+            .and_then(|(status, value)| {
+                Err(ClientError::Unexpected {
+                    status,
+                    body: value.to_string(),
+                })
+            })
+    }
+
+    fn page(request: RequestBuilder, after: Option<u64>, limit: Option<u32>) -> RequestBuilder {
+        let request = match after {
+            Some(after) => request.query(&[("after", after)]),
+            None => request,
+        };
+        match limit {
+            Some(limit) => request.query(&[("limit", limit)]),
+            None => request,
+        }
+    }
+
     /// One page of `GET /v1/datasets/{id}/ledger`.
     pub async fn ledger_page(
         &self,
@@ -198,14 +259,8 @@ impl Client {
         after: Option<u64>,
         limit: Option<u32>,
     ) -> Result<LedgerPage, ClientError> {
-        let mut request = self.request(Method::GET, &format!("/v1/datasets/{id}/ledger"));
-        if let Some(after) = after {
-            request = request.query(&[("after", after)]);
-        }
-        if let Some(limit) = limit {
-            request = request.query(&[("limit", limit)]);
-        }
-        self.call(request).await
+        let request = self.request(Method::GET, &format!("/v1/datasets/{id}/ledger"));
+        self.call(Self::page(request, after, limit)).await
     }
 
     /// The whole ledger, following pages.

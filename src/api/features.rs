@@ -42,14 +42,39 @@ fn format(headers: &HeaderMap) -> Format {
     if ndjson { Format::Ndjson } else { Format::Csv }
 }
 
-/// A feature back in the units it was uploaded in (from its f32 scaled
-/// value, so to about seven significant digits of the declared range).
+/// A feature back in the units it was uploaded in. It is stored as an f32
+/// share of its declared range, so only its first digits are known: it is
+/// rounded to the decimal place of that precision (0.1, not
+/// 0.10000000149011612), which moves it by less than the storage did.
 fn raw(schema: &Schema, row: &StoredRow) -> impl Iterator<Item = f64> {
     schema
         .features
         .iter()
         .zip(&row.features)
-        .map(|(column, scaled)| column.min + f64::from(*scaled) * (column.max - column.min))
+        .map(|(column, scaled)| {
+            let range = column.max - column.min;
+            decimal_round(
+                column.min + f64::from(*scaled) * range,
+                range * f64::from(f32::EPSILON),
+            )
+        })
+}
+
+/// `value` rounded to the largest power of ten not above `resolution`.
+fn decimal_round(value: f64, resolution: f64) -> f64 {
+    if !resolution.is_finite() || resolution <= 0.0 {
+        return value;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let exponent = resolution.log10().floor() as i32;
+    if exponent < 0 {
+        // 10^-exponent is an exact integer, so the division rounds once.
+        let scale = 10f64.powi(-exponent);
+        (value * scale).round() / scale
+    } else {
+        let quantum = 10f64.powi(exponent);
+        (value / quantum).round() * quantum
+    }
 }
 
 fn encode(format: Format, schema: &Schema, rows: &[StoredRow]) -> Vec<u8> {
@@ -166,4 +191,25 @@ pub async fn export(
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal_round;
+
+    #[test]
+    fn features_come_back_at_their_stored_precision() {
+        let eps = f64::from(f32::EPSILON);
+        // Shares 0.1 and 0.3 of [0, 1] and [-5, 5] as f32 stores them.
+        assert_eq!(decimal_round(f64::from(0.1f32), eps), 0.1);
+        let f1 = -5.0 + f64::from(0.3f32) * 10.0;
+        assert_ne!(f1, -2.0);
+        assert_eq!(decimal_round(f1, 10.0 * eps), -2.0);
+        assert_eq!(decimal_round(123_456_789.4, 1e9 * eps), 123_456_800.0);
+        assert_eq!(decimal_round(0.123_456_789, 0.0), 0.123_456_789);
+        // Never moves a value by more than the resolution.
+        for value in [0.0, 1e-9, 0.333_333_333, -7.777_777_7, 1e6 / 3.0] {
+            assert!((decimal_round(value, 1e-7) - value).abs() <= 1e-7);
+        }
+    }
 }

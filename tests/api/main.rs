@@ -4,12 +4,15 @@
 // Tests may unwrap, and their case tables are tuples.
 #![allow(clippy::unwrap_used, clippy::type_complexity)]
 
+mod aggregates;
 mod auth;
 mod bad_input;
+mod budget_admin;
 mod cli;
 mod helpers;
 mod idempotency;
 mod ledger;
+mod models;
 mod openapi;
 mod race;
 mod store;
