@@ -14,6 +14,8 @@ use crate::store::Store;
 pub struct Limits {
     /// JSON bodies.
     pub body_bytes: usize,
+    /// Release requests, which may carry supplied feature vectors.
+    pub release_bytes: usize,
     /// Row uploads.
     pub ingest_bytes: u64,
     /// Groups (combinations of dimension values) one aggregate may cover.
@@ -24,6 +26,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             body_bytes: 1 << 20,
+            release_bytes: 256 << 20,
             ingest_bytes: 1 << 30,
             max_groups: crate::releases::aggregate::DEFAULT_MAX_GROUPS,
         }

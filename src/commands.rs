@@ -86,6 +86,7 @@ async fn serve_command(
     }
     let limits = Limits {
         body_bytes: serve.max_body_bytes,
+        release_bytes: serve.max_release_bytes,
         ingest_bytes: serve.max_ingest_bytes,
         max_groups: serve.max_groups,
     };

@@ -107,6 +107,10 @@ pub struct Serve {
     /// Largest JSON body, in bytes.
     #[arg(long, env = "DPGATE_MAX_BODY_BYTES", default_value_t = Limits::default().body_bytes)]
     pub max_body_bytes: usize,
+    /// Largest release request, in bytes (a `walr` release may carry the
+    /// analyst's own feature vectors).
+    #[arg(long, env = "DPGATE_MAX_RELEASE_BYTES", default_value_t = Limits::default().release_bytes)]
+    pub max_release_bytes: usize,
     /// Largest row upload, in bytes.
     #[arg(long, env = "DPGATE_MAX_INGEST_BYTES", default_value_t = Limits::default().ingest_bytes)]
     pub max_ingest_bytes: u64,

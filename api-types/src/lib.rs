@@ -16,7 +16,7 @@ pub use problem::{LineError, Problem, ProblemType};
 pub use releases::{
     AggregateGroup, AggregateMechanism, AggregateResult, ModelResult, NoiseDetails,
     ObjectiveDetails, Release, ReleaseList, ReleaseRequest, ReleaseResult, ReleaseSummary,
-    WalrResult,
+    SuppliedRow, WalrResult,
 };
 
 /// Media type of problem documents (RFC 9457).

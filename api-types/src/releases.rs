@@ -27,6 +27,11 @@ pub enum ReleaseRequest {
         /// Release the intercept's label term (1/N)·Σ yᵢ with the vector.
         #[serde(default = "yes")]
         intercept: bool,
+        /// The analyst's own feature vectors (unit `label` only): the
+        /// release then covers just these rows, with these vectors in
+        /// place of the stored features, and N is their number.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        features: Vec<SuppliedRow>,
     },
     /// Counts, sums and means of the label or a measure, optionally over
     /// every combination of declared dimension values, released jointly.
@@ -99,6 +104,16 @@ impl ReleaseRequest {
             | ReleaseRequest::ObjectivePerturbation { delta, .. } => delta.unwrap_or(0.0),
         }
     }
+}
+
+/// One row's feature vector supplied with a `walr` release.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SuppliedRow {
+    /// A row id of the dataset; each may appear once.
+    pub row_id: String,
+    /// k values in [0, 1]; every row the same k.
+    pub x: Vec<f64>,
 }
 
 /// The noise of an aggregate release.

@@ -27,7 +27,7 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::AppState;
+use crate::app::{AppState, Limits};
 use crate::error::ApiError;
 
 #[derive(OpenApi)]
@@ -70,12 +70,16 @@ impl Modify for BearerAuth {
     }
 }
 
-fn routes() -> OpenApiRouter<AppState> {
+fn routes(limits: &Limits) -> OpenApiRouter<AppState> {
+    // Release requests may carry supplied feature vectors: their own limit
+    // (the innermost body limit wins).
+    let (schemas, paths, releases) = routes!(releases::create, releases::list);
+    let releases = releases.layer(DefaultBodyLimit::max(limits.release_bytes));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(datasets::create, datasets::list))
         .routes(routes!(datasets::get))
         .routes(routes!(rows::upload))
-        .routes(routes!(releases::create, releases::list))
+        .routes((schemas, paths, releases))
         .routes(routes!(budget::change))
         .routes(routes!(features::export))
         .routes(routes!(releases::get))
@@ -86,7 +90,7 @@ fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of every route the server serves.
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    routes().split_for_parts().1
+    routes(&Limits::default()).split_for_parts().1
 }
 
 async fn not_found() -> ApiError {
@@ -120,7 +124,7 @@ async fn record(request: Request, next: Next) -> Response {
 /// The application's router, with its fallbacks and middleware.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.limits.body_bytes;
-    routes()
+    routes(&state.limits)
         .split_for_parts()
         .0
         .fallback(not_found)

@@ -16,6 +16,7 @@ pub mod aggregate;
 pub mod model;
 mod plan;
 mod scan;
+pub mod supplied;
 pub mod walr;
 
 use dpgate_api_types as api;

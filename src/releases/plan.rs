@@ -7,6 +7,7 @@ use dpgate_api_types as api;
 use super::aggregate::{self, Calibration, Norm, Query};
 use super::model::{self, Design, DesignBuilder, ObjectivePlan};
 use super::scan::scan;
+use super::supplied::Supplied;
 use super::{ReleaseError, walr};
 use crate::dataset::DatasetRecord;
 use crate::dp::{self, Delta, Epsilon, Mechanism, OsNoise, PrivacyLoss, erm};
@@ -126,6 +127,13 @@ pub async fn plan(
     knobs: &Knobs,
 ) -> Result<Option<Plan>, ReleaseError> {
     match request {
+        api::ReleaseRequest::Walr {
+            intercept,
+            features,
+            ..
+        } if !features.is_empty() => {
+            supplied_plan(store, dataset, features, *intercept, knobs).await
+        }
         api::ReleaseRequest::Walr { intercept, .. } => {
             walr_plan(dataset, *intercept, knobs).map(Some)
         }
@@ -148,11 +156,7 @@ pub async fn plan(
     }
 }
 
-fn walr_plan(
-    dataset: &DatasetRecord,
-    intercept: bool,
-    knobs: &Knobs,
-) -> Result<Plan, ReleaseError> {
+fn check_walr(dataset: &DatasetRecord, knobs: &Knobs) -> Result<(), ReleaseError> {
     if knobs.delta == Delta::ZERO {
         return Err(ReleaseError::Invalid(
             "walr needs a delta in (0, 1): it uses the Gaussian mechanism".to_owned(),
@@ -163,6 +167,15 @@ fn walr_plan(
             "the dataset has no rows yet".to_owned(),
         ));
     }
+    Ok(())
+}
+
+fn walr_plan(
+    dataset: &DatasetRecord,
+    intercept: bool,
+    knobs: &Knobs,
+) -> Result<Plan, ReleaseError> {
+    check_walr(dataset, knobs)?;
     let exact = walr::exact(&dataset.stats, dataset.n_rows, intercept);
     let sensitivity = walr::sensitivity(
         dataset.privacy_unit,
@@ -185,6 +198,63 @@ fn walr_plan(
         exact,
         move |noisy| api::ReleaseResult::Walr(walr::result(noisy, intercept)),
     ))
+}
+
+/// WALR over the analyst's own vectors. Unknown row ids are refused even
+/// on a dry run, so that a dry run refuses exactly when the release would.
+async fn supplied_plan(
+    store: &dyn Store,
+    dataset: &DatasetRecord,
+    rows: &[api::SuppliedRow],
+    intercept: bool,
+    knobs: &Knobs,
+) -> Result<Option<Plan>, ReleaseError> {
+    if dataset.privacy_unit == api::PrivacyUnit::Row {
+        return Err(ReleaseError::Invalid(
+            "supplied features need the privacy unit `label`: under `row`, which row ids exist \
+             is private"
+                .to_owned(),
+        ));
+    }
+    check_walr(dataset, knobs)?;
+    let supplied = Supplied::parse(rows).map_err(ReleaseError::Invalid)?;
+    let sensitivity = supplied.sensitivity(intercept);
+    if sensitivity == 0.0 {
+        return Err(ReleaseError::Invalid(
+            "every supplied vector is zero and the intercept is off: nothing to release".to_owned(),
+        ));
+    }
+    let mechanism = Mechanism::gaussian(
+        knobs.epsilon,
+        knobs.delta,
+        sensitivity,
+        supplied.dims(intercept),
+    )
+    .map_err(invalid)?;
+    let mut join = supplied.join();
+    let seen = scan(store, dataset.id, |row| {
+        join.add(row);
+        Ok(())
+    })
+    .await?;
+    if seen != dataset.n_rows {
+        return Ok(None);
+    }
+    let exact = join.exact(intercept).map_err(ReleaseError::Invalid)?;
+    let n = rows.len() as u64;
+    if knobs.price_only {
+        return Ok(Some(Plan {
+            price: Price::of(&mechanism, sensitivity, n),
+            draw: priced_only(),
+        }));
+    }
+    Ok(Some(Plan::noised(
+        mechanism,
+        sensitivity,
+        n,
+        exact,
+        move |noisy| api::ReleaseResult::Walr(walr::result(noisy, intercept)),
+    )))
 }
 
 async fn aggregate_plan(

@@ -204,6 +204,7 @@ async fn every_route_admits_exactly_the_right_callers() {
             epsilon: 0.1,
             delta: Some(1e-9),
             intercept: true,
+            features: Vec::new(),
         };
         let release = app
             .analyst("granted", &[dataset.id])

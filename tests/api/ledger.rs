@@ -22,6 +22,7 @@ async fn make_releases(app: &TestApp, count: usize) -> uuid::Uuid {
             epsilon: 0.2,
             delta: Some(1e-9),
             intercept: true,
+            features: Vec::new(),
         };
         analyst
             .release(dataset.id, &request, &Default::default())

@@ -16,4 +16,5 @@ mod models;
 mod openapi;
 mod race;
 mod store;
+mod supplied;
 mod walkthrough;

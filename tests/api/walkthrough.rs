@@ -40,6 +40,7 @@ async fn the_walk_through_works_end_to_end() {
             epsilon: 1.0,
             delta: Some(1e-7),
             intercept: true,
+            features: Vec::new(),
         };
         let released = analyst
             .release(dataset.id, &request, &ReleaseOptions::default())
@@ -115,11 +116,13 @@ async fn row_unit_walr_uses_the_public_bound_and_intercept_can_be_left_out() {
             epsilon: 1.0,
             delta: Some(1e-7),
             intercept: true,
+            features: Vec::new(),
         };
         let without = ReleaseRequest::Walr {
             epsilon: 1.0,
             delta: Some(1e-7),
             intercept: false,
+            features: Vec::new(),
         };
         let options = ReleaseOptions::default();
         let release = analyst
