@@ -274,12 +274,19 @@ macro_rules! common_store {
                 limit: u32,
             ) -> Result<Vec<$crate::store::StoredRow>, $crate::store::StoreError> {
                 let rows: Vec<$crate::store::records::RowRow> = sqlx::query_as(
-                    "SELECT r.row_id, CAST(r.label AS INTEGER) AS label, r.features, r.measures, \
-                     r.dimensions FROM rows r JOIN datasets d ON d.pk = r.dataset_pk \
-                     WHERE d.id = $1 AND ($2 IS NULL OR r.row_id > $2) ORDER BY r.row_id LIMIT $3",
+                    "SELECT row_id, CAST(label AS INTEGER) AS label, features, measures, \
+                     dimensions FROM rows \
+                     WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) AND row_id > $2 \
+                     ORDER BY dataset_pk, row_id LIMIT $3",
                 )
                 .bind(id.to_string())
-                .bind(after)
+                // A page is a seek into the primary key (dataset_pk, row_id)
+                // and a walk along it: the dataset's pk is a constant (not a
+                // join, which made Postgres sort every remaining row per
+                // page), and the range has no `IS NULL OR` (which kept
+                // SQLite from seeking). Row ids are never empty, so "" starts
+                // at the first row.
+                .bind(after.unwrap_or(""))
                 .bind(i64::from(limit))
                 .fetch_all(&self.pool)
                 .await?;
