@@ -1,15 +1,45 @@
-//! A typed client for the dpgate API. Problem documents come back as
-//! [`ClientError::Problem`], so callers can match on their stable type.
+//! What an analyst installs to work with dpgate:
+//!
+//! - [`Client`]: a typed client for every route of the API. Problem
+//!   documents come back as [`ClientError::Problem`], so callers can match
+//!   on their stable type; idempotent calls are retried, releases under an
+//!   `Idempotency-Key` so that a retry never spends budget twice.
+//! - [`trainer`]: the label-blind WALR trainer.
+//! - [`features`], [`model_file`], [`evaluate`]: feature tables, the model
+//!   file, and its evaluation on labelled data.
+//! - [`cli`]: the `dpgate-client` command line.
 
 use dpgate_api_types::{
     BudgetChange, CreateDataset, Dataset, DatasetList, IDEMPOTENCY_KEY, IngestReport, LedgerEntry,
     LedgerPage, PROBLEM_JSON, Problem, ProblemType, Release, ReleaseList, ReleaseRequest,
 };
+use std::time::Duration;
+
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 pub use dpgate_api_types as types;
+
+pub mod cli;
+pub mod evaluate;
+pub mod features;
+pub mod model_file;
+pub mod trainer;
+
+/// Tries of an idempotent call.
+const ATTEMPTS: u32 = 4;
+/// The wait before the first retry; it doubles each time.
+const BACKOFF: Duration = Duration::from_millis(250);
+/// The longest wait a server's `Retry-After` may ask for.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+/// Answers that say "try again shortly".
+const RETRY_STATUSES: [StatusCode; 4] = [
+    StatusCode::TOO_MANY_REQUESTS,
+    StatusCode::BAD_GATEWAY,
+    StatusCode::SERVICE_UNAVAILABLE,
+    StatusCode::GATEWAY_TIMEOUT,
+];
 
 /// A failed call.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +144,49 @@ impl Client {
         Err(ClientError::Unexpected { status, body })
     }
 
+    /// Sends a request that may safely be repeated, retrying when the
+    /// connection failed or the server was briefly unavailable (429, 502,
+    /// 503, 504) with exponential backoff. A body that can not be replayed
+    /// (a stream) is sent once.
+    async fn send_idempotent(&self, request: RequestBuilder) -> Result<Response, ClientError> {
+        let mut attempt = 0;
+        loop {
+            let Some(retry) = request.try_clone().filter(|_| attempt + 1 < ATTEMPTS) else {
+                return Ok(request.send().await?);
+            };
+            let wait = BACKOFF * 2u32.pow(attempt);
+            match retry.send().await {
+                Ok(response) if RETRY_STATUSES.contains(&response.status()) => {
+                    let asked = response
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(|value| value.parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    tokio::time::sleep(asked.unwrap_or(wait).min(MAX_WAIT)).await;
+                }
+                Ok(response) => return Ok(response),
+                Err(error) if error.is_connect() || error.is_timeout() || error.is_request() => {
+                    tokio::time::sleep(wait).await;
+                }
+                Err(error) => return Err(error.into()),
+            }
+            attempt += 1;
+        }
+    }
+
+    /// An idempotent call (GET), retried as [`Client::send_idempotent`].
     async fn call<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
+        Ok(Self::problem_or(self.send_idempotent(request).await?)
+            .await?
+            .1)
+    }
+
+    /// A call that changes state and is sent exactly once.
+    async fn call_once<T: DeserializeOwned>(
+        &self,
+        request: RequestBuilder,
+    ) -> Result<T, ClientError> {
         Ok(Self::problem_or(request.send().await?).await?.1)
     }
 
@@ -127,7 +199,7 @@ impl Client {
 
     /// `POST /v1/datasets`.
     pub async fn create_dataset(&self, request: &CreateDataset) -> Result<Dataset, ClientError> {
-        self.call(self.request(Method::POST, "/v1/datasets").json(request))
+        self.call_once(self.request(Method::POST, "/v1/datasets").json(request))
             .await
     }
 
@@ -158,10 +230,13 @@ impl Client {
             .request(Method::POST, &format!("/v1/datasets/{id}/rows"))
             .header(reqwest::header::CONTENT_TYPE, media)
             .body(body);
-        self.call(request).await
+        self.call_once(request).await
     }
 
-    /// `POST /v1/datasets/{id}/releases`.
+    /// `POST /v1/datasets/{id}/releases`. A release is always sent with an
+    /// `Idempotency-Key` (a fresh one unless `options` gives one), so that
+    /// the retries after a lost connection can never spend budget twice:
+    /// the server answers a repeat with the stored release.
     pub async fn release(
         &self,
         id: Uuid,
@@ -172,10 +247,15 @@ impl Client {
             .request(Method::POST, &format!("/v1/datasets/{id}/releases"))
             .query(&[("dry_run", options.dry_run)])
             .json(request);
-        if let Some(key) = &options.idempotency_key {
+        if !options.dry_run {
+            let key = options
+                .idempotency_key
+                .clone()
+                .unwrap_or_else(|| Uuid::new_v4().to_string());
             builder = builder.header(IDEMPOTENCY_KEY, key);
         }
-        let (status, release) = Self::problem_or(builder.send().await?).await?;
+        let response = self.send_idempotent(builder).await?;
+        let (status, release) = Self::problem_or(response).await?;
         Ok(Released {
             release,
             replayed: status == StatusCode::OK && !options.dry_run,
@@ -213,7 +293,7 @@ impl Client {
         id: Uuid,
         change: &BudgetChange,
     ) -> Result<Dataset, ClientError> {
-        self.call(
+        self.call_once(
             self.request(Method::PATCH, &format!("/v1/datasets/{id}/budget"))
                 .json(change),
         )
@@ -221,24 +301,45 @@ impl Client {
     }
 
     /// `GET /v1/datasets/{id}/features` as CSV (`row_id,<features…>`, in
-    /// the units they were uploaded in).
-    pub async fn features_csv(&self, id: Uuid) -> Result<String, ClientError> {
-        let response = self
+    /// the units they were uploaded in), calling `progress` with the bytes
+    /// received so far.
+    pub async fn features_csv(
+        &self,
+        id: Uuid,
+        mut progress: impl FnMut(u64),
+    ) -> Result<Vec<u8>, ClientError> {
+        let request = self
             .request(Method::GET, &format!("/v1/datasets/{id}/features"))
-            .header(reqwest::header::ACCEPT, dpgate_api_types::CSV)
-            .send()
-            .await?;
-        if response.status().is_success() {
-            return Ok(response.text().await?);
+            .header(reqwest::header::ACCEPT, dpgate_api_types::CSV);
+        let response = self.send_idempotent(request).await?;
+        if !response.status().is_success() {
+            let (status, value) = Self::problem_or::<serde_json::Value>(response).await?;
+            return Err(ClientError::Unexpected {
+                status,
+                body: value.to_string(),
+            });
         }
-        Self::problem_or::<serde_json::Value>(response)
-            .await
-            .and_then(|(status, value)| {
-                Err(ClientError::Unexpected {
-                    status,
-                    body: value.to_string(),
-                })
-            })
+        let mut body = Vec::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = futures_util::StreamExt::next(&mut chunks).await {
+            body.extend_from_slice(&chunk?);
+            progress(body.len() as u64);
+        }
+        Ok(body)
+    }
+
+    /// `GET /metrics`: Prometheus text.
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        let response = self
+            .send_idempotent(self.request(Method::GET, "/metrics"))
+            .await?;
+        let status = response.status();
+        let body = response.text().await?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(ClientError::Unexpected { status, body })
+        }
     }
 
     fn page(request: RequestBuilder, after: Option<u64>, limit: Option<u32>) -> RequestBuilder {

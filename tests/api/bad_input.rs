@@ -248,7 +248,11 @@ async fn uploads_beyond_the_limit_are_413_and_store_nothing() {
 #[tokio::test]
 async fn bad_release_requests_are_refused_and_spend_nothing() {
     for backend in backends() {
-        let app = spawn_app(backend).await;
+        let limits = Limits {
+            release_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        let app = spawn_app_with(backend, limits).await;
         let dataset = app.dataset(ads_dataset("ads", "label", "rdp", 5.0)).await;
         let empty = app.dataset(ads_dataset("empty", "label", "rdp", 5.0)).await;
         app.admin
@@ -352,7 +356,7 @@ async fn bad_release_requests_are_refused_and_spend_nothing() {
                 "invalid-input",
             ),
             (
-                "body over 1 MiB",
+                "body over the release limit",
                 post(&format!(
                     r#"{{"kind":"walr","epsilon":1,"delta":1e-7,"pad":"{}"}}"#,
                     "x".repeat(1 << 21)

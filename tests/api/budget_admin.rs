@@ -409,7 +409,7 @@ async fn label_unit_datasets_export_their_features_without_labels() {
                 .unwrap();
         }
         let ana = app.analyst("ana", &[labelled.id, rows.id]);
-        let csv = ana.features_csv(labelled.id).await.unwrap();
+        let csv = String::from_utf8(ana.features_csv(labelled.id, |_| {}).await.unwrap()).unwrap();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 13);
         assert_eq!(lines[0], "row_id,f0,f1");
@@ -451,20 +451,27 @@ async fn label_unit_datasets_export_their_features_without_labels() {
         assert_eq!(objects.len(), 12);
         assert_eq!(objects[0], json!({"row_id": "r0", "f0": 0.0, "f1": -3.0}));
         // Under unit row the features are private.
-        let refused = ana.features_csv(rows.id).await.unwrap_err();
+        let refused = ana.features_csv(rows.id, |_| {}).await.unwrap_err();
         assert_eq!(
             refused.problem_type(),
             Some(ProblemType::FeaturesNotPublic),
             "{backend:?}"
         );
         let stranger = app.analyst("eve", &[rows.id]);
-        let forbidden = stranger.features_csv(labelled.id).await.unwrap_err();
+        let forbidden = stranger
+            .features_csv(labelled.id, |_| {})
+            .await
+            .unwrap_err();
         assert_eq!(forbidden.problem_type(), Some(ProblemType::Forbidden));
         // Analysts learn nothing about datasets they are not granted (403);
         // admins get 404 for one that does not exist.
-        let hidden = ana.features_csv(Uuid::new_v4()).await.unwrap_err();
+        let hidden = ana.features_csv(Uuid::new_v4(), |_| {}).await.unwrap_err();
         assert_eq!(hidden.problem_type(), Some(ProblemType::Forbidden));
-        let missing = app.admin.features_csv(Uuid::new_v4()).await.unwrap_err();
+        let missing = app
+            .admin
+            .features_csv(Uuid::new_v4(), |_| {})
+            .await
+            .unwrap_err();
         assert_eq!(missing.problem_type(), Some(ProblemType::NotFound));
         let anonymous = app
             .raw(

@@ -9,6 +9,7 @@ mod auth;
 mod bad_input;
 mod budget_admin;
 mod cli;
+mod client_cli;
 mod helpers;
 mod idempotency;
 mod ledger;

@@ -1,0 +1,461 @@
+//! The `dpgate-client` command line: datasets, releases, label-blind
+//! training, evaluation and the ledger. Text for people by default; `--json`
+//! prints one JSON document for scripts and hides the progress bars.
+
+mod train;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use dpgate_api_types::{AggregateMechanism, Release, ReleaseRequest, ReleaseResult, SuppliedRow};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::features::{FeatureTable, Scaling};
+use crate::model_file::ModelFile;
+use crate::{Client, ReleaseOptions};
+
+pub use train::TrainArgs;
+
+/// Talks to a dpgate server.
+#[derive(Debug, Parser)]
+#[command(name = "dpgate-client", version, about)]
+pub struct Cli {
+    /// The server's base URL.
+    #[arg(
+        long,
+        env = "DPGATE_URL",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    pub url: String,
+    /// A bearer token (an admin mints one with `dpgate token`).
+    #[arg(long, env = "DPGATE_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print one JSON document for scripts, and no progress bars.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The datasets you may see, with their budgets.
+    Datasets,
+    /// Make a release (or price it with --dry-run).
+    Release {
+        #[command(subcommand)]
+        kind: ReleaseKind,
+    },
+    /// Train logistic regression label-blind from a WALR release.
+    Train(TrainArgs),
+    /// Score a model file on labelled CSV data.
+    Evaluate {
+        /// A model file from `train` or `release model --out`.
+        #[arg(long)]
+        model: PathBuf,
+        /// CSV with the model's feature columns and the label column.
+        #[arg(long)]
+        data: PathBuf,
+        /// The label column (default: the one the model was trained for).
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// A dataset's ledger (admins).
+    Ledger {
+        #[arg(long)]
+        dataset: Uuid,
+    },
+}
+
+/// What every release asks.
+#[derive(Debug, Clone, Args)]
+pub struct Spend {
+    #[arg(long)]
+    pub dataset: Uuid,
+    #[arg(long)]
+    pub epsilon: f64,
+    /// Omit for pure ε where the kind allows it.
+    #[arg(long)]
+    pub delta: Option<f64>,
+    /// Price the release without spending anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Reuse a key to get the same release back (default: a fresh key, so
+    /// that network retries never spend twice).
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+}
+
+impl Spend {
+    fn options(&self) -> ReleaseOptions {
+        ReleaseOptions {
+            idempotency_key: self.idempotency_key.clone(),
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Learner {
+    /// Output perturbation (norm-Gamma, or Gaussian with --delta).
+    Output,
+    /// Objective perturbation (pure ε).
+    Objective,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Mechanism {
+    Gaussian,
+    Laplace,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReleaseKind {
+    /// The WALR noisy dot product.
+    Walr {
+        #[command(flatten)]
+        spend: Spend,
+        /// Leave out the intercept's label term.
+        #[arg(long)]
+        no_intercept: bool,
+        /// Your own features (CSV: row_id, then numeric columns), scaled
+        /// into [0, 1] by each column's range and sent with the release.
+        #[arg(long)]
+        features: Option<PathBuf>,
+    },
+    /// Counts, sums and means, optionally grouped.
+    Aggregate {
+        #[command(flatten)]
+        spend: Spend,
+        /// E.g. count,sum:value,mean:converted.
+        #[arg(long, value_delimiter = ',', required = true)]
+        statistics: Vec<String>,
+        /// Declared dimensions, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        group_by: Vec<String>,
+        #[arg(long, value_enum, default_value = "gaussian")]
+        mechanism: Mechanism,
+    },
+    /// A private logistic-regression model fitted on the server.
+    Model {
+        #[command(flatten)]
+        spend: Spend,
+        #[arg(long, value_enum, default_value = "output")]
+        learner: Learner,
+        /// The L2 regularisation strength λ > 0.
+        #[arg(long)]
+        lambda: f64,
+        #[arg(long)]
+        no_intercept: bool,
+        /// Also save the model as a model file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// Runs a parsed command line, writing its answer to `out`.
+///
+/// # Errors
+/// Whatever failed, with context; a server's problem document is kept as
+/// the source ([`crate::ClientError::Problem`]).
+pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
+    let client = Client::new(&cli.url, cli.token.clone());
+    match cli.command {
+        Command::Datasets => {
+            let datasets = client.datasets().await?;
+            if cli.json {
+                return print_json(out, &datasets);
+            }
+            for dataset in datasets {
+                writeln!(
+                    out,
+                    "{}  {:<20} {:>10} rows  unit {:<5}  spent ε {:.4} of {} (δ {:e})",
+                    dataset.id,
+                    dataset.name,
+                    dataset.n_rows,
+                    serde_json::to_value(dataset.privacy_unit)?
+                        .as_str()
+                        .unwrap_or_default(),
+                    dataset.spent.epsilon,
+                    dataset.budget.epsilon,
+                    dataset.budget.delta,
+                )?;
+            }
+            Ok(())
+        }
+        Command::Release { kind } => release(&client, kind, cli.json, out).await,
+        Command::Train(args) => train::train(&client, &args, cli.json, out).await,
+        Command::Evaluate { model, data, label } => {
+            let model = ModelFile::load(&model)?;
+            let label = label.unwrap_or_else(|| model.label.clone());
+            let file = std::fs::File::open(&data).with_context(|| data.display().to_string())?;
+            let evaluation =
+                crate::evaluate::evaluate(&model, std::io::BufReader::new(file), &label)?;
+            if cli.json {
+                return print_json(out, &evaluation);
+            }
+            let auc = evaluation
+                .auc
+                .map_or("n/a".to_owned(), |auc| format!("{auc:.4}"));
+            writeln!(
+                out,
+                "{} rows ({:.1}% positive): AUC {auc}, log loss {:.4}, accuracy {:.4}, \
+                 expected calibration error {:.4}",
+                evaluation.rows,
+                100.0 * evaluation.positive_rate,
+                evaluation.log_loss,
+                evaluation.accuracy,
+                evaluation.expected_calibration_error,
+            )?;
+            writeln!(out, "calibration:  predicted  observed  rows")?;
+            for bin in &evaluation.calibration {
+                writeln!(
+                    out,
+                    "  [{:.1}, {:.1})   {:.4}    {:.4}  {}",
+                    bin.lower, bin.upper, bin.mean_predicted, bin.observed_rate, bin.count
+                )?;
+            }
+            Ok(())
+        }
+        Command::Ledger { dataset } => {
+            let entries = client.ledger(dataset).await?;
+            if cli.json {
+                return print_json(out, &entries);
+            }
+            for entry in entries {
+                writeln!(
+                    out,
+                    "{:>6}  {:<8} {:<16} ε {:<10} δ {:<10e} {}  {}",
+                    entry.seq,
+                    serde_json::to_value(entry.event)?
+                        .as_str()
+                        .unwrap_or_default(),
+                    entry.actor,
+                    entry.epsilon,
+                    entry.delta,
+                    entry
+                        .release_id
+                        .map(|id| id.to_string())
+                        .unwrap_or_default(),
+                    entry.created_at,
+                )?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn print_json(out: &mut (dyn Write + Send), value: &impl Serialize) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The analyst's own feature file as supplied rows, with its scaling.
+fn supplied(path: &PathBuf) -> anyhow::Result<(FeatureTable, Scaling, Vec<SuppliedRow>)> {
+    let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+    let table = FeatureTable::from_csv(std::io::BufReader::new(file))
+        .with_context(|| path.display().to_string())?;
+    let scaling = Scaling::observed(&table);
+    let scaled = scaling.scale(&table.x);
+    let rows = table
+        .row_ids
+        .iter()
+        .zip(scaled.rows())
+        .map(|(id, x)| SuppliedRow {
+            row_id: id.clone(),
+            x: x.to_vec(),
+        })
+        .collect();
+    Ok((table, scaling, rows))
+}
+
+async fn release(
+    client: &Client,
+    kind: ReleaseKind,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<()> {
+    let (spend, request, model_out) = match kind {
+        ReleaseKind::Walr {
+            spend,
+            no_intercept,
+            features,
+        } => {
+            let features = match &features {
+                Some(path) => supplied(path)?.2,
+                None => Vec::new(),
+            };
+            let request = ReleaseRequest::Walr {
+                epsilon: spend.epsilon,
+                delta: spend.delta,
+                intercept: !no_intercept,
+                features,
+            };
+            (spend, request, None)
+        }
+        ReleaseKind::Aggregate {
+            spend,
+            statistics,
+            group_by,
+            mechanism,
+        } => {
+            let request = ReleaseRequest::Aggregate {
+                epsilon: spend.epsilon,
+                delta: spend.delta,
+                statistics,
+                group_by,
+                mechanism: match mechanism {
+                    Mechanism::Gaussian => AggregateMechanism::Gaussian,
+                    Mechanism::Laplace => AggregateMechanism::Laplace,
+                },
+            };
+            (spend, request, None)
+        }
+        ReleaseKind::Model {
+            spend,
+            learner,
+            lambda,
+            no_intercept,
+            out,
+        } => {
+            let (epsilon, delta, fit_intercept) = (spend.epsilon, spend.delta, !no_intercept);
+            let request = match learner {
+                Learner::Output => ReleaseRequest::OutputPerturbation {
+                    epsilon,
+                    delta,
+                    lambda,
+                    fit_intercept,
+                },
+                Learner::Objective => ReleaseRequest::ObjectivePerturbation {
+                    epsilon,
+                    delta,
+                    lambda,
+                    fit_intercept,
+                },
+            };
+            (spend, request, out)
+        }
+    };
+    let spinner = spinner(json, "releasing");
+    let released = client
+        .release(spend.dataset, &request, &spend.options())
+        .await;
+    spinner.finish_and_clear();
+    let release = released?.release;
+    if let (Some(path), Some(ReleaseResult::Model(model))) = (&model_out, &release.result) {
+        let dataset = client.dataset(spend.dataset).await?;
+        ModelFile {
+            weights: model.weights.clone(),
+            intercept: model.intercept,
+            feature_names: dataset.features.iter().map(|f| f.name.clone()).collect(),
+            label: dataset.label,
+            dataset_id: dataset.id,
+            release_id: release.id,
+            kind: release.kind.clone(),
+            epsilon: release.epsilon,
+            delta: release.delta,
+            training: None,
+        }
+        .save(path)?;
+    }
+    if json {
+        return print_json(out, &release);
+    }
+    describe(out, &release)?;
+    match &release.result {
+        Some(ReleaseResult::Walr(result)) => {
+            writeln!(out, "noisy_dot: {:?}", result.noisy_dot)?;
+            if let Some(intercept) = result.noisy_intercept {
+                writeln!(out, "noisy_intercept: {intercept}")?;
+            }
+        }
+        Some(ReleaseResult::Aggregate(result)) => {
+            for group in &result.groups {
+                let key: Vec<String> = group.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let value = group.value.map_or("null".to_owned(), |v| format!("{v:.6}"));
+                let error = if group.exact {
+                    "exact".to_owned()
+                } else {
+                    format!("± {:.6} (1 std)", group.std)
+                };
+                writeln!(
+                    out,
+                    "{:<30} {:<20} {value:>16} {error}",
+                    key.join(","),
+                    group.statistic
+                )?;
+            }
+        }
+        Some(ReleaseResult::Model(model)) => {
+            writeln!(
+                out,
+                "weights: {:?}\nintercept: {}",
+                model.weights, model.intercept
+            )?;
+            if let Some(path) = &model_out {
+                writeln!(out, "model file: {}", path.display())?;
+            }
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// The price lines every release prints.
+fn describe(out: &mut (dyn Write + Send), release: &Release) -> anyhow::Result<()> {
+    let verb = if release.dry_run {
+        "would spend"
+    } else {
+        "spent"
+    };
+    writeln!(
+        out,
+        "{} release {} ({}): {verb} ε = {}, δ = {:e}; noise {} with σ = {:.6e} per number, \
+         sensitivity {:.6e}, N = {}",
+        release.kind,
+        release.id,
+        release.analyst,
+        release.epsilon,
+        release.delta,
+        release.noise.mechanism,
+        release.sigma,
+        release.sensitivity,
+        release.n,
+    )?;
+    writeln!(
+        out,
+        "dataset spent ε = {:.6} (basic {:.6}); remaining ε = {:.6}, δ = {:e}",
+        release.spent.epsilon,
+        release.spent.epsilon_basic,
+        release.remaining.epsilon,
+        release.remaining.delta,
+    )?;
+    Ok(())
+}
+
+fn spinner(hidden: bool, message: &'static str) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner().with_message(message);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// A bar over `len` steps, or bytes when `len` is `None`.
+fn progress(hidden: bool, len: Option<u64>, template: &str) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
+    let bar = len.map_or_else(ProgressBar::new_spinner, ProgressBar::new);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}

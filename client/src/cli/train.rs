@@ -1,0 +1,254 @@
+//! `dpgate-client train`: features (downloaded, or the analyst's own file),
+//! one WALR release, then label-blind training into a model file.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use dpgate_api_types::{Release, ReleaseRequest, ReleaseResult};
+use ndarray::Array2;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{print_json, progress, spinner, supplied};
+use crate::features::{FeatureTable, Scaling};
+use crate::model_file::{ModelFile, Training};
+use crate::trainer::{self, NoisyDot, TrainerConfig};
+use crate::{Client, ReleaseOptions};
+
+#[derive(Debug, Clone, Args)]
+pub struct TrainArgs {
+    #[arg(long)]
+    pub dataset: Uuid,
+    /// The WALR release's ε.
+    #[arg(long, required_unless_present = "release")]
+    pub epsilon: Option<f64>,
+    /// The WALR release's δ (WALR is Gaussian: δ > 0).
+    #[arg(long, required_unless_present = "release")]
+    pub delta: Option<f64>,
+    /// Train from a release made earlier (by id) instead of a new one:
+    /// nothing more is spent.
+    #[arg(long, conflicts_with_all = ["epsilon", "delta", "idempotency_key"])]
+    pub release: Option<Uuid>,
+    /// Your own features (CSV: row_id, then numeric columns), supplied to
+    /// the release; default: the dataset's features from the server.
+    #[arg(long)]
+    pub features: Option<PathBuf>,
+    /// Where to write the model file.
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = TrainerConfig::default().epochs)]
+    pub epochs: usize,
+    #[arg(long, default_value_t = TrainerConfig::default().batch_size)]
+    pub batch_size: usize,
+    /// Default: 1/L from the data's curvature bound.
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
+    /// The step at epoch e is lr / (1 + decay·e).
+    #[arg(long, default_value_t = TrainerConfig::default().decay)]
+    pub decay: f64,
+    /// L2 regularisation (l2/2)·‖θ‖².
+    #[arg(long, default_value_t = TrainerConfig::default().l2)]
+    pub l2: f64,
+    /// Stop once an epoch moves θ by less than this (relative).
+    #[arg(long, default_value_t = TrainerConfig::default().tolerance)]
+    pub tolerance: f64,
+    /// Seeds the minibatch shuffles.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Reuse a key to get the same release back on a retry.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+}
+
+impl TrainArgs {
+    fn config(&self) -> TrainerConfig {
+        TrainerConfig {
+            epochs: self.epochs,
+            batch_size: self.batch_size,
+            learning_rate: self.learning_rate,
+            decay: self.decay,
+            l2: self.l2,
+            tolerance: self.tolerance,
+            seed: self.seed,
+        }
+    }
+}
+
+/// What `train --json` prints.
+#[derive(Debug, Serialize)]
+struct Summary<'a> {
+    model: &'a ModelFile,
+    out: String,
+    remaining_epsilon: f64,
+}
+
+/// The training rows, scaled, with what to call and how to unscale them.
+struct Rows {
+    row_ids: Vec<String>,
+    names: Vec<String>,
+    scaled: Array2<f64>,
+    scaling: Scaling,
+}
+
+async fn server_rows(client: &Client, dataset: Uuid, json: bool) -> anyhow::Result<Rows> {
+    let view = client.dataset(dataset).await?;
+    let bar = progress(json, None, "{spinner} features: {binary_bytes} {elapsed}");
+    let bytes = client
+        .features_csv(dataset, |received| bar.set_position(received))
+        .await;
+    bar.finish_and_clear();
+    let table = FeatureTable::from_csv(&bytes?[..]).context("the server's features")?;
+    let declared: Vec<String> = view.features.iter().map(|f| f.name.clone()).collect();
+    anyhow::ensure!(
+        table.names == declared,
+        "the server sent features {:?}, the schema declares {declared:?}",
+        table.names
+    );
+    let scaling = Scaling::declared(&view.features);
+    Ok(Rows {
+        scaled: scaling.scale(&table.x),
+        row_ids: table.row_ids,
+        names: table.names,
+        scaling,
+    })
+}
+
+pub(super) async fn train(
+    client: &Client,
+    args: &TrainArgs,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<()> {
+    let dataset = client.dataset(args.dataset).await?;
+    // Features first: nothing is spent if they can not be had.
+    let (rows, supplied_rows) = match &args.features {
+        Some(path) => {
+            let (table, scaling, supplied) = supplied(path)?;
+            let rows = Rows {
+                scaled: scaling.scale(&table.x),
+                row_ids: table.row_ids,
+                names: table.names,
+                scaling,
+            };
+            (rows, supplied)
+        }
+        None => (server_rows(client, args.dataset, json).await?, Vec::new()),
+    };
+    let release = match args.release {
+        Some(id) => client.get_release(args.dataset, id).await?,
+        None => {
+            let request = ReleaseRequest::Walr {
+                epsilon: args.epsilon.unwrap_or_default(),
+                delta: args.delta,
+                intercept: true,
+                features: supplied_rows,
+            };
+            let options = ReleaseOptions {
+                idempotency_key: args.idempotency_key.clone(),
+                dry_run: false,
+            };
+            let spinner = spinner(json, "releasing the noisy dot product");
+            let released = client.release(args.dataset, &request, &options).await;
+            spinner.finish_and_clear();
+            released?.release
+        }
+    };
+    let noisy = noisy_dot(&release, rows.row_ids.len())?;
+    let config = args.config();
+    let bar = progress(
+        json,
+        Some(config.epochs as u64),
+        "epoch {pos}/{len} {wide_bar} {msg} {elapsed}",
+    );
+    let epoch_bar = bar.clone();
+    let scaled = rows.scaled;
+    let trained = tokio::task::spawn_blocking(move || {
+        trainer::train(scaled.view(), &noisy, &config, |report| {
+            epoch_bar.set_position(report.epoch as u64);
+            epoch_bar.set_message(format!("loss {:.5} Δθ {:.2e}", report.loss, report.change));
+        })
+    })
+    .await??;
+    bar.finish_and_clear();
+    let (weights, intercept) = rows
+        .scaling
+        .unfold(&trained.weights, trained.intercept.unwrap_or_default());
+    let model = ModelFile {
+        weights,
+        intercept,
+        feature_names: rows.names,
+        label: dataset.label,
+        dataset_id: dataset.id,
+        release_id: release.id,
+        kind: release.kind.clone(),
+        epsilon: release.epsilon,
+        delta: release.delta,
+        training: Some(Training {
+            rows: rows.row_ids.len(),
+            epochs: trained.epochs.len(),
+            converged: trained.converged,
+            batch_size: args.batch_size,
+            learning_rate: trained.learning_rate,
+            decay: args.decay,
+            l2: args.l2,
+            seed: args.seed,
+            final_loss: trained.epochs.last().map_or(f64::NAN, |e| e.loss),
+            supplied_features: args.features.is_some(),
+        }),
+    };
+    model.save(&args.out)?;
+    if json {
+        return print_json(
+            out,
+            &Summary {
+                model: &model,
+                out: args.out.display().to_string(),
+                remaining_epsilon: release.remaining.epsilon,
+            },
+        );
+    }
+    let training = model.training.as_ref();
+    writeln!(
+        out,
+        "trained on {} rows for {} epochs ({}), final loss estimate {:.5}; release {} cost \
+         ε = {}, δ = {:e}; model written to {}",
+        rows.row_ids.len(),
+        trained.epochs.len(),
+        if trained.converged {
+            "converged"
+        } else {
+            "epoch limit"
+        },
+        training.map_or(f64::NAN, |t| t.final_loss),
+        release.id,
+        release.epsilon,
+        release.delta,
+        args.out.display(),
+    )?;
+    Ok(())
+}
+
+/// The release's vectors, checked against the training rows.
+fn noisy_dot(release: &Release, rows: usize) -> anyhow::Result<NoisyDot> {
+    let Some(ReleaseResult::Walr(result)) = &release.result else {
+        anyhow::bail!(
+            "release {} is a {}, not a walr release",
+            release.id,
+            release.kind
+        );
+    };
+    anyhow::ensure!(
+        release.n == rows as u64,
+        "release {} covers {} rows but {rows} rows of features were read: the dataset changed \
+         in between; read the features again and train with --release {}",
+        release.id,
+        release.n,
+        release.id
+    );
+    Ok(NoisyDot {
+        dot: result.noisy_dot.clone(),
+        intercept: result.noisy_intercept,
+    })
+}
