@@ -232,12 +232,12 @@ async fn supplied_plan(
     )
     .map_err(invalid)?;
     let mut join = supplied.join();
-    let seen = scan(store, dataset.id, |row| {
+    if !scan(store, dataset, |row| {
         join.add(row);
         Ok(())
     })
-    .await?;
-    if seen != dataset.n_rows {
+    .await?
+    {
         return Ok(None);
     }
     let exact = join.exact(intercept).map_err(ReleaseError::Invalid)?;
@@ -316,8 +316,7 @@ async fn aggregate_plan(
         }));
     }
     let mut tally = query.tally();
-    let seen = scan(store, dataset.id, |row| tally.add(&query, row)).await?;
-    if seen != dataset.n_rows {
+    if !scan(store, dataset, |row| tally.add(&query, row)).await? {
         return Ok(None);
     }
     let schema = schema.clone();
@@ -354,12 +353,12 @@ async fn design(
     fit_intercept: bool,
 ) -> Result<Option<Design>, ReleaseError> {
     let mut builder = DesignBuilder::new(dataset.schema.k(), dataset.n_rows, fit_intercept);
-    let seen = scan(store, dataset.id, |row| {
+    if !scan(store, dataset, |row| {
         builder.push_row(row);
         Ok(())
     })
-    .await?;
-    if seen != dataset.n_rows {
+    .await?
+    {
         return Ok(None);
     }
     builder.build().map(Some).map_err(ReleaseError::Internal)

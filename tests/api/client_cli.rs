@@ -48,6 +48,21 @@ fn csv(data: &Synthetic, labels: bool) -> String {
     out
 }
 
+/// `train` at ε = 1, δ = 1e-6 from the server's features.
+fn spend_and_train<'a>(id: &'a str, out: &'a str) -> [&'a str; 9] {
+    [
+        "train",
+        "--dataset",
+        id,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--out",
+        out,
+    ]
+}
+
 /// Runs the CLI in process; its stdout, or its error.
 async fn client(app: &TestApp, token: &str, args: &[&str]) -> anyhow::Result<String> {
     let mut argv = vec![
@@ -120,23 +135,9 @@ async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model() {
         let token = app.token(Role::Analyst, "ana", &[dataset.id]);
         let model = dir.path().join(format!("{backend:?}.json"));
         let out = model.to_str().unwrap();
-        let trained = client(
-            &app,
-            &token,
-            &[
-                "train",
-                "--dataset",
-                &id,
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-6",
-                "--out",
-                out,
-            ],
-        )
-        .await
-        .unwrap();
+        let trained = client(&app, &token, &spend_and_train(&id, out))
+            .await
+            .unwrap();
         let trained: serde_json::Value = serde_json::from_str(&trained).unwrap();
         assert_eq!(trained["model"]["epsilon"], 1.0);
         assert_eq!(trained["model"]["feature_names"][15], "f15");
@@ -186,17 +187,7 @@ async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model() {
         assert_eq!(spent.epsilon_basic, 2.0, "{backend:?}");
         // Beyond the budget: the problem comes back typed, no model is written.
         let refused = dir.path().join("refused.json");
-        let args = [
-            "train",
-            "--dataset",
-            &id,
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-6",
-            "--out",
-            refused.to_str().unwrap(),
-        ];
+        let args = spend_and_train(&id, refused.to_str().unwrap());
         let error = client(&app, &token, &args).await.unwrap_err();
         let problem = error
             .downcast_ref::<ClientError>()
