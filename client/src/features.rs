@@ -138,21 +138,7 @@ impl Scaling {
     /// Weights and intercept over scaled features as weights and intercept
     /// over raw ones: wᵀ·scale(x) + b = w′ᵀx + b′.
     pub fn unfold(&self, weights: &[f64], intercept: f64) -> (Vec<f64>, f64) {
-        let mut raw_intercept = intercept;
-        let raw = weights
-            .iter()
-            .enumerate()
-            .map(|(j, &weight)| {
-                let range = self.max[j] - self.min[j];
-                if range > 0.0 {
-                    raw_intercept -= weight * self.min[j] / range;
-                    weight / range
-                } else {
-                    0.0
-                }
-            })
-            .collect();
-        (raw, raw_intercept)
+        dpgate_learn::unscale(weights, intercept, &self.min, &self.max)
     }
 }
 

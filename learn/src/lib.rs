@@ -5,6 +5,7 @@
 //!   linear term of objective perturbation, and a Newton solver precise
 //!   enough that the privacy guarantee (which assumes the exact minimiser)
 //!   holds in practice.
+//! - [`affine`]: weights over scaled features re-expressed over raw ones.
 //! - [`metrics`]: AUC, log loss, accuracy and calibration of the resulting
 //!   probabilities.
 //!
@@ -14,10 +15,12 @@
 //! Pure `f64` math: no I/O, and randomness only in [`synthetic`] (noise is
 //! drawn by the caller).
 
+pub mod affine;
 pub mod logistic;
 pub mod metrics;
 pub mod synthetic;
 
+pub use affine::unscale;
 pub use logistic::{Fit, FitError, Objective, log1p_exp, probabilities, sigmoid};
 pub use metrics::{
     CalibrationBin, DEFAULT_THRESHOLD, accuracy, auc, calibration, expected_calibration_error,

@@ -204,31 +204,21 @@ impl ObjectivePlan {
     }
 }
 
-/// Unfolds weights fitted on scaled rows into the uploaded units: with
-/// s = 1/√d and xⱼ = (rawⱼ − minⱼ)/(maxⱼ − minⱼ),
-/// wᵀ(x, 1)·s = Σⱼ aⱼ·rawⱼ + b for aⱼ = wⱼ·s/(maxⱼ − minⱼ) and
-/// b = w_d·s − Σⱼ aⱼ·minⱼ.
+/// Unfolds weights fitted on scaled rows into the uploaded units: the
+/// row scaling s = 1/√d goes into the weights, then the features' declared
+/// bounds (see [`dpgate_learn::unscale`]).
 pub fn unfold(weights: &[f64], schema: &Schema, fit_intercept: bool) -> (Vec<f64>, f64) {
     let k = schema.k();
     let scale = 1.0 / (columns(k, fit_intercept) as f64).sqrt();
-    let raw: Vec<f64> = schema
-        .features
-        .iter()
-        .zip(weights)
-        .map(|(column, w)| w * scale / (column.max - column.min))
-        .collect();
-    let shift: f64 = schema
-        .features
-        .iter()
-        .zip(&raw)
-        .map(|(column, a)| a * column.min)
-        .sum();
+    let scaled: Vec<f64> = weights.iter().take(k).map(|w| w * scale).collect();
     let intercept = if fit_intercept {
         weights.get(k).copied().unwrap_or(0.0) * scale
     } else {
         0.0
     };
-    (raw, intercept - shift)
+    let min: Vec<f64> = schema.features.iter().map(|column| column.min).collect();
+    let max: Vec<f64> = schema.features.iter().map(|column| column.max).collect();
+    dpgate_learn::unscale(&scaled, intercept, &min, &max)
 }
 
 /// The wire result of a model release.
