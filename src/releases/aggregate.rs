@@ -222,7 +222,6 @@ impl Query {
     pub fn tally(&self) -> Tally {
         Tally {
             sums: vec![0.0; self.cells * self.quantities.len()],
-            rows: 0,
         }
     }
 
@@ -262,7 +261,6 @@ impl Query {
 pub struct Tally {
     /// Cell-major: `sums[cell * quantities + q]`.
     sums: Vec<f64>,
-    rows: u64,
 }
 
 impl Tally {
@@ -282,13 +280,7 @@ impl Tally {
                     .ok_or_else(|| format!("row {} has a malformed measure", row.row_id))?,
             };
         }
-        self.rows += 1;
         Ok(())
-    }
-
-    /// Rows added.
-    pub fn rows(&self) -> u64 {
-        self.rows
     }
 }
 
@@ -306,11 +298,7 @@ pub struct Bound {
 pub fn bound(unit: PrivacyUnit, grouped: bool, quantity: Quantity, schema: &Schema) -> Bound {
     let (lo, hi) = match quantity {
         Quantity::Count => (1.0, 1.0),
-        Quantity::Sum(Column::Label) => (0.0, 1.0),
-        Quantity::Sum(Column::Measure(index)) => {
-            let measure = &schema.measures[index];
-            (measure.min, measure.max)
-        }
+        Quantity::Sum(col) => column_bounds(col, schema),
     };
     match (unit, quantity) {
         (PrivacyUnit::Label, Quantity::Sum(Column::Label)) => Bound {

@@ -75,11 +75,6 @@ pub struct Knobs {
     pub price_only: bool,
 }
 
-/// The draw of a plan made for its price alone; never called.
-fn priced_only() -> Draw {
-    Box::new(|_| Err("a dry run has no result".to_owned()))
-}
-
 fn invalid(error: dp::DpError) -> ReleaseError {
     ReleaseError::Invalid(error.to_string())
 }
@@ -95,6 +90,15 @@ fn details(mechanism: &Mechanism) -> api::NoiseDetails {
 }
 
 impl Plan {
+    /// A plan made for its price alone (a dry run): its draw is never
+    /// called.
+    fn priced(price: Price) -> Plan {
+        Plan {
+            price,
+            draw: Box::new(|_| Err("a dry run has no result".to_owned())),
+        }
+    }
+
     /// `mechanism`'s noise on `exact`, then `shape` into the result.
     fn noised(
         mechanism: Mechanism,
@@ -243,10 +247,7 @@ async fn supplied_plan(
     let exact = join.exact(intercept).map_err(ReleaseError::Invalid)?;
     let n = rows.len() as u64;
     if knobs.price_only {
-        return Ok(Some(Plan {
-            price: Price::of(&mechanism, sensitivity, n),
-            draw: priced_only(),
-        }));
+        return Ok(Some(Plan::priced(Price::of(&mechanism, sensitivity, n))));
     }
     Ok(Some(Plan::noised(
         mechanism,
@@ -304,16 +305,11 @@ async fn aggregate_plan(
         )
     };
     if knobs.price_only {
-        return Ok(Some(match mechanism {
-            Some(mechanism) => Plan {
-                price: Price::of(&mechanism, calibration.sensitivity, dataset.n_rows),
-                draw: priced_only(),
-            },
-            None => Plan {
-                price: Price::free(dataset.n_rows),
-                draw: priced_only(),
-            },
-        }));
+        let price = mechanism.as_ref().map_or_else(
+            || Price::free(dataset.n_rows),
+            |mechanism| Price::of(mechanism, calibration.sensitivity, dataset.n_rows),
+        );
+        return Ok(Some(Plan::priced(price)));
     }
     let mut tally = query.tally();
     if !scan(store, dataset, |row| tally.add(&query, row)).await? {
@@ -378,10 +374,7 @@ async fn output_plan(
         model::output_mechanism(knobs.epsilon, knobs.delta, n, lambda, dims).map_err(invalid)?;
     let sensitivity = erm::output_sensitivity(n, lambda, erm::SOLVE_TOLERANCE).map_err(invalid)?;
     if knobs.price_only {
-        return Ok(Some(Plan {
-            price: Price::of(&mechanism, sensitivity, n),
-            draw: priced_only(),
-        }));
+        return Ok(Some(Plan::priced(Price::of(&mechanism, sensitivity, n))));
     }
     let Some(design) = design(store, dataset, fit_intercept).await? else {
         return Ok(None);
@@ -453,10 +446,7 @@ async fn objective_plan(
         n,
     };
     if knobs.price_only {
-        return Ok(Some(Plan {
-            price,
-            draw: priced_only(),
-        }));
+        return Ok(Some(Plan::priced(price)));
     }
     let Some(design) = design(store, dataset, fit_intercept).await? else {
         return Ok(None);
