@@ -5,6 +5,9 @@
 //!   linear term of objective perturbation, and a Newton solver precise
 //!   enough that the privacy guarantee (which assumes the exact minimiser)
 //!   holds in practice.
+//! - [`certify`]: a bound on the exact gradient norm at the float weights a
+//!   fit returns (what the privacy analysis needs), and the floor on λ,
+//!   from public parameters alone, above which every fit can be certified.
 //! - [`affine`]: weights over scaled features re-expressed over raw ones.
 //! - [`metrics`]: AUC, log loss, accuracy and calibration of the resulting
 //!   probabilities.
@@ -16,11 +19,13 @@
 //! drawn by the caller).
 
 pub mod affine;
+pub mod certify;
 pub mod logistic;
 pub mod metrics;
 pub mod synthetic;
 
 pub use affine::unscale;
+pub use certify::{Certificate, Infeasible, certifiable, min_lambda};
 pub use logistic::{Fit, FitError, Objective, log1p_exp, probabilities, sigmoid};
 pub use metrics::{
     CalibrationBin, DEFAULT_THRESHOLD, accuracy, auc, calibration, expected_calibration_error,
