@@ -345,16 +345,16 @@ impl Objective<'_> {
             let (m, a) = lane_dot(x, &w);
             let c = -y * sigmoid(-y * m);
             let rho = row_constant + margin * a;
-            for (((s, comp), e), &xv) in sum
-                .iter_mut()
-                .zip(compensation.iter_mut())
-                .zip(error.iter_mut())
-                .zip(x)
-            {
-                let (total, low) = two_sum(*s, c * xv);
-                *s = total;
-                *comp += low;
-                *e += rho * xv.abs();
+            // Equal-length slices, so the loop compiles without bounds
+            // checks and vectorises across columns.
+            let (sum, compensation, error) =
+                (&mut sum[..k], &mut compensation[..k], &mut error[..k]);
+            let x = &x[..k];
+            for j in 0..k {
+                let (total, low) = two_sum(sum[j], c * x[j]);
+                sum[j] = total;
+                compensation[j] += low;
+                error[j] += rho * x[j].abs();
             }
         }
 
