@@ -31,8 +31,8 @@
 //!    `+ − × ÷ √` below is one correctly rounded operation:
 //!    fl(a∘b) = (a∘b)(1 + δ), |δ| ≤ u = 2⁻⁵³, when the result is normal, and
 //!    with an absolute error ≤ 2⁻¹⁰⁷⁵ when it is subnormal (Higham,
-//!    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §2.2,
-//!    Theorem 2.2 and (2.8)). Addition and subtraction of floats never
+//!    *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §2.2: the
+//!    standard model, Theorem 2.2, and its form with gradual underflow). Addition and subtraction of floats never
 //!    err in the subnormal range, so TwoSum is exact even there.
 //! 2. The platform's `exp` (Rust's `f64::exp` calls libm) is accurate to
 //!    [`EXP_ULPS`] = 8 ulps of the exact result, i.e. relative error
@@ -59,14 +59,14 @@
 //!   ℓ sums the products of the columns ≡ ℓ (mod 8) in order, and the eight
 //!   lanes are added as a balanced tree. Each product goes through one
 //!   multiplication, at most ⌈k/8⌉ lane additions and 3 tree additions, so
-//!   by Higham Lemma 3.1 and the argument of §3.1 (eqs. (3.4)–(3.5)),
+//!   by Higham's Lemma 3.1 and the inner-product analysis of §3.1,
 //!   |m̂ᵢ − mᵢ| ≤ γ_K Σₗ|xᵢₗŵₗ| with **K = ⌈k/8⌉ + 4**, and
 //!   Σₗ|xᵢₗŵₗ| ≤ âᵢ/(1 − γ_K) (a sum of non-negative terms loses at most the
 //!   relative γ_K). Eight lanes rather than one sequential sum make K about
 //!   k/8 instead of k, which lowers the λ floor about 55-fold at k = 513.
 //! - **σ's Lipschitz constant.** σ′ = σ(1 − σ) ≤ ¼, so with ẑ = −yᵢm̂ᵢ and
 //!   z = −yᵢmᵢ (negation is exact), |σ(ẑ) − σ(z)| ≤ ¼|m̂ᵢ − mᵢ|.
-//! - **σ's evaluation.** [`sigmoid`](crate::sigmoid) computes 1/(1 + e) with
+//! - **σ's evaluation.** [`sigmoid`] computes 1/(1 + e) with
 //!   e = exp(−ẑ) for ẑ ≥ 0, or e/(1 + e) with e = exp(ẑ) for ẑ < 0. With
 //!   ê = e(1 + δ₁), |δ₁| ≤ ε_exp = [`EXP_ULPS`]·2⁻⁵², one addition and one
 //!   division: the first form has relative error ≤ ε_exp·e/(1 + e) + 2u
@@ -81,10 +81,11 @@
 //!
 //! - **Compensated sum.** The N terms t̂ᵢⱼ and then bⱼ are added by Ogita,
 //!   Rump and Oishi's *Sum2* (cascaded TwoSum: "Accurate sum and dot
-//!   product", SIAM J. Sci. Comput. 26(6), 2005, Algorithm 4.4; it is
+//!   product", SIAM J. Sci. Comput. 26(6), 2005, §4; it is
 //!   Neumaier's/Kahan–Babuška's compensated summation with Knuth's
-//!   branch-free TwoSum, Higham §4.3). Their Proposition 4.5, valid also in
-//!   the presence of underflow, gives for n summands pₗ with exact sum s:
+//!   branch-free TwoSum, Higham §4.3). Their error bound for Sum2, proved
+//!   also in the presence of underflow, gives for n summands pₗ with exact
+//!   sum s:
 //!   |res − s| ≤ u|s| + γ²ₙ₋₁ Σ|pₗ|. Using |s| ≤ |res| + |res − s|:
 //!   |res − s| ≤ (u|res| + γ²ₙ Σ|pₗ|)/(1 − u).
 //! - **Division and the regulariser.** q = fl(res/N) (N is an exact float
@@ -159,7 +160,7 @@
 //!    γ_k·R/(6√3) (a margin error moves dᵢ = σ′(mᵢ) by at most
 //!    |σ″| ≤ 1/(6√3) times it), and (u + kγ_{3k+1})·(9/8)(¼ + λ) (adding
 //!    λI, and the backward error of Cholesky and the two triangular
-//!    solves, Higham Theorem 10.4 with ‖|Lᵀ||L|‖₂ ≤ k‖Ĥ‖₂).
+//!    solves, |ΔĤ| ≤ γ_{3k+1}|L||Lᵀ| with ‖|L||Lᵀ|‖₂ ≤ k‖Ĥ‖₂, Higham §10.1).
 //!
 //! Both left-hand sides, relative to their right-hand sides, fall as λ
 //! grows, so the feasible λ form an interval [floor, ∞); [`min_lambda`]

@@ -11,7 +11,9 @@
 //!
 //! Objective perturbation is only private if the *exact* minimiser is
 //! released, so the solver is Newton's method run to a tight gradient-norm
-//! tolerance rather than a few epochs of a first-order method.
+//! tolerance rather than a few epochs of a first-order method, and it stops
+//! only once that tolerance is certified for the exact gradient at the
+//! float weights it returns ([`crate::certify`]).
 
 use ndarray::linalg::{general_mat_mul, general_mat_vec_mul};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, s};
