@@ -79,8 +79,9 @@ fn bernoulli_exp_fraction<R: Rng + ?Sized>(p: u128, q: u128, rng: &mut R) -> boo
 }
 
 /// Bernoulli(exp(−p/q)) for any p/q ≥ 0: CKS20 Algorithm 1 (⌊γ⌋ trials of
-/// Bernoulli(e⁻¹), then the fractional part).
-fn bernoulli_exp<R: Rng + ?Sized>(p: u128, q: u128, rng: &mut R) -> bool {
+/// Bernoulli(e⁻¹), then the fractional part). Visible to the timing tests,
+/// which replay [`discrete_gaussian`] proposal by proposal.
+pub(super) fn bernoulli_exp<R: Rng + ?Sized>(p: u128, q: u128, rng: &mut R) -> bool {
     for _ in 0..p / q {
         if !bernoulli_exp_fraction(1, 1, rng) {
             return false;

@@ -18,3 +18,6 @@ mod os;
 pub use cks20::{MAX_GAUSSIAN_SIGMA, discrete_gaussian, discrete_laplace};
 pub use norm_gamma::{norm_gamma_continuous, norm_gamma_lattice};
 pub use os::OsNoise;
+
+#[cfg(test)]
+mod timing_tests;
