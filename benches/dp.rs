@@ -42,10 +42,10 @@ fn vector_releases(c: &mut Criterion) {
     let mechanisms = [
         (
             "gaussian",
-            Mechanism::gaussian(epsilon, Delta::new(1e-6).unwrap(), 1e-3, 64),
+            Mechanism::gaussian(epsilon, Delta::new(1e-6).unwrap(), 1e-3, 64, 1.0),
         ),
-        ("laplace", Mechanism::laplace(epsilon, 1e-3, 64)),
-        ("norm_gamma", Mechanism::norm_gamma(epsilon, 1e-3, 64)),
+        ("laplace", Mechanism::laplace(epsilon, 1e-3, 64, 1.0)),
+        ("norm_gamma", Mechanism::norm_gamma(epsilon, 1e-3, 64, 1.0)),
     ];
     for (name, mechanism) in mechanisms {
         let mechanism = mechanism.unwrap();
@@ -69,7 +69,7 @@ fn calibration(c: &mut Criterion) {
     });
     let (epsilon, delta) = (Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap());
     group.bench_function("gaussian_mechanism", |b| {
-        b.iter(|| Mechanism::gaussian(epsilon, delta, black_box(1e-3), 33))
+        b.iter(|| Mechanism::gaussian(epsilon, delta, black_box(1e-3), 33, 1.0))
     });
     group.finish();
 }

@@ -26,7 +26,7 @@ fn main() -> Result<(), dpgate::dp::DpError> {
     // 100 Gaussian releases, each calibrated to (ε = 0.1, δ = 1e-7) exactly
     // as the service calibrates them (on the lattice, for a 33-coordinate
     // WALR vector of sensitivity 1e-6), against δ_total = 1e-5.
-    let mechanism = Mechanism::gaussian(Epsilon::new(0.1)?, Delta::new(1e-7)?, 1e-6, 33)?;
+    let mechanism = Mechanism::gaussian(Epsilon::new(0.1)?, Delta::new(1e-7)?, 1e-6, 33, 1.0)?;
     let charge = Charge {
         epsilon: Epsilon::new(0.1)?,
         delta: Delta::new(1e-7)?,

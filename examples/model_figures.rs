@@ -4,14 +4,14 @@
 //! fit, and the time to fit and release at N = 1,000,000, k = 32.
 //!
 //! `cargo run --release --example model_figures [-- N…]` (default N =
-//! 100000 1000000). The pipeline is the server's own (`releases::model`);
+//! 100000 1000000). The pipeline is the server's own (`releases::kinds::model`);
 //! noise comes from a seeded generator so the table is reproducible (the
 //! server draws from the OS CSPRNG).
 
 use std::time::Instant;
 
 use dpgate::dp::{Delta, Epsilon};
-use dpgate::releases::model::{
+use dpgate::releases::kinds::model::{
     Design, DesignBuilder, ObjectivePlan, output_mechanism, solve, unfold,
 };
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
@@ -94,7 +94,9 @@ fn table(n: usize) {
             let output: Vec<(f64, f64)> = (0..DRAWS)
                 .map(|_| score(&mechanism.release(exact, &mut rng).expect("noise"), &test))
                 .collect();
-            let plan = ObjectivePlan::new(epsilon, n as u64, lambda, k + 1).expect("a plan");
+            let plan =
+                ObjectivePlan::new(Epsilon::new(epsilon).expect("ε"), n as u64, lambda, k + 1)
+                    .expect("a plan");
             let objective: Vec<(f64, f64)> = (0..DRAWS)
                 .map(|_| score(&plan.run(&design, &mut rng).expect("a solve"), &test))
                 .collect();
@@ -129,7 +131,8 @@ fn timing() {
         .expect("noise");
     let output = started.elapsed();
     let started = Instant::now();
-    let plan = ObjectivePlan::new(1.0, n as u64, 1e-4, k + 1).expect("a plan");
+    let plan =
+        ObjectivePlan::new(Epsilon::new(1.0).expect("ε"), n as u64, 1e-4, k + 1).expect("a plan");
     let objective = plan.run(&design, &mut rng).expect("a solve");
     let objective_time = started.elapsed();
     assert_eq!((released.len(), objective.len()), (k + 1, k + 1));

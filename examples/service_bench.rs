@@ -171,7 +171,7 @@ async fn main() {
         epsilon: 0.01,
         delta: Some(1e-9),
         intercept: true,
-        features: Vec::new(),
+        features: None,
     };
     let options = ReleaseOptions::default();
     let timed = || async {

@@ -2,9 +2,11 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
 
 use crate::auth::{self, Keys};
 use crate::store::Store;
@@ -20,6 +22,8 @@ pub struct Limits {
     pub ingest_bytes: u64,
     /// Groups (combinations of dimension values) one aggregate may cover.
     pub max_groups: usize,
+    /// How long a request may take.
+    pub request_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -28,7 +32,8 @@ impl Default for Limits {
             body_bytes: 1 << 20,
             release_bytes: 256 << 20,
             ingest_bytes: 1 << 30,
-            max_groups: crate::releases::aggregate::DEFAULT_MAX_GROUPS,
+            max_groups: crate::releases::kinds::aggregate::DEFAULT_MAX_GROUPS,
+            request_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -40,15 +45,20 @@ pub struct AppState {
     pub keys: Arc<Keys>,
     pub limits: Limits,
     pub metrics: PrometheusHandle,
+    /// Debited releases being made: they finish even if their request is
+    /// dropped, and shutdown waits for them.
+    pub tasks: TaskTracker,
 }
 
 impl AppState {
     pub fn new(store: Arc<dyn Store>, keys: Keys, limits: Limits) -> Self {
+        crate::releases::pacing::calibrate();
         AppState {
             store,
             keys: Arc::new(keys),
             limits,
             metrics: metrics_handle(),
+            tasks: TaskTracker::new(),
         }
     }
 }
@@ -65,13 +75,6 @@ fn metrics_handle() -> PrometheusHandle {
             handle
         })
         .clone()
-}
-
-/// The current time, RFC 3339, UTC.
-pub fn now() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 /// Where the signing key comes from.
@@ -118,11 +121,27 @@ pub async fn keys(
     }
 }
 
-/// Serves the router on `listener` until ctrl-c or SIGTERM.
-pub async fn serve(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
+/// Serves the API on `listener` (and the metrics on `metrics`, if given)
+/// until ctrl-c or SIGTERM, then lets the releases already debited finish.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    state: AppState,
+) -> anyhow::Result<()> {
+    let tasks = state.tasks.clone();
+    if let Some(metrics) = metrics {
+        let router = crate::api::metrics_router(state.clone());
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(metrics, router).await {
+                tracing::error!(%error, "the metrics listener stopped");
+            }
+        });
+    }
     axum::serve(listener, crate::api::router(state))
         .with_graceful_shutdown(shutdown())
         .await?;
+    tasks.close();
+    tasks.wait().await;
     Ok(())
 }
 

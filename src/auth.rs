@@ -7,7 +7,7 @@
 //! revoked.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use rand::Rng;
@@ -67,11 +67,10 @@ impl std::fmt::Debug for Keys {
     }
 }
 
-/// Seconds since the Unix epoch.
+/// Seconds since the Unix epoch (a clock before 1970 is read as 1970, which
+/// only makes new tokens expire early).
 pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
+    u64::try_from(crate::clock::now().unix_timestamp()).unwrap_or(0)
 }
 
 /// A fresh random secret (256 bits, hex) from the OS CSPRNG.

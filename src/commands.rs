@@ -43,7 +43,7 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
             Ok(true)
         }
         Command::Revoke { jti } => {
-            store.revoke(&jti, &app::now()).await?;
+            store.revoke(&jti, &crate::clock::timestamp()?).await?;
             eprintln!("revoked {jti}");
             Ok(true)
         }
@@ -89,16 +89,27 @@ async fn serve_command(
         release_bytes: serve.max_release_bytes,
         ingest_bytes: serve.max_ingest_bytes,
         max_groups: serve.max_groups,
+        request_timeout: serve.request_timeout,
     };
     let listener = tokio::net::TcpListener::bind(serve.addr)
         .await
         .with_context(|| format!("binding {}", serve.addr))?;
+    let metrics = match serve.metrics_addr {
+        Some(addr) => {
+            let metrics = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding the metrics address {addr}"))?;
+            tracing::info!(addr = %metrics.local_addr()?, "metrics listening");
+            Some(metrics)
+        }
+        None => None,
+    };
     tracing::info!(
         addr = %listener.local_addr()?,
         database = %redact_url(&database.database_url),
         "dpgate listening"
     );
-    app::serve(listener, AppState::new(store, keys, limits)).await
+    app::serve(listener, metrics, AppState::new(store, keys, limits)).await
 }
 
 /// Walks every (or one) dataset's ledger; prints a line per dataset.

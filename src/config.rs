@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Args, Parser, Subcommand};
 use uuid::Uuid;
 
 use crate::app::{KeySource, Limits};
@@ -118,8 +119,19 @@ pub struct Serve {
     /// aggregate release may cover.
     #[arg(long, env = "DPGATE_MAX_GROUPS", default_value_t = Limits::default().max_groups)]
     pub max_groups: usize,
-    /// Do not mint and print an admin token at start.
-    #[arg(long, env = "DPGATE_NO_ADMIN_TOKEN")]
+    /// How long a request may take before it is answered 503 `timeout`.
+    /// A release already debited carries on, and a retry with its
+    /// Idempotency-Key gets it. 90s, 5m …
+    #[arg(long, env = "DPGATE_REQUEST_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub request_timeout: Duration,
+    /// Serve Prometheus metrics at `/metrics` on this address, a listener
+    /// of its own (off unless set). Per-route latencies are a side channel:
+    /// keep this address off the network analysts reach.
+    #[arg(long, env = "DPGATE_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Do not mint and print an admin token at start (the variable accepts
+    /// 1/0, true/false, yes/no, on/off).
+    #[arg(long, env = "DPGATE_NO_ADMIN_TOKEN", action = ArgAction::SetTrue, value_parser = BoolishValueParser::new())]
     pub no_admin_token: bool,
 }
 
@@ -181,6 +193,32 @@ mod tests {
                 command: LedgerCommand::Verify { dataset: None }
             }
         ));
+    }
+
+    #[test]
+    fn switches_from_the_environment_accept_one_and_zero() {
+        let parse = |value: &str| {
+            // SAFETY: this test alone reads or writes this variable.
+            unsafe { std::env::set_var("DPGATE_NO_ADMIN_TOKEN", value) };
+            let cli = Cli::try_parse_from(["dpgate", "serve"]);
+            unsafe { std::env::remove_var("DPGATE_NO_ADMIN_TOKEN") };
+            match cli.map(|cli| cli.command) {
+                Ok(Command::Serve(serve)) => Ok(serve.no_admin_token),
+                Ok(other) => panic!("{other:?}"),
+                Err(error) => Err(error.to_string()),
+            }
+        };
+        assert_eq!(parse("1"), Ok(true));
+        assert_eq!(parse("0"), Ok(false));
+        assert_eq!(parse("true"), Ok(true));
+        assert_eq!(parse("off"), Ok(false));
+        assert!(parse("maybe").is_err());
+        let cli = Cli::parse_from(["dpgate", "serve", "--request-timeout", "90s"]);
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        assert_eq!(serve.request_timeout, Duration::from_secs(90));
+        assert_eq!(serve.metrics_addr, None);
     }
 
     #[test]

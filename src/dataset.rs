@@ -18,12 +18,23 @@ const MAX_MEASURES: usize = 256;
 const MAX_DIMENSIONS: usize = 16;
 /// Most values one dimension may declare.
 const MAX_DIMENSION_VALUES: usize = 100_000;
+/// The largest magnitude a declared bound may have: a sum over 10⁹ rows
+/// of values this large stays far inside a double, and every quantity
+/// derived from the bounds (spans, sensitivities, unscaled weights) is
+/// finite.
+pub const MAX_BOUND: f64 = 1e15;
+/// The narrowest span a bounded column may declare, relative to the
+/// magnitude of its bounds (and absolutely below 1): a double resolves
+/// about 10⁻¹⁶ of a value, so a span narrower than 10⁻⁹ of the bounds
+/// could not hold distinct values, and scaling by it would blow up.
+pub const MIN_RELATIVE_SPAN: f64 = 1e-9;
 
 /// The column every upload identifies its rows by.
 pub const ROW_ID: &str = "row_id";
 
-/// A dataset's columns, validated: finite bounds with min < max, names
-/// unique, at least one feature.
+/// A dataset's columns, validated: bounds within ±[`MAX_BOUND`] with a span
+/// of at least [`MIN_RELATIVE_SPAN`] of their magnitude, names unique, at
+/// least one feature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schema {
     pub features: Vec<api::BoundedColumn>,
@@ -43,10 +54,22 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
 
 fn check_bounds(what: &str, columns: &[api::BoundedColumn]) -> Result<(), String> {
     for column in columns {
-        if !(column.min.is_finite() && column.max.is_finite() && column.min < column.max) {
+        let (min, max) = (column.min, column.max);
+        let bounded = |value: f64| value.is_finite() && value.abs() <= MAX_BOUND;
+        if !(bounded(min) && bounded(max) && min < max) {
             return Err(format!(
-                "{what} {:?} needs finite bounds with min < max (got [{}, {}])",
-                column.name, column.min, column.max
+                "{what} {:?} needs bounds with min < max, each between -{MAX_BOUND:e} and \
+                 {MAX_BOUND:e} (got [{min}, {max}])",
+                column.name
+            ));
+        }
+        let magnitude = min.abs().max(max.abs()).max(1.0);
+        if max - min < MIN_RELATIVE_SPAN * magnitude {
+            return Err(format!(
+                "{what} {:?}: the span max - min = {} is too narrow for bounds of magnitude \
+                 {magnitude}; it must be at least {MIN_RELATIVE_SPAN:e} of it (rescale the column)",
+                column.name,
+                max - min
             ));
         }
     }
@@ -313,6 +336,26 @@ pub(crate) mod tests {
             ("at least one feature", Box::new(|r| r.features.clear())),
             ("min < max", Box::new(|r| r.features[0].max = 0.0)),
             ("min < max", Box::new(|r| r.measures[0].min = f64::NAN)),
+            // A span that is not finite, or derived quantities that are not.
+            (
+                "between -1e15 and 1e15",
+                Box::new(|r| {
+                    r.features[0].min = -1e308;
+                    r.features[0].max = 1e308;
+                }),
+            ),
+            (
+                "between -1e15 and 1e15",
+                Box::new(|r| r.measures[0].max = 1e308),
+            ),
+            ("too narrow", Box::new(|r| r.features[0].max = 1e-320)),
+            (
+                "too narrow",
+                Box::new(|r| {
+                    r.measures[0].min = 1e12;
+                    r.measures[0].max = 1e12 + 1e-4;
+                }),
+            ),
             ("used twice", Box::new(|r| r.label = "f0".to_owned())),
             (
                 "used twice",

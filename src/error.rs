@@ -54,6 +54,15 @@ pub enum ApiError {
     /// 405 `method-not-allowed`.
     #[error("this route does not accept this method")]
     MethodNotAllowed,
+    /// 503 `timeout`, with `Retry-After`.
+    #[error(
+        "the request took longer than {0:?}; a release already debited is still being made: \
+         retry with the same Idempotency-Key"
+    )]
+    Timeout(std::time::Duration),
+    /// 500 `release-failed`: debited, not made; the ledger entry stays.
+    #[error("{detail}")]
+    ReleaseFailed { release: uuid::Uuid, detail: String },
     /// 500 `internal`; the cause goes to the log only.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -87,6 +96,11 @@ impl ApiError {
                 StatusCode::METHOD_NOT_ALLOWED,
                 ProblemType::MethodNotAllowed,
             ),
+            ApiError::Timeout(_) => (StatusCode::SERVICE_UNAVAILABLE, ProblemType::Timeout),
+            ApiError::ReleaseFailed { .. } => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ProblemType::ReleaseFailed,
+            ),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ProblemType::Internal),
         }
     }
@@ -102,12 +116,14 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let (errors, remaining) = match self {
-            ApiError::BadLines { lines, .. } => (lines, None),
-            ApiError::BudgetExhausted { remaining, .. } => (Vec::new(), Some(remaining)),
-            _ => (Vec::new(), None),
+        let retry_after = matches!(self, ApiError::Timeout(_));
+        let (errors, remaining, release_id) = match self {
+            ApiError::BadLines { lines, .. } => (lines, None, None),
+            ApiError::BudgetExhausted { remaining, .. } => (Vec::new(), Some(remaining), None),
+            ApiError::ReleaseFailed { release, .. } => (Vec::new(), None, Some(release)),
+            _ => (Vec::new(), None, None),
         };
-        problem_response(
+        let mut response = problem_response(
             status,
             &Problem {
                 problem_type: kind.uri(),
@@ -116,19 +132,32 @@ impl IntoResponse for ApiError {
                 detail,
                 errors,
                 remaining,
+                release_id,
             },
-        )
+        );
+        if retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 
 /// Writes a problem document with its media type.
 pub fn problem_response(status: StatusCode, problem: &Problem) -> Response {
-    let body = serde_json::to_string(problem).unwrap_or_default();
+    let body = serde_json::to_string(problem).expect("BUG: a problem document is plain data");
     let mut response = (status, body).into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
     response
+}
+
+impl From<crate::clock::ClockError> for ApiError {
+    fn from(error: crate::clock::ClockError) -> Self {
+        ApiError::Internal(error.into())
+    }
 }
 
 impl From<StoreError> for ApiError {
@@ -149,8 +178,9 @@ impl From<ReleaseError> for ApiError {
                 ApiError::BudgetExhausted { detail, remaining }
             }
             ReleaseError::Conflict(detail) => ApiError::Conflict(detail),
+            ReleaseError::Failed { release, detail } => ApiError::ReleaseFailed { release, detail },
             ReleaseError::Store(error) => error.into(),
-            ReleaseError::Internal(detail) => ApiError::Internal(anyhow::anyhow!(detail)),
+            ReleaseError::Internal(error) => ApiError::Internal(error),
         }
     }
 }

@@ -61,21 +61,30 @@ pub struct NewEntry {
 
 impl NewEntry {
     /// The entry for a release debit.
-    pub fn release(release_id: Uuid, actor: &str, charge: &Charge, created_at: &str) -> Self {
-        NewEntry {
+    pub fn release(
+        release_id: Uuid,
+        actor: &str,
+        charge: &Charge,
+        created_at: &str,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(NewEntry {
             event: api::LedgerEvent::Release,
             actor: actor.to_owned(),
             release_id: Some(release_id),
             epsilon: charge.epsilon,
             delta: charge.delta,
-            loss: Some(serde_json::to_string(&charge.loss).unwrap_or_default()),
+            loss: Some(serde_json::to_string(&charge.loss)?),
             details: None,
             created_at: created_at.to_owned(),
-        }
+        })
     }
 
     /// Places the entry after `previous` (or first), computing its hash.
-    pub fn chain(self, dataset: &Uuid, previous: Option<(u64, &str)>) -> LedgerRecord {
+    pub fn chain(
+        self,
+        dataset: &Uuid,
+        previous: Option<(u64, &str)>,
+    ) -> Result<LedgerRecord, serde_json::Error> {
         let (seq, prev_hash) = match previous {
             Some((seq, hash)) => (seq + 1, hash.to_owned()),
             None => (0, GENESIS_HASH.to_owned()),
@@ -93,14 +102,14 @@ impl NewEntry {
             prev_hash,
             hash: String::new(),
         };
-        record.hash = record.expected_hash(dataset);
-        record
+        record.hash = record.expected_hash(dataset)?;
+        Ok(record)
     }
 }
 
 impl LedgerRecord {
     /// SHA-256 (hex) of the entry's canonical JSON, `prev_hash` included.
-    pub fn expected_hash(&self, dataset: &Uuid) -> String {
+    pub fn expected_hash(&self, dataset: &Uuid) -> Result<String, serde_json::Error> {
         let canonical = Canonical {
             dataset,
             seq: self.seq,
@@ -114,9 +123,8 @@ impl LedgerRecord {
             created_at: &self.created_at,
             prev_hash: &self.prev_hash,
         };
-        // Serialising a struct of strings and integers cannot fail.
-        let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
-        hex::encode(Sha256::digest(bytes))
+        let bytes = serde_json::to_vec(&canonical)?;
+        Ok(hex::encode(Sha256::digest(bytes)))
     }
 
     /// The API view of the entry.
@@ -170,7 +178,10 @@ pub fn verify(dataset: &Uuid, entries: &[LedgerRecord]) -> Result<Composition, C
         if entry.prev_hash != previous {
             return Err(fail("prev_hash does not match the previous entry's hash"));
         }
-        if entry.hash != entry.expected_hash(dataset) {
+        let expected = entry
+            .expected_hash(dataset)
+            .map_err(|error| fail(&format!("its contents do not encode: {error}")))?;
+        if entry.hash != expected {
             return Err(fail("hash does not match the entry's contents"));
         }
         if entry.event == api::LedgerEvent::Release {
@@ -206,7 +217,8 @@ mod tests {
             details: Some(r#"{"budget":{"epsilon":1.0}}"#.to_owned()),
             created_at: "2026-01-01T00:00:00Z".to_owned(),
         }
-        .chain(dataset, None);
+        .chain(dataset, None)
+        .unwrap();
         let mut entries = vec![open];
         for index in 0..3 {
             let charge = Charge {
@@ -219,7 +231,9 @@ mod tests {
             };
             let last = entries.last().unwrap();
             let entry = NewEntry::release(Uuid::new_v4(), "ana", &charge, "2026-01-01T00:00:01Z")
-                .chain(dataset, Some((last.seq, &last.hash)));
+                .unwrap()
+                .chain(dataset, Some((last.seq, &last.hash)))
+                .unwrap();
             entries.push(entry);
         }
         entries
@@ -269,7 +283,7 @@ mod tests {
         let dataset = Uuid::new_v4();
         let mut entries = ledger(&dataset);
         entries[1].epsilon = Epsilon::new(0.01).unwrap();
-        entries[1].hash = entries[1].expected_hash(&dataset);
+        entries[1].hash = entries[1].expected_hash(&dataset).unwrap();
         assert_eq!(verify(&dataset, &entries).unwrap_err().seq, 2);
     }
 }

@@ -10,6 +10,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod budget;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod dataset;

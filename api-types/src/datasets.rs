@@ -6,10 +6,16 @@ use uuid::Uuid;
 
 /// What one person's contribution is: the neighbouring datasets that must
 /// be indistinguishable. Fixed at creation.
+///
+/// | unit | private | public |
+/// |---|---|---|
+/// | `label` | the label and the measures of each row (its outcomes) | N, features, dimensions, row ids |
+/// | `row` | the whole row | N |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PrivacyUnit {
-    /// Neighbours differ in one row's label; N and the features are public.
+    /// Neighbours differ in one row's outcomes: its label and its measures.
+    /// N, the features, the dimensions and the row ids are public.
     Label,
     /// Neighbours differ in one whole row (replaced by any other); N is public.
     Row,

@@ -31,13 +31,20 @@ pub enum ProblemType {
     UnsupportedMediaType,
     /// 405: the route exists but not for this method.
     MethodNotAllowed,
+    /// 503: the request took longer than the server allows. A release
+    /// already debited is still made: retry with the same Idempotency-Key.
+    Timeout,
     /// 500: a fault on the server; the detail is in its log, not here.
     Internal,
+    /// 500: the release was debited but could not be made. Its ledger
+    /// entry stays; a retry with the same `Idempotency-Key` gets the same
+    /// answer, never fresh noise.
+    ReleaseFailed,
 }
 
 impl ProblemType {
     /// All problem types, for exhaustive tests and documentation.
-    pub const ALL: [ProblemType; 11] = [
+    pub const ALL: [ProblemType; 13] = [
         ProblemType::BudgetExhausted,
         ProblemType::InvalidInput,
         ProblemType::Unauthorized,
@@ -48,7 +55,9 @@ impl ProblemType {
         ProblemType::PayloadTooLarge,
         ProblemType::UnsupportedMediaType,
         ProblemType::MethodNotAllowed,
+        ProblemType::Timeout,
         ProblemType::Internal,
+        ProblemType::ReleaseFailed,
     ];
 
     /// The stable last segment of the `type` URI.
@@ -64,7 +73,9 @@ impl ProblemType {
             ProblemType::PayloadTooLarge => "payload-too-large",
             ProblemType::UnsupportedMediaType => "unsupported-media-type",
             ProblemType::MethodNotAllowed => "method-not-allowed",
+            ProblemType::Timeout => "timeout",
             ProblemType::Internal => "internal",
+            ProblemType::ReleaseFailed => "release-failed",
         }
     }
 
@@ -86,7 +97,9 @@ impl ProblemType {
             ProblemType::PayloadTooLarge => "Payload too large",
             ProblemType::UnsupportedMediaType => "Unsupported media type",
             ProblemType::MethodNotAllowed => "Method not allowed",
+            ProblemType::Timeout => "Request timed out",
             ProblemType::Internal => "Internal server error",
+            ProblemType::ReleaseFailed => "Release failed after its debit",
         }
     }
 
@@ -114,6 +127,9 @@ pub struct Problem {
     /// On `budget-exhausted`: what the dataset (or the caller's cap) has left.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remaining: Option<Remaining>,
+    /// On `release-failed`: the release whose debit stays in the ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_id: Option<uuid::Uuid>,
 }
 
 impl Problem {

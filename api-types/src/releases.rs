@@ -29,9 +29,10 @@ pub enum ReleaseRequest {
         intercept: bool,
         /// The analyst's own feature vectors (unit `label` only): the
         /// release then covers just these rows, with these vectors in
-        /// place of the stored features, and N is their number.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        features: Vec<SuppliedRow>,
+        /// place of the stored features, and N is their number. Omit it to
+        /// use the stored features; an empty list is refused.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        features: Option<Vec<SuppliedRow>>,
     },
     /// Counts, sums and means of the label or a measure, optionally over
     /// every combination of declared dimension values, released jointly.
@@ -162,8 +163,9 @@ pub struct AggregateGroup {
     pub key: BTreeMap<String, String>,
     /// As requested: `count`, `sum:COLUMN` or `mean:COLUMN`.
     pub statistic: String,
-    /// `null` for the mean of a group known to be empty.
-    pub value: Option<f64>,
+    /// The statistic; a mean divides by max(count, 1) and is clamped to the
+    /// column's bounds, so an empty group's mean is noise alone.
+    pub value: f64,
     /// Standard deviation of the noise on `value` (0 when exact).
     pub std: f64,
     /// Whether `value` is exact: the statistic is public under the

@@ -20,6 +20,7 @@ use crate::store::BudgetOutcome;
 #[utoipa::path(
     patch,
     path = "/v1/datasets/{id}/budget",
+    operation_id = "changeBudget",
     tag = "datasets",
     params(("id" = Uuid, Path, description = "Dataset id")),
     request_body = BudgetChange,
@@ -42,8 +43,8 @@ pub async fn change(
 ) -> Result<Json<Dataset>, ApiError> {
     caller.admin()?;
     let dataset = load_visible(&state, &caller, &id).await?;
-    let change =
-        Change::parse(&request, &caller.sub, crate::app::now()).map_err(ApiError::Invalid)?;
+    let change = Change::parse(&request, &caller.sub, crate::clock::timestamp()?)
+        .map_err(ApiError::Invalid)?;
     match state.store.change_budget(dataset.id, &change).await? {
         BudgetOutcome::Changed(record, analysts) => {
             tracing::info!(dataset = %record.id, caps = change.caps.len(), "budget changed");

@@ -17,6 +17,7 @@ use crate::store::NewDataset;
 #[utoipa::path(
     post,
     path = "/v1/datasets",
+    operation_id = "createDataset",
     tag = "datasets",
     request_body = CreateDataset,
     security(("bearer" = [])),
@@ -36,7 +37,8 @@ pub async fn create(
     ApiJson(request): ApiJson<CreateDataset>,
 ) -> Result<(StatusCode, Json<Dataset>), ApiError> {
     caller.admin()?;
-    let record = DatasetRecord::new(&request, crate::app::now()).map_err(ApiError::Invalid)?;
+    let record =
+        DatasetRecord::new(&request, crate::clock::timestamp()?).map_err(ApiError::Invalid)?;
     state
         .store
         .create_dataset(&NewDataset {
@@ -53,6 +55,7 @@ pub async fn create(
 #[utoipa::path(
     get,
     path = "/v1/datasets",
+    operation_id = "listDatasets",
     tag = "datasets",
     security(("bearer" = [])),
     responses(
@@ -81,6 +84,7 @@ pub async fn list(
 #[utoipa::path(
     get,
     path = "/v1/datasets/{id}",
+    operation_id = "getDataset",
     tag = "datasets",
     params(("id" = Uuid, Path, description = "Dataset id")),
     security(("bearer" = [])),

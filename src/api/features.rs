@@ -18,7 +18,7 @@ use super::extract::Caller;
 use crate::app::AppState;
 use crate::dataset::{ROW_ID, Schema};
 use crate::error::ApiError;
-use crate::store::{Store, StoredRow};
+use crate::store::{Store, StoredInputs};
 
 /// Rows read from the store per chunk of the response.
 const CHUNK_ROWS: u32 = 5000;
@@ -46,7 +46,7 @@ fn format(headers: &HeaderMap) -> Format {
 /// share of its declared range, so only its first digits are known: it is
 /// rounded to the decimal place of that precision (0.1, not
 /// 0.10000000149011612), which moves it by less than the storage did.
-fn raw(schema: &Schema, row: &StoredRow) -> impl Iterator<Item = f64> {
+fn raw(schema: &Schema, row: &StoredInputs) -> impl Iterator<Item = f64> {
     schema
         .features
         .iter()
@@ -77,7 +77,7 @@ fn decimal_round(value: f64, resolution: f64) -> f64 {
     }
 }
 
-fn encode(format: Format, schema: &Schema, rows: &[StoredRow]) -> Vec<u8> {
+fn encode(format: Format, schema: &Schema, rows: &[StoredInputs]) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows.len() * (16 + 12 * schema.k()));
     match format {
         Format::Csv => {
@@ -88,10 +88,13 @@ fn encode(format: Format, schema: &Schema, rows: &[StoredRow]) -> Vec<u8> {
                 for value in raw(schema, row) {
                     record.push_field(&value.to_string());
                 }
-                // Writing to a Vec cannot fail.
-                writer.write_record(&record).unwrap_or_default();
+                writer
+                    .write_record(&record)
+                    .expect("BUG: writing CSV to memory cannot fail");
             }
-            writer.flush().unwrap_or_default();
+            writer
+                .flush()
+                .expect("BUG: writing CSV to memory cannot fail");
         }
         Format::Ndjson => {
             for row in rows {
@@ -115,20 +118,34 @@ fn header_line(format: Format, schema: &Schema) -> Vec<u8> {
     let mut out = Vec::new();
     let mut writer = csv::Writer::from_writer(&mut out);
     let names = std::iter::once(ROW_ID).chain(schema.features.iter().map(|c| c.name.as_str()));
-    writer.write_record(names).unwrap_or_default();
-    writer.flush().unwrap_or_default();
+    writer
+        .write_record(names)
+        .expect("BUG: writing CSV to memory cannot fail");
+    writer
+        .flush()
+        .expect("BUG: writing CSV to memory cannot fail");
     drop(writer);
     out
 }
 
-/// Pages through the rows in row id order, one response chunk per page.
-fn stream(store: Arc<dyn Store>, dataset: Uuid, schema: Schema, format: Format) -> Body {
+/// Pages through the snapshot of the dataset at `version` rows in row id
+/// order, one response chunk per page; labels and measures are never read.
+fn stream(
+    store: Arc<dyn Store>,
+    dataset: Uuid,
+    version: u64,
+    schema: Schema,
+    format: Format,
+) -> Body {
     let first = Bytes::from(header_line(format, &schema));
     let pages = futures_util::stream::unfold(Some(None::<String>), move |cursor| {
         let (store, schema) = (store.clone(), schema.clone());
         async move {
             let after = cursor?;
-            match store.rows(dataset, after.as_deref(), CHUNK_ROWS).await {
+            match store
+                .row_inputs(dataset, version, after.as_deref(), CHUNK_ROWS)
+                .await
+            {
                 Err(error) => {
                     tracing::error!(%dataset, error = %error, "feature export failed");
                     Some((Err(std::io::Error::other(error.to_string())), None))
@@ -153,6 +170,7 @@ fn stream(store: Arc<dyn Store>, dataset: Uuid, schema: Schema, format: Format) 
 #[utoipa::path(
     get,
     path = "/v1/datasets/{id}/features",
+    operation_id = "exportFeatures",
     tag = "datasets",
     params(("id" = Uuid, Path, description = "Dataset id")),
     security(("bearer" = [])),
@@ -185,8 +203,14 @@ pub async fn export(
         Format::Csv => "text/csv; charset=utf-8",
         Format::Ndjson => NDJSON,
     };
-    let mut response =
-        stream(state.store.clone(), dataset.id, dataset.schema, format).into_response();
+    let body = stream(
+        state.store.clone(),
+        dataset.id,
+        dataset.n_rows,
+        dataset.schema,
+        format,
+    );
+    let mut response = body.into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(media));

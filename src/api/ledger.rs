@@ -14,6 +14,7 @@ use crate::error::ApiError;
 #[utoipa::path(
     get,
     path = "/v1/datasets/{id}/ledger",
+    operation_id = "getLedger",
     tag = "ledger",
     params(("id" = Uuid, Path, description = "Dataset id"), PageQuery),
     security(("bearer" = [])),

@@ -13,10 +13,10 @@ mod ledger;
 mod releases;
 mod rows;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use dpgate_api_types::{LineError, Problem};
@@ -47,7 +47,7 @@ use crate::error::ApiError;
         (name = "datasets", description = "Datasets, their schema, rows and budget (admins create and load; analysts see the datasets they are granted)"),
         (name = "releases", description = "Differentially private releases (analysts)"),
         (name = "ledger", description = "The hash-chained budget ledger (admins)"),
-        (name = "operations", description = "Liveness and metrics"),
+        (name = "operations", description = "Liveness (metrics are served on a listener of their own, DPGATE_METRICS_ADDR)"),
     )
 )]
 struct ApiDoc;
@@ -85,7 +85,6 @@ fn routes(limits: &Limits) -> OpenApiRouter<AppState> {
         .routes(routes!(releases::get))
         .routes(routes!(ledger::page))
         .routes(routes!(health::healthz))
-        .routes(routes!(health::metrics))
 }
 
 /// The OpenAPI document of every route the server serves.
@@ -103,6 +102,16 @@ async fn method_not_allowed() -> ApiError {
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::Internal(anyhow::anyhow!("a handler panicked")).into_response()
+}
+
+/// Answers 503 `timeout` once a request has taken `limit`. Dropping the
+/// handler is safe: uploads roll back, and a debited release is made on a
+/// task of its own, which a retry with the same Idempotency-Key collects.
+async fn deadline(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout(limit).into_response(),
+    }
 }
 
 /// Counts requests and their latency by route template and status.
@@ -124,14 +133,24 @@ async fn record(request: Request, next: Next) -> Response {
 /// The application's router, with its fallbacks and middleware.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.limits.body_bytes;
+    let timeout = state.limits.request_timeout;
     routes(&state.limits)
         .split_for_parts()
         .0
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(timeout, deadline))
         .layer(middleware::from_fn(record))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// The metrics listener's router: `/metrics` and nothing else.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", axum::routing::get(health::metrics))
+        .fallback(not_found)
         .with_state(state)
 }

@@ -58,6 +58,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 #[utoipa::path(
     post,
     path = "/v1/datasets/{id}/releases",
+    operation_id = "createRelease",
     tag = "releases",
     params(
         ("id" = Uuid, Path, description = "Dataset id"),
@@ -102,7 +103,7 @@ pub async fn create(
         max_groups: state.limits.max_groups,
     };
     Ok(
-        match releases::release(state.store.as_ref(), ask, &request).await? {
+        match releases::release(state.store.clone(), &state.tasks, ask, request).await? {
             Outcome::Created(body) => json(StatusCode::CREATED, body),
             Outcome::Replayed(body) => json(StatusCode::OK, body),
             Outcome::Priced(release) => (StatusCode::OK, axum::Json(*release)).into_response(),
@@ -114,6 +115,7 @@ pub async fn create(
 #[utoipa::path(
     get,
     path = "/v1/datasets/{id}/releases/{release_id}",
+    operation_id = "getRelease",
     tag = "releases",
     params(
         ("id" = Uuid, Path, description = "Dataset id"),
@@ -140,9 +142,16 @@ pub async fn get(
         .await?
         .filter(|stored| caller.role == Role::Admin || stored.analyst == caller.sub)
         .ok_or_else(|| ApiError::NotFound("no such release".to_owned()))?;
+    if let Some(detail) = stored.failure {
+        return Err(ApiError::ReleaseFailed {
+            release: stored.id,
+            detail,
+        });
+    }
     let body = stored.response.ok_or_else(|| {
         ApiError::NotFound(
-            "this release was debited but its result was not stored (the budget stays spent)"
+            "this release was debited and is still being made, or its server stopped before \
+             storing it (the budget stays spent)"
                 .to_owned(),
         )
     })?;
@@ -161,6 +170,7 @@ pub struct ListQuery {
 #[utoipa::path(
     get,
     path = "/v1/datasets/{id}/releases",
+    operation_id = "listReleases",
     tag = "releases",
     params(("id" = Uuid, Path, description = "Dataset id"), PageQuery, ListQuery),
     security(("bearer" = [])),

@@ -95,6 +95,7 @@ async fn store_batches(
 #[utoipa::path(
     post,
     path = "/v1/datasets/{id}/rows",
+    operation_id = "uploadRows",
     tag = "datasets",
     params(("id" = Uuid, Path, description = "Dataset id")),
     request_body(

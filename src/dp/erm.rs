@@ -19,6 +19,13 @@
 //! enters the objective as (1/N)·bᵀw, and the exact minimiser of
 //! J(w) + (1/N)bᵀw + (Δ/2)‖w‖² is ε_p-DP.
 //!
+//! dpgate adds Δ whenever ε′ would fall below ε_p/2, not only when it
+//! would be ≤ 0. The proof holds for any public Δ ≥ 0 with ε′ > 0; CMS11's
+//! own rule lets ε′ approach 0 from above, where b's scale 2/ε′ grows
+//! without bound: the model is then noise, and ‖b‖/N can exceed what a
+//! double-precision solve can certify. With the wider rule b's scale is at
+//! most 4/ε_p.
+//!
 //! That guarantee is for the *exact* minimiser. A real solve stops at
 //! ‖∇‖ ≤ γ, so, following Approximate Minima Perturbation (Iyengar, Near,
 //! Song, Thakkar, Thakurta & Wang 2019), a small share of ε pays for
@@ -32,7 +39,7 @@
 //!   Towards Practical Differentially Private Convex Optimization. IEEE S&P
 //!   2019.
 
-use super::DpError;
+use super::{DpError, Epsilon};
 
 /// c: the bound on the logistic loss's second derivative, σ(z)(1 − σ(z)).
 pub const LOGISTIC_CURVATURE: f64 = 0.25;
@@ -42,9 +49,10 @@ pub const LOGISTIC_CURVATURE: f64 = 0.25;
 /// enough for Newton's method in double precision on millions of rows.
 pub const SOLVE_TOLERANCE: f64 = 1e-10;
 
-/// The share of an objective-perturbation budget spent on the output noise
-/// that covers the inexact solve.
-pub const OUTPUT_SHARE: f64 = 0.01;
+/// The output noise that covers the inexact solve gets 1/`OUTPUT_SHARE`
+/// of an objective-perturbation budget (in whole ledger units, rounded down,
+/// at least one unit); the perturbed objective gets the rest.
+pub const OUTPUT_SHARE: u64 = 100;
 
 fn check(n: u64, lambda: f64) -> Result<(), DpError> {
     if n == 0 {
@@ -69,7 +77,8 @@ pub fn output_sensitivity(n: u64, lambda: f64, tolerance: f64) -> Result<f64, Dp
 /// The parameters of one objective-perturbation release.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ObjectivePerturbation {
-    /// ε_p: the part of ε the perturbed objective spends.
+    /// ε_p: the part of ε the perturbed objective spends, as the float
+    /// below its exact ledger units (so that rounding never spends more).
     pub epsilon_objective: f64,
     /// ε′: the density of b is ∝ exp(−(ε′/2)‖b‖).
     pub epsilon_prime: f64,
@@ -77,35 +86,59 @@ pub struct ObjectivePerturbation {
     pub extra_regulariser: f64,
     /// The Gamma scale of ‖b‖: 2/ε′.
     pub b_scale: f64,
-    /// ε of the output noise.
-    pub epsilon_output: f64,
+    /// ε of the output noise, in whole ledger units: with `epsilon_objective`
+    /// it adds up to the request's ε exactly.
+    pub epsilon_output: Epsilon,
     /// L2 sensitivity of the output noise: 2γ/(λ + Δ).
     pub output_sensitivity: f64,
 }
 
-/// CMS11 Algorithm 2 for total ε, with [`OUTPUT_SHARE`] of it reserved for
-/// the output noise of a solve to `tolerance` (see the module docs).
+/// A float computed to within a few ulps, moved up past that error.
+fn above(value: f64) -> f64 {
+    value * (1.0 + 8.0 * f64::EPSILON)
+}
+
+/// Splits ε into the output share (⌊units/[`OUTPUT_SHARE`]⌋, at least one
+/// unit) and the objective's share (the rest), both in whole ledger units,
+/// so the two add up to ε exactly.
+pub fn split_epsilon(epsilon: Epsilon) -> Result<(Epsilon, Epsilon), DpError> {
+    let units = epsilon.units();
+    if units < 2 {
+        return Err(DpError::BelowResolution {
+            name: "epsilon of objective perturbation (split between the objective and the output)",
+            value: epsilon.value(),
+            resolution: 2.0 / Epsilon::UNITS_PER_ONE as f64,
+        });
+    }
+    let output = (units / OUTPUT_SHARE).max(1);
+    Ok((
+        Epsilon::from_units(output),
+        Epsilon::from_units(units - output),
+    ))
+}
+
+/// CMS11 Algorithm 2 for total ε (see the module docs), with a share of it
+/// reserved for the output noise of a solve to `tolerance`
+/// ([`split_epsilon`]). Every float on the way is rounded towards spending
+/// less: ε_p down, the loss term 2·ln(1 + c/(Nλ)) and Δ up, ε′ down.
 pub fn objective_perturbation(
-    epsilon: f64,
+    epsilon: Epsilon,
     n: u64,
     lambda: f64,
     tolerance: f64,
 ) -> Result<ObjectivePerturbation, DpError> {
     check(n, lambda)?;
-    if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(DpError::InvalidEpsilon {
-            value: epsilon,
-            max: super::Epsilon::MAX,
-        });
-    }
-    let epsilon_output = epsilon * OUTPUT_SHARE;
-    let epsilon_objective = epsilon - epsilon_output;
+    let (epsilon_output, objective) = split_epsilon(epsilon)?;
+    // The float nearest units/10⁹ may lie above it; the one below never does.
+    let epsilon_objective = objective.value().next_down();
     let ratio = LOGISTIC_CURVATURE / (n as f64 * lambda);
-    let mut epsilon_prime = epsilon_objective - 2.0 * ratio.ln_1p();
+    let mut epsilon_prime = (epsilon_objective - above(2.0 * above(ratio).ln_1p())).next_down();
     let mut extra_regulariser = 0.0;
-    if epsilon_prime <= 0.0 {
-        extra_regulariser =
-            LOGISTIC_CURVATURE / (n as f64 * (epsilon_objective / 4.0).exp_m1()) - lambda;
+    if epsilon_prime < epsilon_objective / 2.0 {
+        // With Δ, 2·ln(1 + c/(N(λ + Δ))) = ε_p/2 exactly; rounding Δ up
+        // only makes that loss smaller.
+        let needed = LOGISTIC_CURVATURE / (n as f64 * (epsilon_objective / 4.0).exp_m1());
+        extra_regulariser = above(above(needed) - lambda);
         epsilon_prime = epsilon_objective / 2.0;
     }
     Ok(ObjectivePerturbation {
@@ -133,12 +166,17 @@ mod tests {
         }
     }
 
+    fn eps(value: f64) -> Epsilon {
+        Epsilon::new(value).unwrap()
+    }
+
     #[test]
     fn objective_perturbation_follows_cms11_algorithm_2() {
         // N = 1000, λ = 0.01: c/(Nλ) = 0.025, ε′ = 0.99 − 2·ln(1.025).
-        let p = objective_perturbation(1.0, 1000, 0.01, 1e-10).unwrap();
+        let p = objective_perturbation(eps(1.0), 1000, 0.01, 1e-10).unwrap();
         assert!((p.epsilon_objective - 0.99).abs() < 1e-15);
-        assert!((p.epsilon_output - 0.01).abs() < 1e-15);
+        assert!(p.epsilon_objective < 0.99);
+        assert_eq!(p.epsilon_output, eps(0.01));
         let expected = 0.99 - 2.0 * 1.025f64.ln();
         assert!((p.epsilon_prime - expected).abs() < 1e-15);
         assert_eq!(p.extra_regulariser, 0.0);
@@ -153,10 +191,11 @@ mod tests {
     fn a_small_n_lambda_adds_the_extra_regulariser() {
         // N = 100, λ = 1e-4: c/(Nλ) = 25, 2·ln 26 ≫ ε, so ε′ = ε_p/2 and
         // Δ = c/(N(e^{ε_p/4} − 1)) − λ.
-        let p = objective_perturbation(1.0, 100, 1e-4, 1e-10).unwrap();
+        let p = objective_perturbation(eps(1.0), 100, 1e-4, 1e-10).unwrap();
         assert!((p.epsilon_prime - 0.495).abs() < 1e-15);
         let delta = 0.25 / (100.0 * (0.99f64 / 4.0).exp_m1()) - 1e-4;
         assert!((p.extra_regulariser - delta).abs() < 1e-15);
+        assert!(p.extra_regulariser >= delta);
         assert!(p.extra_regulariser > 0.0);
         // With Δ, the total regulariser λ + Δ makes c/(N(λ+Δ)) fit:
         // 2·ln(1 + c/(N(λ+Δ))) = 2·ln(e^{ε_p/4}) = ε_p/2 = ε_p − ε′.
@@ -166,10 +205,72 @@ mod tests {
     }
 
     #[test]
+    fn an_epsilon_prime_below_half_the_budget_gets_the_regulariser_instead() {
+        // N = 1000, λ = 2.5e-4: c/(Nλ) = 1, 2·ln 2 = 1.386 > ε_p/2 = 0.99
+        // while ε′ = 1.98 − 1.386 = 0.594 is still positive: CMS11 would
+        // keep λ and noise b at scale 2/0.594; dpgate regularises instead.
+        let p = objective_perturbation(eps(2.0), 1000, 2.5e-4, 1e-10).unwrap();
+        assert_eq!(p.epsilon_prime, p.epsilon_objective / 2.0);
+        assert!(p.extra_regulariser > 0.0);
+        let spent = 2.0 * (0.25 / (1000.0 * (2.5e-4 + p.extra_regulariser))).ln_1p();
+        assert!(spent <= p.epsilon_objective - p.epsilon_prime);
+        assert!(p.b_scale <= 4.0 / p.epsilon_objective);
+    }
+
+    #[test]
     fn bad_parameters_are_errors() {
-        assert!(objective_perturbation(0.0, 10, 0.1, 1e-10).is_err());
-        assert!(objective_perturbation(f64::NAN, 10, 0.1, 1e-10).is_err());
-        assert!(objective_perturbation(1.0, 0, 0.1, 1e-10).is_err());
-        assert!(objective_perturbation(1.0, 10, 0.0, 1e-10).is_err());
+        assert!(objective_perturbation(eps(1e-9), 10, 0.1, 1e-10).is_err());
+        assert!(objective_perturbation(eps(1.0), 0, 0.1, 1e-10).is_err());
+        assert!(objective_perturbation(eps(1.0), 10, 0.0, 1e-10).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_split_never_spends_more_than_requested(units in 2u64..1_000_000_000_000_000) {
+            let epsilon = Epsilon::from_units(units);
+            let (output, objective) = split_epsilon(epsilon).unwrap();
+            proptest::prop_assert_eq!(output.units() + objective.units(), units);
+            proptest::prop_assert!(output.units() >= 1 && objective.units() >= 1);
+            proptest::prop_assert!(output.units() <= units / OUTPUT_SHARE + 1);
+            let p = objective_perturbation(epsilon, 1000, 1e-3, 1e-10).unwrap();
+            // The float the objective is calibrated with is at most its
+            // units, exactly: (units − output)·10⁻⁹ ≥ ε_p.
+            let exact = num_rational(objective.units());
+            proptest::prop_assert!(p.epsilon_objective <= exact);
+            proptest::prop_assert!(p.epsilon_prime <= p.epsilon_objective);
+        }
+    }
+
+    /// units·10⁻⁹ as the largest float not above it.
+    fn num_rational(units: u64) -> f64 {
+        let nearest = units as f64 / 1e9;
+        let above_exact = |x: f64| {
+            use num_bigint::BigUint;
+            let (mantissa, exponent) = decompose(x);
+            // x > units/10⁹ ⇔ m·2^e·10⁹ > units, in exact integers.
+            let scaled = BigUint::from(mantissa) * 1_000_000_000u32;
+            let units = BigUint::from(units);
+            if exponent >= 0 {
+                (scaled << exponent.unsigned_abs()) > units
+            } else {
+                scaled > (units << exponent.unsigned_abs())
+            }
+        };
+        if above_exact(nearest) {
+            nearest.next_down()
+        } else {
+            nearest
+        }
+    }
+
+    fn decompose(x: f64) -> (u64, i32) {
+        let bits = x.to_bits();
+        let exponent = ((bits >> 52) & 0x7ff) as i32;
+        let fraction = bits & ((1 << 52) - 1);
+        if exponent == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction | (1 << 52), exponent - 1075)
+        }
     }
 }

@@ -32,6 +32,14 @@ pub enum DpError {
     /// A value to be released is NaN or infinite.
     #[error("the value to release at coordinate {0} is not finite")]
     NonFiniteValue(usize),
+    /// The values a release may take are so large next to its noise that no
+    /// lattice both holds them and resolves the noise (2^23 points per
+    /// noise scale): refused before anything is spent.
+    #[error(
+        "values up to {range:e} are too large to release with noise of scale {noise:e} \
+         (the declared bounds are too wide for this ε, or the noise too small for them)"
+    )]
+    RangeTooWide { range: f64, noise: f64 },
     /// A value too large for the release's lattice (|value| / spacing ≥ 2^62).
     #[error("the value to release at coordinate {0} is too large for the noise lattice")]
     ValueOutOfRange(usize),

@@ -22,6 +22,14 @@
 //! run out first (Gaussian noise above 2^30 points, for instance ε = 0.01 on
 //! 10⁶ coordinates, where the inflation is still below 10⁻³).
 //!
+//! Every mechanism is also told the `range` of its query: the largest
+//! magnitude any coordinate can take for any dataset in the declared domain,
+//! a public fact. The lattice is made coarse enough that every value in the
+//! range snaps to an index below 2^61, so a release can never fail on a
+//! value that is too large; if that would leave fewer than 2^23 lattice
+//! points per noise scale, the mechanism is refused up front
+//! ([`DpError::RangeTooWide`]), before anything is spent.
+//!
 //! The discrete Gaussian on the lattice has exactly the RDP curve of the
 //! continuous one (Canonne et al. 2020, Theorem 14). Its (ε, δ) profile
 //! matches the continuous Gaussian's up to terms of order e^{−2π²s²} in the
@@ -50,37 +58,59 @@ const MAX_INFLATION_BITS: i32 = 20;
 /// Values are snapped to lattice points n·γ with |n| below this.
 const MAX_LATTICE_INDEX: f64 = (1u64 << 62) as f64;
 
+/// log₂ of the largest index a value within a mechanism's range snaps to:
+/// half of [`MAX_LATTICE_INDEX`], which leaves room for the noise.
+const RANGE_INDEX_BITS: i32 = 61;
+
 /// The lattice γℤᵏ, γ = 2^exponent, a release is rounded to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Lattice {
     exponent: i32,
 }
 
-/// The largest exponent e with 2^e ≤ x, exactly.
-fn floor_log2(x: f64) -> i32 {
-    let mut exponent = x.log2().floor() as i32;
-    while 2f64.powi(exponent) > x {
-        exponent -= 1;
+/// The largest exponent e with 2^e ≤ x, read off x's bits (subnormals
+/// included); `None` unless x is finite and positive.
+fn floor_log2(x: f64) -> Option<i32> {
+    if !(x.is_finite() && x > 0.0) {
+        return None;
     }
-    while 2f64.powi(exponent + 1) <= x {
-        exponent += 1;
+    let bits = x.to_bits();
+    let biased = ((bits >> 52) & 0x7ff) as i32;
+    if biased > 0 {
+        return Some(biased - 1023);
     }
-    exponent
+    // A subnormal is m·2^−1074 with m < 2^52.
+    let mantissa = bits & ((1 << 52) - 1);
+    Some(-1074 + 63 - mantissa.leading_zeros() as i32)
 }
 
 impl Lattice {
     /// The coarsest lattice on which noise of scale `noise` spans at least
     /// 2^23 points and rounding adds at most 2^−20·Δ to the sensitivity
     /// (`per_axis` = Δ/√k for L2, Δ₁/k for L1), unless that needs more than
-    /// 2^`max_bits` points per noise scale, where the sampler's integers end.
-    fn choose(noise: f64, per_axis: f64, max_bits: i32) -> Result<Self, DpError> {
+    /// 2^`max_bits` points per noise scale, where the sampler's integers end;
+    /// coarser still if values up to `range` would otherwise snap to indices
+    /// beyond 2^61 (then the rounding may add more than 2^−20·Δ, which the
+    /// inflated sensitivity accounts for).
+    fn choose(noise: f64, per_axis: f64, max_bits: i32, range: f64) -> Result<Self, DpError> {
+        if !(range.is_finite() && range >= 0.0) {
+            return Err(DpError::RangeTooWide { range, noise });
+        }
         let target =
             (noise / 2f64.powi(MIN_NOISE_BITS)).min(per_axis / 2f64.powi(MAX_INFLATION_BITS));
-        let finest = floor_log2(noise) - max_bits + 1;
-        let exponent = floor_log2(target).max(finest);
+        let (Some(noise_bits), Some(target_bits)) = (floor_log2(noise), floor_log2(target)) else {
+            return Err(DpError::InvalidSensitivity(per_axis));
+        };
+        let finest = noise_bits - max_bits + 1;
+        // The smallest exponent e with range < 2^(e + 61).
+        let holds_range = floor_log2(range).map_or(i32::MIN, |bits| bits - RANGE_INDEX_BITS + 1);
+        let exponent = target_bits.max(finest).max(holds_range);
         // Keep γ a normal float, so that scaling by it is exact.
         if !(-1000..=1000).contains(&exponent) {
             return Err(DpError::InvalidSensitivity(per_axis));
+        }
+        if noise_bits - exponent < MIN_NOISE_BITS {
+            return Err(DpError::RangeTooWide { range, noise });
         }
         Ok(Lattice { exponent })
     }
@@ -146,14 +176,15 @@ enum Norm {
     L2,
 }
 
-/// The lattice for noise of scale `noise`, and the sensitivity once the
-/// rounding to it is added (rounded up, never down).
+/// The lattice for noise of scale `noise` on values up to `range`, and the
+/// sensitivity once the rounding to it is added (rounded up, never down).
 fn rounded(
     noise: f64,
     sensitivity: f64,
     dims: usize,
     norm: Norm,
     max_bits: i32,
+    range: f64,
 ) -> Result<(Lattice, f64), DpError> {
     if dims == 0 {
         return Err(DpError::NoCoordinates);
@@ -162,7 +193,7 @@ fn rounded(
         Norm::L1 => dims as f64,
         Norm::L2 => (dims as f64).sqrt(),
     };
-    let lattice = Lattice::choose(noise, sensitivity / growth, max_bits)?;
+    let lattice = Lattice::choose(noise, sensitivity / growth, max_bits, range)?;
     let sensitivity = (sensitivity + (lattice.spacing() * growth).next_up()).next_up();
     Ok((lattice, sensitivity))
 }
@@ -183,6 +214,7 @@ fn pure_scale(
     sensitivity: f64,
     dims: usize,
     norm: Norm,
+    range: f64,
 ) -> Result<(Lattice, f64, u64), DpError> {
     check_sensitivity(sensitivity)?;
     let epsilon = epsilon.value();
@@ -192,6 +224,7 @@ fn pure_scale(
         dims,
         norm,
         MAX_SCALE_BITS,
+        range,
     )?;
     let scale = units((sensitivity / epsilon).next_up(), lattice);
     if scale > MAX_SCALE {
@@ -202,16 +235,18 @@ fn pure_scale(
 
 impl Mechanism {
     /// Gaussian noise for (ε, δ)-DP on `dims` coordinates of L2 sensitivity
-    /// `sensitivity`, with σ from the analytic Gaussian mechanism.
+    /// `sensitivity`, each coordinate at most `range` in magnitude, with σ
+    /// from the analytic Gaussian mechanism.
     pub fn gaussian(
         epsilon: Epsilon,
         delta: Delta,
         sensitivity: f64,
         dims: usize,
+        range: f64,
     ) -> Result<Self, DpError> {
         let (epsilon, delta) = (epsilon.value(), delta.value());
         let noise = analytic_sigma(epsilon, delta, sensitivity)?;
-        let (lattice, sensitivity) = rounded(noise, sensitivity, dims, Norm::L2, 30)?;
+        let (lattice, sensitivity) = rounded(noise, sensitivity, dims, Norm::L2, 30, range)?;
         let sigma = units(analytic_sigma(epsilon, delta, sensitivity)?, lattice);
         if sigma > f64::from(MAX_GAUSSIAN_SIGMA) {
             return Err(DpError::TooManyCoordinates(dims));
@@ -229,9 +264,16 @@ impl Mechanism {
     }
 
     /// Laplace noise for pure ε-DP on `dims` coordinates of L1 sensitivity
-    /// `sensitivity`: scale b = Δ₁/ε per coordinate.
-    pub fn laplace(epsilon: Epsilon, sensitivity: f64, dims: usize) -> Result<Self, DpError> {
-        let (lattice, sensitivity, scale) = pure_scale(epsilon, sensitivity, dims, Norm::L1)?;
+    /// `sensitivity`, each at most `range` in magnitude: scale b = Δ₁/ε per
+    /// coordinate.
+    pub fn laplace(
+        epsilon: Epsilon,
+        sensitivity: f64,
+        dims: usize,
+        range: f64,
+    ) -> Result<Self, DpError> {
+        let (lattice, sensitivity, scale) =
+            pure_scale(epsilon, sensitivity, dims, Norm::L1, range)?;
         Ok(Mechanism {
             lattice,
             dims,
@@ -246,10 +288,17 @@ impl Mechanism {
     }
 
     /// Norm-Gamma vector noise, density ∝ exp(−ε‖z‖₂/Δ), for pure ε-DP on
-    /// `dims` coordinates of L2 sensitivity `sensitivity` (Chaudhuri et al.
-    /// 2011, Algorithm 1; Song et al. 2013).
-    pub fn norm_gamma(epsilon: Epsilon, sensitivity: f64, dims: usize) -> Result<Self, DpError> {
-        let (lattice, sensitivity, scale) = pure_scale(epsilon, sensitivity, dims, Norm::L2)?;
+    /// `dims` coordinates of L2 sensitivity `sensitivity`, each at most
+    /// `range` in magnitude (Chaudhuri et al. 2011, Algorithm 1; Song et al.
+    /// 2013).
+    pub fn norm_gamma(
+        epsilon: Epsilon,
+        sensitivity: f64,
+        dims: usize,
+        range: f64,
+    ) -> Result<Self, DpError> {
+        let (lattice, sensitivity, scale) =
+            pure_scale(epsilon, sensitivity, dims, Norm::L2, range)?;
         Ok(Mechanism {
             lattice,
             dims,
@@ -346,3 +395,26 @@ impl Mechanism {
 #[cfg(test)]
 #[path = "mechanism_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod floor_log2_tests {
+    use super::floor_log2;
+
+    #[test]
+    fn floor_log2_is_exact_from_subnormals_to_the_largest_float() {
+        assert_eq!(floor_log2(1.0), Some(0));
+        assert_eq!(floor_log2(3.0), Some(1));
+        assert_eq!(floor_log2(0.75), Some(-1));
+        assert_eq!(floor_log2(f64::MAX), Some(1023));
+        assert_eq!(floor_log2(f64::MIN_POSITIVE), Some(-1022));
+        assert_eq!(floor_log2(5e-324), Some(-1074));
+        assert_eq!(floor_log2(1e-318), Some(-1057));
+        for x in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(floor_log2(x), None, "{x}");
+        }
+        for e in -1074..=1023 {
+            let x = 2f64.powi(e.max(-1022)) * 2f64.powi((e + 1022).min(0));
+            assert_eq!(floor_log2(x), Some(e));
+        }
+    }
+}

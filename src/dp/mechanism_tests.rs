@@ -16,9 +16,9 @@ fn delta(value: f64) -> Delta {
 
 fn all_three(dims: usize) -> [Mechanism; 3] {
     [
-        Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, dims).unwrap(),
-        Mechanism::laplace(epsilon(1.0), 1.0, dims).unwrap(),
-        Mechanism::norm_gamma(epsilon(1.0), 1.0, dims).unwrap(),
+        Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, dims, 4.0).unwrap(),
+        Mechanism::laplace(epsilon(1.0), 1.0, dims, 4.0).unwrap(),
+        Mechanism::norm_gamma(epsilon(1.0), 1.0, dims, 4.0).unwrap(),
     ]
 }
 
@@ -36,7 +36,8 @@ fn gaussian_sigma_meets_delta_at_the_rounded_sensitivity_and_stays_tight() {
         (0.1, 1e-9, 1e-6, 33),
         (8.0, 1e-5, 3.0, 10_000),
     ] {
-        let mechanism = Mechanism::gaussian(epsilon(e), delta(d), sensitivity, dims).unwrap();
+        let mechanism =
+            Mechanism::gaussian(epsilon(e), delta(d), sensitivity, dims, sensitivity).unwrap();
         let PrivacyLoss::Gaussian {
             sensitivity: rounded,
             sigma,
@@ -61,7 +62,7 @@ fn gaussian_sigma_meets_delta_at_the_rounded_sensitivity_and_stays_tight() {
 #[test]
 fn pure_mechanisms_spend_at_most_their_epsilon_at_the_rounded_sensitivity() {
     for dims in [1, 16, 1_000_000] {
-        let laplace = Mechanism::laplace(epsilon(0.5), 2.0, dims).unwrap();
+        let laplace = Mechanism::laplace(epsilon(0.5), 2.0, dims, 2.0).unwrap();
         let PrivacyLoss::Laplace {
             sensitivity,
             scale,
@@ -75,7 +76,7 @@ fn pure_mechanisms_spend_at_most_their_epsilon_at_the_rounded_sensitivity() {
         assert!(sensitivity / scale <= 0.5);
         assert_eq!(scale, laplace.noise_scale());
 
-        let norm_gamma = Mechanism::norm_gamma(epsilon(0.5), 2.0, dims).unwrap();
+        let norm_gamma = Mechanism::norm_gamma(epsilon(0.5), 2.0, dims, 2.0).unwrap();
         assert_eq!(
             *norm_gamma.loss(),
             PrivacyLoss::PureEpsilon { epsilon: 0.5 }
@@ -197,18 +198,49 @@ fn bad_inputs_are_refused_with_reasons() {
         Err(DpError::ValueOutOfRange(0))
     );
     assert_eq!(
-        Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, 0),
+        Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, 0, 1.0),
         Err(DpError::NoCoordinates)
     );
     assert!(matches!(
-        Mechanism::gaussian(epsilon(1.0), Delta::ZERO, 1.0, 3),
+        Mechanism::gaussian(epsilon(1.0), Delta::ZERO, 1.0, 3, 1.0),
         Err(DpError::InvalidDelta { .. })
     ));
     for sensitivity in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        assert!(Mechanism::laplace(epsilon(1.0), sensitivity, 3).is_err());
-        assert!(Mechanism::norm_gamma(epsilon(1.0), sensitivity, 3).is_err());
-        assert!(Mechanism::gaussian(epsilon(1.0), delta(1e-6), sensitivity, 3).is_err());
+        assert!(Mechanism::laplace(epsilon(1.0), sensitivity, 3, 1.0).is_err());
+        assert!(Mechanism::norm_gamma(epsilon(1.0), sensitivity, 3, 1.0).is_err());
+        assert!(Mechanism::gaussian(epsilon(1.0), delta(1e-6), sensitivity, 3, 1.0).is_err());
     }
+}
+
+#[test]
+fn every_value_within_the_range_snaps_and_a_range_too_wide_is_refused_up_front() {
+    // Sums up to 10¹² at ε = 0.01 and sensitivity 1: the lattice the
+    // inflation alone would choose (2^−22) would index them beyond 2^61,
+    // so it is made one step coarser, and still resolves the noise.
+    let range = 1e12;
+    let mechanism = Mechanism::laplace(epsilon(0.01), 1.0, 2, range).unwrap();
+    assert_eq!(mechanism.grid(), 2f64.powi(-21));
+    assert!(range / mechanism.grid() < 2f64.powi(61));
+    assert!(mechanism.noise_scale() / mechanism.grid() >= 2f64.powi(23));
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    assert!(mechanism.release(&[range, -range], &mut rng).is_ok());
+    // The coarser lattice is paid for in the accounted sensitivity.
+    let PrivacyLoss::Laplace { sensitivity, .. } = *mechanism.loss() else {
+        panic!("Laplace loss");
+    };
+    assert!(sensitivity >= 1.0 + 2.0 * mechanism.grid());
+    // 2^61 lattice points per value and 2^23 per noise scale cannot both
+    // hold once the range exceeds the noise by 2^38.
+    for range in [2f64.powi(45), f64::INFINITY, f64::NAN, -1.0] {
+        assert!(
+            matches!(
+                Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, 1, range),
+                Err(DpError::RangeTooWide { .. })
+            ),
+            "{range}"
+        );
+    }
+    assert!(Mechanism::norm_gamma(epsilon(1.0), 1.0, 1, 2f64.powi(36)).is_ok());
 }
 
 proptest! {
@@ -218,7 +250,7 @@ proptest! {
     fn every_gaussian_calibration_meets_its_guarantee(
         e in 1e-3f64..20.0, d in 1e-12f64..1e-2, sensitivity in 1e-9f64..1e3, dims in 1usize..100_000,
     ) {
-        let mechanism = Mechanism::gaussian(epsilon(e), delta(d), sensitivity, dims).unwrap();
+        let mechanism = Mechanism::gaussian(epsilon(e), delta(d), sensitivity, dims, sensitivity).unwrap();
         let (e, d) = (epsilon(e).value(), delta(d).value());
         let PrivacyLoss::Gaussian { sensitivity: rounded, sigma } = *mechanism.loss() else {
             panic!("Gaussian loss");
@@ -230,9 +262,9 @@ proptest! {
     #[test]
     fn every_pure_calibration_meets_its_epsilon(e in 1e-3f64..20.0, sensitivity in 1e-9f64..1e3, dims in 1usize..100_000) {
         let e_value = epsilon(e).value();
-        let laplace = Mechanism::laplace(epsilon(e), sensitivity, dims).unwrap();
+        let laplace = Mechanism::laplace(epsilon(e), sensitivity, dims, sensitivity).unwrap();
         prop_assert!((sensitivity + laplace.grid() * dims as f64) / laplace.noise_scale() <= e_value);
-        let norm_gamma = Mechanism::norm_gamma(epsilon(e), sensitivity, dims).unwrap();
+        let norm_gamma = Mechanism::norm_gamma(epsilon(e), sensitivity, dims, sensitivity).unwrap();
         let rounded = sensitivity + norm_gamma.grid() * (dims as f64).sqrt();
         prop_assert!(rounded / norm_gamma.noise_scale() <= e_value);
     }

@@ -1,37 +1,50 @@
 //! Releases: a request becomes a sensitivity, a calibrated mechanism and a
-//! ledger charge; the charge is debited; only then is noise drawn.
+//! ledger charge; the charge is debited; only then is anything private read.
 //!
 //! The order is the privacy argument:
-//! 1. the exact answer is computed from a snapshot of the dataset (nothing
-//!    leaves the server);
-//! 2. the debit commits in one transaction that re-checks the budget under
-//!    a lock (and that the snapshot is still current);
-//! 3. the noise is drawn from the OS CSPRNG, once, outside any transaction
-//!    that could be retried;
-//! 4. the response is stored, then sent. A response lost after step 2 leaves
-//!    the budget spent, and a retry with the same idempotency key is refused
-//!    rather than answered with fresh noise.
+//! 1. **price** from public facts alone (the schema, N, the request, and
+//!    under unit `label` the features): the mechanism and what the ledger
+//!    will record ([`kinds`]);
+//! 2. **pre-admit** the charge against the current composition and the
+//!    analyst's cap: a release that does not fit is refused here, having
+//!    read no label, measure or private row;
+//! 3. **vet** the request against what the unit leaves public in the rows
+//!    (supplied row ids exist); a dry run answers here;
+//! 4. **debit** in one transaction that re-checks the budget under a lock
+//!    and that the priced snapshot is still current;
+//! 5. **compute** on that snapshot (rows read, models fitted: work whose
+//!    time and success may depend on private data) and draw the noise from
+//!    the OS CSPRNG, once, outside any transaction that could be retried;
+//! 6. **store** the response, then send it.
+//!
+//! Steps 5 and 6 run on a task of their own ([`complete`]), so a client
+//! that disconnects, or a request timeout, cannot lose a paid release: the
+//! retry with the same idempotency key gets it. If they fail, the release
+//! record says so and the ledger entry stays (the safe side), and a retry
+//! gets the same failure, never fresh noise.
 
-pub mod aggregate;
-pub mod model;
+mod complete;
+pub mod kinds;
+pub mod pacing;
 mod plan;
-mod scan;
-pub mod supplied;
-pub mod walr;
+
+use std::sync::Arc;
 
 use dpgate_api_types as api;
 use sha2::{Digest, Sha256};
+use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::budget::{self, AnalystRecord, Refusal};
 use crate::dataset::{DatasetRecord, spent_view};
-use crate::dp::{self, Charge, Delta, Epsilon, OsNoise};
-use plan::{Knobs, Plan, Price};
+use crate::dp::{self, Charge, Delta, Epsilon};
+use crate::store::{Debit, DebitOutcome, Decide, Store, StoreError};
+use kinds::Kind;
+pub use plan::{Knobs, Planned, Price, Snapshot};
 
-use crate::store::{Debit, DebitOutcome, Decide, Store, StoreError, StoredRelease};
-
-/// How often a release is recomputed when rows keep arriving under it.
-const STALE_RETRIES: usize = 5;
+/// How often a release is priced again when rows arrive between its
+/// pricing and its debit (pricing reads no rows, so a retry is cheap).
+const STALE_RETRIES: usize = 8;
 
 /// Why a release was not made.
 #[derive(Debug, thiserror::Error)]
@@ -48,14 +61,39 @@ pub enum ReleaseError {
         remaining: api::Remaining,
     },
     /// The idempotency key was used for another request, or its release is
-    /// still being made (or was lost after its debit).
+    /// still being made.
     #[error("{0}")]
     Conflict(String),
+    /// The release was debited but could not be made: its ledger entry
+    /// stays, its record says it failed.
+    #[error("{detail}")]
+    Failed { release: Uuid, detail: String },
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// A fault after the debit: the budget stays spent.
-    #[error("{0}")]
-    Internal(String),
+    /// A fault before the debit (nothing spent).
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// Why a debited release could not be made (the cause goes to the log).
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the stored rows do not match their snapshot: {0}")]
+    Corrupt(String),
+    #[error(transparent)]
+    Fit(#[from] kinds::model::ModelError),
+    #[error(transparent)]
+    Noise(#[from] dp::DpError),
+    #[error("a released value is not finite")]
+    NonFinite,
+    #[error("a computation task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error("cannot encode the release: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Clock(#[from] crate::clock::ClockError),
 }
 
 /// A successful answer.
@@ -70,19 +108,38 @@ pub enum Outcome {
     Priced(Box<api::Release>),
 }
 
+/// What a release asks for, beyond its body.
+pub struct Ask<'a> {
+    pub dataset: Uuid,
+    pub analyst: &'a str,
+    pub idempotency_key: Option<String>,
+    pub dry_run: bool,
+    /// Most groups an aggregate may cover.
+    pub max_groups: usize,
+}
+
+/// What every response of one request repeats.
+#[derive(Debug, Clone)]
+struct Summary {
+    kind: &'static str,
+    /// As requested (the ledger records them in its units).
+    epsilon: f64,
+    delta: f64,
+    analyst: String,
+}
+
 /// The response for a release; `result` is `None` on a dry run.
 fn response(
     id: Uuid,
-    request: &api::ReleaseRequest,
+    summary: &Summary,
     price: &Price,
     after: &DatasetRecord,
-    analyst: &str,
     created_at: String,
     result: Option<api::ReleaseResult>,
 ) -> api::Release {
     let spent = after.spent();
     let (epsilon, delta) = match price.loss {
-        Some(_) => (request.epsilon(), request.delta()),
+        Some(_) => (summary.epsilon, summary.delta),
         None => (0.0, 0.0),
     };
     let mut noise = price.noise.clone();
@@ -91,7 +148,7 @@ fn response(
     }
     api::Release {
         id,
-        kind: request.kind().to_owned(),
+        kind: summary.kind.to_owned(),
         epsilon: Epsilon::new(epsilon).map_or(epsilon, Epsilon::value),
         delta: Delta::new(delta).map_or(delta, Delta::value),
         sensitivity: price.sensitivity,
@@ -101,31 +158,10 @@ fn response(
         result,
         spent: spent_view(&spent),
         remaining: after.remaining(&spent),
-        analyst: analyst.to_owned(),
+        analyst: summary.analyst.clone(),
         created_at,
         dry_run: false,
     }
-}
-
-fn now() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
-
-fn replay(stored: StoredRelease, request_hash: &str) -> Result<Outcome, ReleaseError> {
-    if stored.request_hash != request_hash {
-        return Err(ReleaseError::Conflict(
-            "this Idempotency-Key was already used for a different request".to_owned(),
-        ));
-    }
-    stored.response.map(Outcome::Replayed).ok_or_else(|| {
-        ReleaseError::Conflict(
-            "the release with this Idempotency-Key is still being made, or its result was \
-             lost after its debit (the budget stays spent); retry later"
-                .to_owned(),
-        )
-    })
 }
 
 fn exhausted(dataset: &DatasetRecord, refusal: Refusal) -> ReleaseError {
@@ -159,73 +195,109 @@ fn exhausted(dataset: &DatasetRecord, refusal: Refusal) -> ReleaseError {
     }
 }
 
-/// What a release asks for, beyond its body.
-pub struct Ask<'a> {
-    pub dataset: Uuid,
-    pub analyst: &'a str,
-    pub idempotency_key: Option<String>,
-    pub dry_run: bool,
-    /// Most groups an aggregate may cover.
-    pub max_groups: usize,
+/// Feeds serialised JSON straight into a hash, so that a large request is
+/// never held as text.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The request's identity for idempotent replays (SHA-256 of its canonical
+/// JSON, supplied vectors included) and the JSON kept with it for audit
+/// (supplied vectors replaced by their number).
+fn fingerprint(request: &api::ReleaseRequest) -> Result<(String, String), serde_json::Error> {
+    let mut hasher = HashWriter(Sha256::new());
+    serde_json::to_writer(&mut hasher, request)?;
+    let hash = hex::encode(hasher.0.finalize());
+    let audit = match request {
+        api::ReleaseRequest::Walr {
+            epsilon,
+            delta,
+            intercept,
+            features: Some(rows),
+        } => {
+            let mut audit = serde_json::to_value(api::ReleaseRequest::Walr {
+                epsilon: *epsilon,
+                delta: *delta,
+                intercept: *intercept,
+                features: None,
+            })?;
+            audit["supplied_rows"] = rows.len().into();
+            audit.to_string()
+        }
+        other => serde_json::to_string(other)?,
+    };
+    Ok((hash, audit))
 }
 
 /// Makes (or prices, or replays) one release.
 pub async fn release(
-    store: &dyn Store,
+    store: Arc<dyn Store>,
+    tasks: &TaskTracker,
     ask: Ask<'_>,
-    request: &api::ReleaseRequest,
+    request: api::ReleaseRequest,
 ) -> Result<Outcome, ReleaseError> {
     let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
     let knobs = Knobs {
         epsilon: Epsilon::new(request.epsilon()).map_err(invalid)?,
         delta: Delta::new(request.delta()).map_err(invalid)?,
         max_groups: ask.max_groups,
-        price_only: ask.dry_run,
     };
-    // The request's canonical JSON identifies it for idempotent replays.
-    let request_json = serde_json::to_string(request).unwrap_or_default();
-    let request_hash = hex::encode(Sha256::digest(request_json.as_bytes()));
+    let (request_hash, audit) = fingerprint(&request).map_err(anyhow::Error::from)?;
     if let (Some(key), false) = (&ask.idempotency_key, ask.dry_run)
         && let Some(stored) = store.release_by_key(ask.dataset, ask.analyst, key).await?
     {
-        return replay(stored, &request_hash);
+        return complete::replay(store.as_ref(), stored, &request_hash).await;
     }
+    let summary = Summary {
+        kind: request.kind(),
+        epsilon: request.epsilon(),
+        delta: request.delta(),
+        analyst: ask.analyst.to_owned(),
+    };
+    let kind = Kind::parse(request)?;
     for _ in 0..STALE_RETRIES {
         let dataset = store
             .dataset(ask.dataset)
             .await?
             .ok_or(ReleaseError::NoDataset)?;
-        let Some(plan) = plan::plan(store, &dataset, request, &knobs).await? else {
-            continue;
-        };
-        let Some(loss) = plan.price.loss.clone() else {
-            return public(plan, request, &dataset, &ask);
+        let mut planned = kind.plan(&dataset, &knobs)?;
+        let snapshot = Snapshot::new(store.clone(), dataset.clone());
+        let Some(loss) = planned.price().loss.clone() else {
+            return complete::free(planned, snapshot, &summary, ask.dry_run).await;
         };
         let charge = Charge {
             epsilon: knobs.epsilon,
             delta: knobs.delta,
             loss,
         };
+        let analyst = store
+            .analyst(ask.dataset, ask.analyst)
+            .await?
+            .unwrap_or_else(|| AnalystRecord::new(ask.analyst));
+        let (composition, _) = budget::admit(&dataset, &analyst, &charge)
+            .map_err(|refusal| exhausted(&dataset, refusal))?;
+        planned.vet(&snapshot).await?;
         if ask.dry_run {
-            let analyst = store
-                .analysts(ask.dataset)
-                .await?
-                .into_iter()
-                .find(|analyst| analyst.analyst == ask.analyst)
-                .unwrap_or_else(|| AnalystRecord::new(ask.analyst));
-            let (composition, _) = budget::admit(&dataset, &analyst, &charge)
-                .map_err(|refusal| exhausted(&dataset, refusal))?;
             let after = DatasetRecord {
                 composition,
                 ..dataset
             };
+            let created_at = crate::clock::timestamp().map_err(anyhow::Error::from)?;
             let mut priced = response(
                 Uuid::nil(),
-                request,
-                &plan.price,
+                &summary,
+                planned.price(),
                 &after,
-                ask.analyst,
-                now(),
+                created_at,
                 None,
             );
             priced.dry_run = true;
@@ -236,18 +308,19 @@ pub async fn release(
             expected_rows: dataset.n_rows,
             release_id: Uuid::new_v4(),
             analyst: ask.analyst.to_owned(),
-            kind: request.kind().to_owned(),
+            kind: summary.kind.to_owned(),
             idempotency_key: ask.idempotency_key.clone(),
             request_hash: request_hash.clone(),
-            request: request_json.clone(),
+            request: audit.clone(),
             charge: charge.clone(),
-            created_at: now(),
+            created_at: crate::clock::timestamp().map_err(anyhow::Error::from)?,
         };
         let decide: Decide =
             Box::new(move |locked, analyst| budget::admit(locked, analyst, &charge).ok());
         match store.debit(&debit, decide).await? {
             DebitOutcome::Debited(after) => {
-                return finish(store, debit, request, plan, &after).await;
+                let snapshot = Snapshot::new(store.clone(), *after);
+                return complete::spawn(store, tasks, debit, summary, planned, snapshot).await;
             }
             DebitOutcome::Refused(refused) => {
                 let (locked, analyst) = *refused;
@@ -256,79 +329,14 @@ pub async fn release(
                     .unwrap_or(Refusal::Budget(locked.spent()));
                 return Err(exhausted(&locked, refusal));
             }
-            DebitOutcome::Replay(stored) => return replay(stored, &request_hash),
+            DebitOutcome::Replay(stored) => {
+                return complete::replay(store.as_ref(), stored, &request_hash).await;
+            }
             DebitOutcome::Stale => continue,
             DebitOutcome::NoDataset => return Err(ReleaseError::NoDataset),
         }
     }
     Err(ReleaseError::Conflict(
-        "rows kept arriving while the release was computed; retry".to_owned(),
+        "rows kept arriving while the release was priced; retry".to_owned(),
     ))
-}
-
-/// A release of numbers that are all public under the privacy unit: they
-/// cost nothing, so they are answered exactly without a debit or a record.
-fn public(
-    plan: Plan,
-    request: &api::ReleaseRequest,
-    dataset: &DatasetRecord,
-    ask: &Ask<'_>,
-) -> Result<Outcome, ReleaseError> {
-    let Plan { price, draw } = plan;
-    let result = if ask.dry_run {
-        None
-    } else {
-        Some(draw(&mut OsNoise::new()).map_err(ReleaseError::Internal)?)
-    };
-    let mut body = response(
-        Uuid::nil(),
-        request,
-        &price,
-        dataset,
-        ask.analyst,
-        now(),
-        result,
-    );
-    body.dry_run = ask.dry_run;
-    Ok(Outcome::Priced(Box::new(body)))
-}
-
-/// After the debit: draws the noise, stores the response, returns it.
-async fn finish(
-    store: &dyn Store,
-    debit: Debit,
-    request: &api::ReleaseRequest,
-    plan: Plan,
-    after: &DatasetRecord,
-) -> Result<Outcome, ReleaseError> {
-    let Plan { price, draw } = plan;
-    let span = tracing::Span::current();
-    let result = tokio::task::spawn_blocking(move || {
-        let _entered = span.enter();
-        draw(&mut OsNoise::new())
-    })
-    .await
-    .map_err(|error| ReleaseError::Internal(format!("the noise task failed: {error}")))?
-    .map_err(|error| ReleaseError::Internal(format!("the release failed: {error}")))?;
-    let body = response(
-        debit.release_id,
-        request,
-        &price,
-        after,
-        &debit.analyst,
-        debit.created_at.clone(),
-        Some(result),
-    );
-    let text = serde_json::to_string(&body)
-        .map_err(|error| ReleaseError::Internal(format!("cannot encode the release: {error}")))?;
-    store.complete_release(debit.release_id, &text).await?;
-    tracing::info!(
-        dataset = %debit.dataset,
-        release = %debit.release_id,
-        epsilon = debit.charge.epsilon.value(),
-        delta = debit.charge.delta.value(),
-        "release made"
-    );
-    metrics::counter!("dpgate_releases_total", "kind" => request.kind()).increment(1);
-    Ok(Outcome::Created(text))
 }

@@ -56,11 +56,11 @@ macro_rules! common_store {
             );
             sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(pk)
-                .bind(signed(entry.seq))
+                .bind(signed("ledger sequence number", entry.seq)?)
                 .bind(event_name(entry.event))
                 .bind(&entry.actor)
                 .bind(entry.release_id.map(|id| id.to_string()))
-                .bind(signed(entry.epsilon.units()))
+                .bind(signed("ledger epsilon", entry.epsilon.units())?)
                 .bind(entry.delta.units().to_string())
                 .bind(&entry.loss)
                 .bind(&entry.details)
@@ -92,7 +92,7 @@ macro_rules! common_store {
                 let record = entry.chain(
                     dataset,
                     previous.as_ref().map(|(seq, hash)| (*seq, hash.as_str())),
-                );
+                )?;
                 append_ledger(&mut *conn, pk, &record).await?;
                 previous = Some((record.seq, record.hash.clone()));
                 chained.push(record);
@@ -125,6 +125,10 @@ macro_rules! common_store {
             analyst: &$crate::budget::AnalystRecord,
         ) -> Result<(), $crate::store::StoreError> {
             use $crate::store::records::{signed, to_json};
+            let cap_epsilon = analyst
+                .cap
+                .map(|cap| signed("cap epsilon", cap.epsilon.units()))
+                .transpose()?;
             sqlx::query(
                 "INSERT INTO analysts (dataset_pk, analyst, cap_epsilon, cap_delta, composition) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dataset_pk, analyst) DO UPDATE SET \
@@ -133,9 +137,9 @@ macro_rules! common_store {
             )
             .bind(pk)
             .bind(&analyst.analyst)
-            .bind(analyst.cap.map(|cap| signed(cap.epsilon.units())))
+            .bind(cap_epsilon)
             .bind(analyst.cap.map(|cap| cap.delta.units().to_string()))
-            .bind(to_json(&analyst.composition))
+            .bind(to_json(&analyst.composition)?)
             .execute(&mut *conn)
             .await?;
             Ok(())
@@ -162,6 +166,38 @@ macro_rules! common_store {
                 .await?
                 .map($crate::store::records::ReleaseRow::into_release)
                 .transpose()
+        }
+
+        /// Up to `limit` rows of the snapshot at `version` after `after`,
+        /// with `columns` besides the row id. A page is a seek into the
+        /// primary key (dataset_pk, row_id) and a walk along it: the
+        /// dataset's pk is a constant (not a join, which made Postgres sort
+        /// every remaining row per page), and the range has no `IS NULL OR`
+        /// (which kept SQLite from seeking). Row ids are never empty, so ""
+        /// starts at the first row.
+        async fn page<T>(
+            pool: &sqlx::Pool<$db>,
+            columns: &str,
+            id: uuid::Uuid,
+            version: u64,
+            after: Option<&str>,
+            limit: u32,
+        ) -> Result<Vec<T>, $crate::store::StoreError>
+        where
+            T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
+        {
+            let sql = format!(
+                "SELECT row_id, {columns} FROM rows \
+                 WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) AND row_id > $2 \
+                 AND version < $3 ORDER BY dataset_pk, row_id LIMIT $4"
+            );
+            Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .bind(after.unwrap_or(""))
+                .bind($crate::store::records::signed("snapshot version", version)?)
+                .bind(i64::from(limit))
+                .fetch_all(pool)
+                .await?)
         }
 
         fn map_unique(
@@ -191,8 +227,8 @@ macro_rules! common_store {
             record.n_rows += rows;
             record.stats.merge(stats);
             sqlx::query("UPDATE datasets SET n_rows = $1, stats = $2 WHERE pk = $3")
-                .bind(signed(record.n_rows))
-                .bind(to_json(&record.stats))
+                .bind(signed("row count", record.n_rows)?)
+                .bind(to_json(&record.stats)?)
                 .bind(pk)
                 .execute(&mut *conn)
                 .await?;
@@ -228,17 +264,17 @@ macro_rules! common_store {
                     .bind(&record.name)
                     .bind(unit_name(record.privacy_unit))
                     .bind(accountant_name(record.accountant))
-                    .bind(to_json(&record.schema))
-                    .bind(signed(record.budget.epsilon.units()))
+                    .bind(to_json(&record.schema)?)
+                    .bind(signed("budget epsilon", record.budget.epsilon.units())?)
                     .bind(record.budget.delta.units().to_string())
-                    .bind(to_json(&record.composition))
-                    .bind(signed(record.n_rows))
-                    .bind(to_json(&record.stats))
+                    .bind(to_json(&record.composition)?)
+                    .bind(signed("row count", record.n_rows)?)
+                    .bind(to_json(&record.stats)?)
                     .bind(&record.created_at)
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|error| map_unique(error, || format!("a dataset named {:?} exists", record.name)))?;
-                append_ledger(&mut tx, pk, &opening_entry(dataset)).await?;
+                append_ledger(&mut tx, pk, &opening_entry(dataset)?).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -270,27 +306,27 @@ macro_rules! common_store {
             async fn rows(
                 &self,
                 id: uuid::Uuid,
+                version: u64,
                 after: Option<&str>,
                 limit: u32,
             ) -> Result<Vec<$crate::store::StoredRow>, $crate::store::StoreError> {
-                let rows: Vec<$crate::store::records::RowRow> = sqlx::query_as(
-                    "SELECT row_id, CAST(label AS INTEGER) AS label, features, measures, \
-                     dimensions FROM rows \
-                     WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) AND row_id > $2 \
-                     ORDER BY dataset_pk, row_id LIMIT $3",
-                )
-                .bind(id.to_string())
-                // A page is a seek into the primary key (dataset_pk, row_id)
-                // and a walk along it: the dataset's pk is a constant (not a
-                // join, which made Postgres sort every remaining row per
-                // page), and the range has no `IS NULL OR` (which kept
-                // SQLite from seeking). Row ids are never empty, so "" starts
-                // at the first row.
-                .bind(after.unwrap_or(""))
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await?;
-                Ok(rows.into_iter().map($crate::store::records::RowRow::into_row).collect())
+                use $crate::store::records::RowRow;
+                let columns = "CAST(label AS INTEGER) AS label, features, measures, dimensions";
+                let rows: Vec<RowRow> = page(&self.pool, columns, id, version, after, limit).await?;
+                Ok(rows.into_iter().map(RowRow::into_row).collect())
+            }
+
+            async fn row_inputs(
+                &self,
+                id: uuid::Uuid,
+                version: u64,
+                after: Option<&str>,
+                limit: u32,
+            ) -> Result<Vec<$crate::store::StoredInputs>, $crate::store::StoreError> {
+                use $crate::store::records::InputsRow;
+                let rows: Vec<InputsRow> =
+                    page(&self.pool, "features, dimensions", id, version, after, limit).await?;
+                Ok(rows.into_iter().map(InputsRow::into_inputs).collect())
             }
 
             async fn debit(
@@ -326,7 +362,7 @@ macro_rules! common_store {
                     &debit.analyst,
                     &debit.charge,
                     &debit.created_at,
-                );
+                )?;
                 let entry = append_entries(&mut tx, pk, &debit.dataset, vec![entry])
                     .await?
                     .remove(0);
@@ -337,7 +373,7 @@ macro_rules! common_store {
                 )
                 .bind(debit.release_id.to_string())
                 .bind(pk)
-                .bind(signed(entry.seq))
+                .bind(signed("ledger sequence number", entry.seq)?)
                 .bind(&debit.analyst)
                 .bind(&debit.kind)
                 .bind(&debit.idempotency_key)
@@ -347,7 +383,7 @@ macro_rules! common_store {
                 .execute(&mut *tx)
                 .await?;
                 sqlx::query("UPDATE datasets SET composition = $1 WHERE pk = $2")
-                    .bind(to_json(&composition))
+                    .bind(to_json(&composition)?)
                     .bind(pk)
                     .execute(&mut *tx)
                     .await?;
@@ -364,6 +400,18 @@ macro_rules! common_store {
                     return Ok(Vec::new());
                 };
                 analysts_in(&mut conn, pk, None).await
+            }
+
+            async fn analyst(
+                &self,
+                id: uuid::Uuid,
+                analyst: &str,
+            ) -> Result<Option<$crate::budget::AnalystRecord>, $crate::store::StoreError> {
+                let mut conn = self.pool.acquire().await?;
+                let Some((pk, _)) = dataset_in(&mut conn, id, false).await? else {
+                    return Ok(None);
+                };
+                Ok(analysts_in(&mut conn, pk, Some(analyst)).await?.pop())
             }
 
             async fn change_budget(
@@ -383,7 +431,7 @@ macro_rules! common_store {
                 append_entries(&mut tx, pk, &id, change.entries(&record)).await?;
                 if let Some(budget) = change.budget {
                     sqlx::query("UPDATE datasets SET budget_epsilon = $1, budget_delta = $2 WHERE pk = $3")
-                        .bind(signed(budget.epsilon.units()))
+                        .bind(signed("budget epsilon", budget.epsilon.units())?)
                         .bind(budget.delta.units().to_string())
                         .bind(pk)
                         .execute(&mut *tx)
@@ -419,7 +467,7 @@ macro_rules! common_store {
                 )
                 .bind(id.to_string())
                 .bind(analyst)
-                .bind(after.map_or(-1, signed))
+                .bind(after.map(|after| signed("after", after)).transpose()?.unwrap_or(-1))
                 .bind(i64::from(limit))
                 .fetch_all(&self.pool)
                 .await?;
@@ -427,11 +475,26 @@ macro_rules! common_store {
             }
 
             async fn complete_release(&self, release: uuid::Uuid, response: &str) -> Result<(), $crate::store::StoreError> {
-                sqlx::query("UPDATE releases SET response = $1 WHERE id = $2 AND response IS NULL")
-                    .bind(response)
-                    .bind(release.to_string())
-                    .execute(&self.pool)
-                    .await?;
+                sqlx::query(
+                    "UPDATE releases SET response = $1 \
+                     WHERE id = $2 AND response IS NULL AND failure IS NULL",
+                )
+                .bind(response)
+                .bind(release.to_string())
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn fail_release(&self, release: uuid::Uuid, problem: &str) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "UPDATE releases SET failure = $1 \
+                     WHERE id = $2 AND response IS NULL AND failure IS NULL",
+                )
+                .bind(problem)
+                .bind(release.to_string())
+                .execute(&self.pool)
+                .await?;
                 Ok(())
             }
 
@@ -468,7 +531,7 @@ macro_rules! common_store {
                 );
                 let rows: Vec<LedgerRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                     .bind(dataset.to_string())
-                    .bind(after.map_or(-1, signed))
+                    .bind(after.map(|after| signed("after", after)).transpose()?.unwrap_or(-1))
                     .bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await?;

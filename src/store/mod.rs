@@ -35,6 +35,12 @@ pub enum StoreError {
     /// A stored value does not parse (corruption or a foreign writer).
     #[error("corrupt stored {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },
+    /// A value to store does not encode as JSON.
+    #[error("cannot encode a stored value: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// A number to store does not fit its column.
+    #[error("{what} {value} does not fit the database's 64-bit integers")]
+    OutOfRange { what: &'static str, value: u64 },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
     #[error(transparent)]
@@ -52,15 +58,17 @@ pub struct NewDataset {
 #[derive(Debug, Clone)]
 pub struct Debit {
     pub dataset: Uuid,
-    /// N the release was computed for; if rows arrived since, the debit
-    /// reports [`DebitOutcome::Stale`] and the caller recomputes.
+    /// N the release was priced for (the snapshot it will read); if rows
+    /// arrived since, the debit reports [`DebitOutcome::Stale`] and the
+    /// caller prices it again.
     pub expected_rows: u64,
     pub release_id: Uuid,
     pub analyst: String,
     pub kind: String,
     pub idempotency_key: Option<String>,
     pub request_hash: String,
-    /// The request as JSON, kept with the release for audit.
+    /// The request as JSON, kept with the release for audit (supplied
+    /// feature vectors replaced by their digest).
     pub request: String,
     pub charge: Charge,
     pub created_at: String,
@@ -81,7 +89,7 @@ pub enum DebitOutcome {
     Refused(Box<(DatasetRecord, AnalystRecord)>),
     /// The idempotency key was used before (by this analyst, on this dataset).
     Replay(StoredRelease),
-    /// Rows were added since the release was computed.
+    /// Rows were added since the release was priced.
     Stale,
     /// No such dataset.
     NoDataset,
@@ -106,9 +114,12 @@ pub struct StoredRelease {
     pub request_hash: String,
     /// The exact response body sent, once the noise was drawn and stored.
     pub response: Option<String>,
+    /// The problem document of a release that failed after its debit.
+    pub failure: Option<String>,
 }
 
-/// One stored row, decoded.
+/// One stored row, decoded, its outcomes included: private under every
+/// privacy unit, read only for a release whose debit has committed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRow {
     pub row_id: String,
@@ -117,6 +128,17 @@ pub struct StoredRow {
     pub features: Vec<f32>,
     /// Clamped to their bounds, schema order.
     pub measures: Vec<f64>,
+    /// Indices into each dimension's declared values, schema order.
+    pub dimensions: Vec<u32>,
+}
+
+/// One stored row without its outcomes (label and measures): what the
+/// `label` privacy unit leaves public.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredInputs {
+    pub row_id: String,
+    /// Scaled into [0, 1], schema order.
+    pub features: Vec<f32>,
     /// Indices into each dimension's declared values, schema order.
     pub dimensions: Vec<u32>,
 }
@@ -156,20 +178,35 @@ pub trait Store: Send + Sync {
     /// Opens an upload transaction, locking the dataset against other writers.
     async fn begin_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError>;
 
-    /// Up to `limit` rows with `row_id > after`, in row id order: every
-    /// scan of the data pages through this, so memory stays bounded.
+    /// Up to `limit` rows of the snapshot at `version` rows (see the
+    /// `snapshots` migration) with `row_id > after`, in row id order, their
+    /// outcomes included: every private scan of the data pages through
+    /// this, so memory stays bounded.
     async fn rows(
         &self,
         id: Uuid,
+        version: u64,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<StoredRow>, StoreError>;
+
+    /// [`Store::rows`] without the outcomes, which are never read.
+    async fn row_inputs(
+        &self,
+        id: Uuid,
+        version: u64,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredInputs>, StoreError>;
 
     /// The check-and-debit transaction (see the module documentation).
     async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError>;
 
     /// Every analyst with a cap or a release on the dataset, by name.
     async fn analysts(&self, id: Uuid) -> Result<Vec<AnalystRecord>, StoreError>;
+
+    /// One analyst's cap and spending on the dataset, if it has either.
+    async fn analyst(&self, id: Uuid, analyst: &str) -> Result<Option<AnalystRecord>, StoreError>;
 
     /// Moves the total and sets caps under the budget lock, after
     /// [`Change::check`], writing one ledger event per change.
@@ -187,6 +224,10 @@ pub trait Store: Send + Sync {
 
     /// Stores the response of a debited release.
     async fn complete_release(&self, release: Uuid, response: &str) -> Result<(), StoreError>;
+
+    /// Records that a debited release failed, with the problem document
+    /// it answered (its ledger entry stays).
+    async fn fail_release(&self, release: Uuid, problem: &str) -> Result<(), StoreError>;
 
     async fn release(
         &self,

@@ -10,6 +10,7 @@ use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
 use super::common::common_store;
+use super::records::signed;
 use super::{IngestSession, StoreError};
 use crate::dataset::{DatasetRecord, WalrStats};
 use crate::ingest::RowRecord;
@@ -26,17 +27,18 @@ const COPY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 /// The trailer: a tuple with field count −1.
 const COPY_TRAILER: [u8; 2] = (-1i16).to_be_bytes();
 
-/// Rows as binary COPY tuples.
-fn copy_tuples(pk: i64, rows: &[RowRecord]) -> Vec<u8> {
+/// Rows as binary COPY tuples, stored under dataset version `version`.
+fn copy_tuples(pk: i64, version: i64, rows: &[RowRecord]) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows.len() * 200);
     let field = |out: &mut Vec<u8>, bytes: &[u8]| {
         out.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
         out.extend_from_slice(bytes);
     };
     for row in rows {
-        out.extend_from_slice(&6i16.to_be_bytes());
+        out.extend_from_slice(&7i16.to_be_bytes());
         field(&mut out, &pk.to_be_bytes());
         field(&mut out, row.row_id.as_bytes());
+        field(&mut out, &version.to_be_bytes());
         field(&mut out, &i16::from(row.label).to_be_bytes());
         field(&mut out, &row.features);
         field(&mut out, &row.measures);
@@ -80,13 +82,15 @@ impl PostgresStore {
 
     async fn open_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let (pk, _) = dataset_in(&mut tx, id, true)
+        let (pk, record) = dataset_in(&mut tx, id, true)
             .await?
             .ok_or_else(|| StoreError::Conflict("the dataset vanished".to_owned()))?;
+        let version = signed("row count", record.n_rows)?;
         let (messages, receiver) = tokio::sync::mpsc::channel(4);
         Ok(Box::new(PostgresIngest {
             pool: self.pool.clone(),
             pk,
+            version,
             messages,
             task: tokio::spawn(upload_task(tx, id, receiver)),
         }))
@@ -114,7 +118,7 @@ async fn upload_task(
 ) -> Result<DatasetRecord, StoreError> {
     let mut copy = tx
         .copy_in_raw(
-            "COPY rows (dataset_pk, row_id, label, features, measures, dimensions) \
+            "COPY rows (dataset_pk, row_id, version, label, features, measures, dimensions) \
              FROM STDIN (FORMAT binary)",
         )
         .await?;
@@ -145,6 +149,8 @@ async fn upload_task(
 struct PostgresIngest {
     pool: PgPool,
     pk: i64,
+    /// The dataset version its rows are stored under.
+    version: i64,
     messages: tokio::sync::mpsc::Sender<Upload>,
     task: tokio::task::JoinHandle<Result<DatasetRecord, StoreError>>,
 }
@@ -178,7 +184,7 @@ impl IngestSession for PostgresIngest {
     }
 
     async fn insert(&mut self, rows: &[RowRecord]) -> Result<(), StoreError> {
-        let tuples = Upload::Tuples(copy_tuples(self.pk, rows));
+        let tuples = Upload::Tuples(copy_tuples(self.pk, self.version, rows));
         if self.messages.send(tuples).await.is_err() {
             return Err(self.failure().await);
         }

@@ -21,9 +21,9 @@ fn json<T: serde::de::DeserializeOwned>(what: &'static str, text: &str) -> Resul
     serde_json::from_str(text).map_err(|error| corrupt(what, error))
 }
 
-/// JSON text of a value the store writes (plain data: cannot fail).
-pub(super) fn to_json(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_default()
+/// JSON text of a value the store writes.
+pub(super) fn to_json(value: &impl serde::Serialize) -> Result<String, StoreError> {
+    Ok(serde_json::to_string(value)?)
 }
 
 pub(super) fn uuid(what: &'static str, text: &str) -> Result<Uuid, StoreError> {
@@ -34,9 +34,10 @@ fn unsigned(what: &'static str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|error| corrupt(what, error))
 }
 
-/// Stored integers are i64; counts and ε units never exceed it.
-pub(super) fn signed(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
+/// Stored integers are i64: a count or ε beyond it is refused, never
+/// clamped into something else.
+pub(super) fn signed(what: &'static str, value: u64) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
 }
 
 pub(super) fn unit_name(unit: api::PrivacyUnit) -> &'static str {
@@ -176,10 +177,11 @@ pub(super) struct ReleaseRow {
     analyst: String,
     request_hash: String,
     response: Option<String>,
+    failure: Option<String>,
 }
 
 pub(super) const RELEASE_COLUMNS: &str =
-    "r.id, d.id AS dataset, r.analyst, r.request_hash, r.response";
+    "r.id, d.id AS dataset, r.analyst, r.request_hash, r.response, r.failure";
 
 impl ReleaseRow {
     pub(super) fn into_release(self) -> Result<StoredRelease, StoreError> {
@@ -189,12 +191,13 @@ impl ReleaseRow {
             analyst: self.analyst,
             request_hash: self.request_hash,
             response: self.response,
+            failure: self.failure,
         })
     }
 }
 
 /// The opening ledger entry of a new dataset: its budget and accountant.
-pub(super) fn opening_entry(dataset: &super::NewDataset) -> LedgerRecord {
+pub(super) fn opening_entry(dataset: &super::NewDataset) -> Result<LedgerRecord, StoreError> {
     let record = &dataset.record;
     let details = serde_json::json!({
         "name": record.name,
@@ -213,6 +216,7 @@ pub(super) fn opening_entry(dataset: &super::NewDataset) -> LedgerRecord {
         created_at: record.created_at.clone(),
     }
     .chain(&record.id, None)
+    .map_err(StoreError::from)
 }
 
 /// A row of `analysts`.
@@ -278,6 +282,20 @@ impl ReleaseListingRow {
     }
 }
 
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
 /// A row of `rows`.
 #[derive(sqlx::FromRow)]
 pub(crate) struct RowRow {
@@ -293,21 +311,31 @@ impl RowRow {
         super::StoredRow {
             row_id: self.row_id,
             label: u8::from(self.label == 1),
-            features: self
-                .features
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
+            features: f32s(&self.features),
             measures: self
                 .measures
                 .chunks_exact(8)
                 .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
                 .collect(),
-            dimensions: self
-                .dimensions
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
+            dimensions: u32s(&self.dimensions),
+        }
+    }
+}
+
+/// A row of `rows` without its outcomes.
+#[derive(sqlx::FromRow)]
+pub(crate) struct InputsRow {
+    row_id: String,
+    features: Vec<u8>,
+    dimensions: Vec<u8>,
+}
+
+impl InputsRow {
+    pub(crate) fn into_inputs(self) -> super::StoredInputs {
+        super::StoredInputs {
+            row_id: self.row_id,
+            features: f32s(&self.features),
+            dimensions: u32s(&self.dimensions),
         }
     }
 }

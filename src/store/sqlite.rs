@@ -12,13 +12,14 @@ use sqlx::{AssertSqlSafe, Sqlite, SqlitePool, Transaction};
 use uuid::Uuid;
 
 use super::common::common_store;
+use super::records::signed;
 use super::{IngestSession, StoreError};
 use crate::dataset::{DatasetRecord, WalrStats};
 use crate::ingest::RowRecord;
 
 /// How long a writer waits for the write lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(120);
-/// Rows per INSERT statement (6 parameters each; SQLite allows 32766).
+/// Rows per INSERT statement (7 parameters each; SQLite allows 32766).
 const INSERT_ROWS: usize = 200;
 
 /// The SQLite store.
@@ -58,10 +59,16 @@ impl SqliteStore {
 
     async fn open_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let (pk, _) = dataset_in(&mut tx, id, false)
+        let (pk, record) = dataset_in(&mut tx, id, false)
             .await?
             .ok_or_else(|| StoreError::Conflict("the dataset vanished".to_owned()))?;
-        Ok(Box::new(SqliteIngest { tx, pk, id }))
+        let version = signed("row count", record.n_rows)?;
+        Ok(Box::new(SqliteIngest {
+            tx,
+            pk,
+            id,
+            version,
+        }))
     }
 }
 
@@ -72,13 +79,15 @@ struct SqliteIngest {
     tx: Transaction<'static, Sqlite>,
     pk: i64,
     id: Uuid,
+    /// The dataset version its rows are stored under.
+    version: i64,
 }
 
 #[async_trait]
 impl IngestSession for SqliteIngest {
     async fn existing(&mut self, row_ids: &[&str]) -> Result<Vec<String>, StoreError> {
         let mut found = Vec::new();
-        for chunk in row_ids.chunks(INSERT_ROWS * 6) {
+        for chunk in row_ids.chunks(INSERT_ROWS * 7) {
             let marks: Vec<String> = (2..chunk.len() + 2).map(|at| format!("${at}")).collect();
             let sql = format!(
                 "SELECT row_id FROM rows WHERE dataset_pk = $1 AND row_id IN ({})",
@@ -95,15 +104,16 @@ impl IngestSession for SqliteIngest {
 
     async fn insert(&mut self, rows: &[RowRecord]) -> Result<(), StoreError> {
         for chunk in rows.chunks(INSERT_ROWS) {
-            let values = vec!["(?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+            let values = vec!["(?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(", ");
             let sql = format!(
-                "INSERT INTO rows (dataset_pk, row_id, label, features, measures, dimensions) VALUES {values}"
+                "INSERT INTO rows (dataset_pk, row_id, version, label, features, measures, dimensions) VALUES {values}"
             );
             let mut query = sqlx::query(AssertSqlSafe(sql));
             for row in chunk {
                 query = query
                     .bind(self.pk)
                     .bind(&row.row_id)
+                    .bind(self.version)
                     .bind(i64::from(row.label))
                     .bind(&row.features)
                     .bind(&row.measures)

@@ -22,7 +22,7 @@ fn aggregate(statistics: &[&str], group_by: &[&str], delta: Option<f64>) -> Rele
 }
 
 /// (campaign, statistic, value, std, exact) of every group.
-fn groups(release: &Release) -> Vec<(String, String, Option<f64>, f64, bool)> {
+fn groups(release: &Release) -> Vec<(String, String, f64, f64, bool)> {
     let Some(ReleaseResult::Aggregate(result)) = &release.result else {
         panic!("an aggregate result: {release:?}");
     };
@@ -93,8 +93,9 @@ async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise()
             (priced.sigma, priced.sensitivity),
             (release.sigma, release.sensitivity)
         );
-        // Under label only the label sum is private: sensitivity 1.
-        assert_eq!(release.sensitivity, 1.0);
+        // Under label the label sum and the value sum are private, each
+        // normalised by its own sensitivity (1 and 100): jointly √2.
+        assert!((release.sensitivity - std::f64::consts::SQRT_2).abs() < 1e-12);
         assert_eq!(release.noise.mechanism, "gaussian");
         assert_eq!(release.spent.epsilon_basic, 1.0);
         let sum_value = |parity: usize| -> f64 {
@@ -110,18 +111,20 @@ async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise()
             let cell = &got[index * 5..index * 5 + 5];
             assert!(cell.iter().all(|g| g.0 == *campaign));
             assert_eq!(cell[0].1, "count");
-            assert_eq!((cell[0].2, cell[0].3, cell[0].4), (Some(300.0), 0.0, true));
-            assert_eq!((cell[1].2, cell[1].4), (Some(sums[index]), true));
-            assert_eq!(cell[2].2, Some(sums[index] / 300.0));
+            assert_eq!((cell[0].2, cell[0].3, cell[0].4), (300.0, 0.0, true));
+            // The value sum is an outcome: noised, std σ·100 (its range).
+            assert_eq!((cell[1].3, cell[1].4), (100.0 * release.sigma, false));
+            assert!((cell[1].2 - sums[index]).abs() < 1000.0 * release.sigma);
+            assert!((cell[2].3 - 100.0 * release.sigma / 300.0).abs() < 1e-9);
             // The label sum: 100 converted per campaign, plus noise of the
             // reported std (a 10σ miss has probability < 1e-22).
             assert_eq!(
                 (cell[3].1.as_str(), cell[3].3, cell[3].4),
                 ("sum:converted", release.sigma, false)
             );
-            assert!((cell[3].2.unwrap() - 100.0).abs() < 10.0 * release.sigma);
+            assert!((cell[3].2 - 100.0).abs() < 10.0 * release.sigma);
             assert!((cell[4].3 - release.sigma / 300.0).abs() < 1e-12);
-            let mean = cell[4].2.unwrap();
+            let mean = cell[4].2;
             assert!((0.0..=1.0).contains(&mean));
         }
         // The ledger records the debit and the stored release replays it.
@@ -146,9 +149,9 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
                 .unwrap();
         }
         let analyst = app.analyst("ana", &[labelled.id, rows.id]);
-        // Counts and measure sums do not depend on labels: exact, free,
-        // not recorded.
-        let request = aggregate(&["count", "sum:value"], &["campaign"], Some(1e-6));
+        // Counts by declared dimensions do not depend on outcomes: exact,
+        // free, not recorded.
+        let request = aggregate(&["count"], &["campaign"], Some(1e-6));
         let free = analyst
             .release(labelled.id, &request, &ReleaseOptions::default())
             .await
@@ -161,7 +164,7 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
         assert_eq!(release.noise.mechanism, "none");
         assert!(release.id.is_nil());
         assert!(groups(&release).iter().all(|g| g.4 && g.3 == 0.0));
-        assert_eq!(groups(&release)[0].2, Some(50.0));
+        assert_eq!(groups(&release)[0].2, 50.0);
         let view = app.admin.dataset(labelled.id).await.unwrap();
         assert_eq!(view.spent.epsilon_basic, 0.0);
         assert_eq!(app.admin.ledger(labelled.id).await.unwrap().len(), 1);
@@ -225,7 +228,7 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
             .unwrap()
             .release;
         let got = groups(&n);
-        assert_eq!((got[0].2, got[0].4), (Some(100.0), true));
+        assert_eq!((got[0].2, got[0].4), (100.0, true));
         assert!(!got[1].4);
         assert_eq!(n.sensitivity, 1.0);
         let spent = app.admin.dataset(rows.id).await.unwrap().spent;

@@ -19,7 +19,7 @@ fn walr(epsilon: f64) -> ReleaseRequest {
         epsilon,
         delta: Some(1e-8),
         intercept: true,
-        features: Vec::new(),
+        features: None,
     }
 }
 

@@ -85,3 +85,63 @@ fn migrate_creates_the_database_and_openapi_prints_the_spec() {
     let unknown = dpgate("mysql://nope", &["migrate"]);
     assert!(!unknown.status.success());
 }
+
+/// A port nothing listens on (bound and released; another process could
+/// take it meanwhile, which would fail this test loudly, not wrongly).
+fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn metrics_are_served_only_on_their_own_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("served.db").display());
+    let (api, metrics) = (free_port(), free_port());
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_dpgate"))
+        .arg("serve")
+        .env("DATABASE_URL", &url)
+        .env("DPGATE_ADDR", api.to_string())
+        .env("DPGATE_METRICS_ADDR", metrics.to_string())
+        .env("DPGATE_NO_ADMIN_TOKEN", "1")
+        .env("DPGATE_JWT_SECRET", crate::helpers::SECRET)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("dpgate serve starts");
+    let http = reqwest::Client::new();
+    let get = |address: std::net::SocketAddr, path: &str| {
+        http.get(format!("http://{address}{path}")).send()
+    };
+    let mut up = false;
+    for _ in 0..200 {
+        if get(api, "/healthz")
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(up, "the server did not come up");
+    // Not on the API's address, to anyone.
+    let public = get(api, "/metrics").await.unwrap();
+    assert_eq!(public.status(), reqwest::StatusCode::NOT_FOUND);
+    // On its own address, and nothing else there.
+    let private = get(metrics, "/metrics").await.unwrap();
+    assert_eq!(private.status(), reqwest::StatusCode::OK);
+    let text = private.text().await.unwrap();
+    assert!(text.contains("dpgate_http_requests_total"), "{text}");
+    let other = get(metrics, "/healthz").await.unwrap();
+    assert_eq!(other.status(), reqwest::StatusCode::NOT_FOUND);
+    server.kill().await.unwrap();
+    let output = server.wait_with_output().await.unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !log.contains("admin token"),
+        "DPGATE_NO_ADMIN_TOKEN=1: {log}"
+    );
+}

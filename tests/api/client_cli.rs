@@ -327,7 +327,7 @@ async fn releases_are_retried_across_a_restart_and_spent_once() {
         epsilon: 1.0,
         delta: Some(1e-7),
         intercept: true,
-        features: Vec::new(),
+        features: None,
     };
     let released = late
         .release(dataset.id, &request, &ReleaseOptions::default())

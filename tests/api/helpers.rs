@@ -49,6 +49,12 @@ pub fn backends() -> Vec<Backend> {
     }
 }
 
+/// Whether a test case on `backend` must be skipped: Postgres without
+/// `TEST_POSTGRES_URL` (said loudly, once).
+pub fn unavailable(backend: Backend) -> bool {
+    !backends().contains(&backend)
+}
+
 /// A running test server.
 pub struct TestApp {
     pub backend: Backend,
@@ -95,11 +101,23 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 
 /// [`spawn_app`] with other request limits.
 pub async fn spawn_app_with(backend: Backend, limits: Limits) -> TestApp {
+    spawn_app_over(backend, limits, |store| store).await
+}
+
+/// [`spawn_app_with`] serving through `wrap` of the real store (a
+/// decorator that counts its calls, say).
+pub async fn spawn_app_over(
+    backend: Backend,
+    limits: Limits,
+    wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
+) -> TestApp {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (database_url, postgres_database) = fresh_database(backend, &dir).await;
-    let store = store::connect(&database_url)
-        .await
-        .expect("the database opens");
+    let store = wrap(
+        store::connect(&database_url)
+            .await
+            .expect("the database opens"),
+    );
     let keys = Keys::from_secret(SECRET).expect("a long enough secret");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -66,7 +66,7 @@ async fn a_retry_with_the_same_key_returns_the_same_bytes_and_spends_once() {
             epsilon: 0.5,
             delta: Some(1e-8),
             intercept: true,
-            features: Vec::new(),
+            features: None,
         };
         assert!(
             !bea.release(dataset.id, &request, &options)
@@ -92,7 +92,7 @@ async fn a_dry_run_prices_exactly_what_the_release_then_spends() {
             epsilon: 2.0,
             delta: Some(1e-7),
             intercept: true,
-            features: Vec::new(),
+            features: None,
         };
         let dry = ReleaseOptions {
             idempotency_key: None,
@@ -126,7 +126,7 @@ async fn a_dry_run_prices_exactly_what_the_release_then_spends() {
             epsilon: 50.0,
             delta: Some(1e-7),
             intercept: true,
-            features: Vec::new(),
+            features: None,
         };
         let error = analyst.release(dataset.id, &huge, &dry).await.unwrap_err();
         assert_eq!(error.problem_type(), Some(ProblemType::BudgetExhausted));
@@ -149,7 +149,7 @@ async fn analysts_fetch_only_their_own_releases() {
             epsilon: 0.1,
             delta: Some(1e-9),
             intercept: true,
-            features: Vec::new(),
+            features: None,
         };
         let release = ana
             .release(dataset.id, &request, &ReleaseOptions::default())

@@ -22,7 +22,7 @@ async fn make_releases(app: &TestApp, count: usize) -> uuid::Uuid {
             epsilon: 0.2,
             delta: Some(1e-9),
             intercept: true,
-            features: Vec::new(),
+            features: None,
         };
         analyst
             .release(dataset.id, &request, &Default::default())

@@ -4,18 +4,24 @@
 // Tests may unwrap, and their case tables are tuples.
 #![allow(clippy::unwrap_used, clippy::type_complexity)]
 
+mod admission;
 mod aggregates;
 mod auth;
 mod bad_input;
 mod budget_admin;
 mod cli;
 mod client_cli;
+mod counting;
+mod disconnect;
+mod floor;
 mod helpers;
 mod idempotency;
 mod ledger;
 mod models;
 mod openapi;
+mod outcomes;
 mod race;
+mod refusals;
 mod store;
 mod supplied;
 mod walkthrough;

@@ -34,7 +34,7 @@ async fn racing_analysts_never_spend_beyond_the_budget() {
                             epsilon,
                             delta: Some(1e-8),
                             intercept: true,
-                            features: Vec::new(),
+                            features: None,
                         };
                         client
                             .release(id, &request, &ReleaseOptions::default())

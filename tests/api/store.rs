@@ -81,7 +81,13 @@ async fn conformance(store: &dyn Store) {
     session.insert(&[row("a", 1), row("b", 0)]).await.unwrap();
     drop(session);
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 0);
-    assert!(store.rows(dataset.id, None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .rows(dataset.id, 0, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let mut stats = WalrStats::empty(2);
     stats.add(1, &[0.5, 0.25]);
@@ -106,7 +112,7 @@ async fn conformance(store: &dyn Store) {
         "{refused:?}"
     );
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 2);
-    let stored = store.rows(dataset.id, None, 10).await.unwrap();
+    let stored = store.rows(dataset.id, 2, None, 10).await.unwrap();
     let labels: Vec<_> = stored
         .iter()
         .map(|r| (r.row_id.as_str(), r.label))
@@ -121,10 +127,10 @@ async fn conformance(store: &dyn Store) {
         (&vec![0.5, 0.25], &vec![7.0], &vec![1])
     );
     // Keyset paging: strictly after the given row id.
-    let page = store.rows(dataset.id, Some("a"), 10).await.unwrap();
+    let page = store.rows(dataset.id, 2, Some("a"), 10).await.unwrap();
     assert_eq!(page.len(), 1);
     assert_eq!(page[0].row_id, "b");
-    assert_eq!(store.rows(dataset.id, None, 1).await.unwrap().len(), 1);
+    assert_eq!(store.rows(dataset.id, 2, None, 1).await.unwrap().len(), 1);
 
     // Debits: every outcome.
     let first = debit(dataset.id, 2, Some("k1"));

@@ -10,13 +10,14 @@ fn supplied(rows: &[(&str, &[f64])]) -> ReleaseRequest {
         epsilon: 1.0,
         delta: Some(1e-7),
         intercept: true,
-        features: rows
-            .iter()
-            .map(|&(id, x)| SuppliedRow {
-                row_id: id.to_owned(),
-                x: x.to_vec(),
-            })
-            .collect(),
+        features: Some(
+            rows.iter()
+                .map(|&(id, x)| SuppliedRow {
+                    row_id: id.to_owned(),
+                    x: x.to_vec(),
+                })
+                .collect(),
+        ),
     }
 }
 

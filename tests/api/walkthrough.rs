@@ -40,7 +40,7 @@ async fn the_walk_through_works_end_to_end() {
             epsilon: 1.0,
             delta: Some(1e-7),
             intercept: true,
-            features: Vec::new(),
+            features: None,
         };
         let released = analyst
             .release(dataset.id, &request, &ReleaseOptions::default())
@@ -50,7 +50,11 @@ async fn the_walk_through_works_end_to_end() {
         let release = released.release;
         assert_eq!((release.kind.as_str(), release.n), ("walr", 650));
         // Label unit: Δ = max √(1 + ‖x‖²)/N with both scaled features ≤ 1.
-        let stored = app.store.rows(dataset.id, None, u32::MAX).await.unwrap();
+        let stored = app
+            .store
+            .rows(dataset.id, 650, None, u32::MAX)
+            .await
+            .unwrap();
         let max_norm = stored
             .iter()
             .map(|row| {
@@ -116,13 +120,13 @@ async fn row_unit_walr_uses_the_public_bound_and_intercept_can_be_left_out() {
             epsilon: 1.0,
             delta: Some(1e-7),
             intercept: true,
-            features: Vec::new(),
+            features: None,
         };
         let without = ReleaseRequest::Walr {
             epsilon: 1.0,
             delta: Some(1e-7),
             intercept: false,
-            features: Vec::new(),
+            features: None,
         };
         let options = ReleaseOptions::default();
         let release = analyst

@@ -288,8 +288,8 @@ async fn release(
             features,
         } => {
             let features = match &features {
-                Some(path) => supplied(path)?.2,
-                None => Vec::new(),
+                Some(path) => Some(supplied(path)?.2),
+                None => None,
             };
             let request = ReleaseRequest::Walr {
                 epsilon: spend.epsilon,
@@ -378,7 +378,7 @@ async fn release(
         Some(ReleaseResult::Aggregate(result)) => {
             for group in &result.groups {
                 let key: Vec<String> = group.key.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let value = group.value.map_or("null".to_owned(), |v| format!("{v:.6}"));
+                let value = format!("{:.6}", group.value);
                 let error = if group.exact {
                     "exact".to_owned()
                 } else {

@@ -132,9 +132,9 @@ pub(super) async fn train(
                 names: table.names,
                 scaling,
             };
-            (rows, supplied)
+            (rows, Some(supplied))
         }
-        None => (server_rows(client, args.dataset, json).await?, Vec::new()),
+        None => (server_rows(client, args.dataset, json).await?, None),
     };
     let release = match args.release {
         Some(id) => client.get_release(args.dataset, id).await?,

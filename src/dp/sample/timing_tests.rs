@@ -877,9 +877,9 @@ fn wall_time_against_the_noise() {
     let (epsilon, delta) = (Epsilon::new(1.0).expect("ε"), Delta::new(1e-6).expect("δ"));
     for (dims, count) in [(64usize, 100_000), (1, 1_000_000)] {
         for mechanism in [
-            Mechanism::gaussian(epsilon, delta, 1e-3, dims),
-            Mechanism::laplace(epsilon, 1e-3, dims),
-            Mechanism::norm_gamma(epsilon, 1e-3, dims),
+            Mechanism::gaussian(epsilon, delta, 1e-3, dims, 1.0),
+            Mechanism::laplace(epsilon, 1e-3, dims, 1.0),
+            Mechanism::norm_gamma(epsilon, 1e-3, dims, 1.0),
         ] {
             let mechanism = mechanism.expect("a mechanism");
             let (name, grid) = (mechanism.name(), mechanism.grid());

@@ -13,10 +13,72 @@
 //! - unit `row`: replacing row i by any row moves the sum by
 //!   (y′(1, x′) − y(1, x))/N, at most √(k + 1)/N since every coordinate of
 //!   (1, x) lies in [0, 1]; N is public (bounded DP).
+//!
+//! The exact vector comes from the running sums every upload keeps, as they
+//! stand in the debit's locked record: nothing is read before the debit.
 
-use dpgate_api_types::{PrivacyUnit, WalrResult};
+use async_trait::async_trait;
+use dpgate_api_types::{self as api, PrivacyUnit, WalrResult};
 
-use crate::dataset::WalrStats;
+use crate::dataset::{DatasetRecord, WalrStats};
+use crate::dp::Mechanism;
+use crate::releases::plan::{noise, require_rows};
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
+
+/// Every coordinate is a mean of values in [0, 1].
+pub const RANGE: f64 = 1.0;
+
+/// A WALR release over the stored features, priced.
+struct Walr {
+    price: Price,
+    mechanism: Mechanism,
+    intercept: bool,
+}
+
+/// Prices a WALR release: its sensitivity needs N, k and (under `label`,
+/// where features are public) the largest feature norm.
+pub fn plan(
+    dataset: &DatasetRecord,
+    intercept: bool,
+    knobs: &Knobs,
+) -> Result<Box<dyn Planned>, ReleaseError> {
+    knobs.approximate("walr")?;
+    require_rows(dataset)?;
+    let sensitivity = sensitivity(
+        dataset.privacy_unit,
+        dataset.schema.k(),
+        dataset.stats.max_norm_squared,
+        dataset.n_rows,
+        intercept,
+    );
+    if sensitivity == 0.0 {
+        return Err(ReleaseError::Invalid(
+            "every feature vector is zero and the intercept is off: nothing to release".to_owned(),
+        ));
+    }
+    let dims = dataset.schema.k() + usize::from(intercept);
+    let mechanism = Mechanism::gaussian(knobs.epsilon, knobs.delta, sensitivity, dims, RANGE)
+        .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
+    Ok(Box::new(Walr {
+        price: Price::of(&mechanism, sensitivity, dataset.n_rows),
+        mechanism,
+        intercept,
+    }))
+}
+
+#[async_trait]
+impl Planned for Walr {
+    fn price(&self) -> &Price {
+        &self.price
+    }
+
+    async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
+        let dataset = snapshot.dataset();
+        let exact = exact(&dataset.stats, dataset.n_rows, self.intercept);
+        let noisy = noise(self.mechanism, exact).await?;
+        Ok(api::ReleaseResult::Walr(result(noisy, self.intercept)))
+    }
+}
 
 /// The exact (noiseless) release: (1/N)·Σ yᵢ·xᵢ, then (1/N)·Σ yᵢ if
 /// `intercept`.

@@ -132,8 +132,10 @@ fn every_entry_of_the_sensitivity_table() {
     let table = [
         (PrivacyUnit::Label, false, Quantity::Count, 0.0, 0.0),
         (PrivacyUnit::Label, true, Quantity::Count, 0.0, 0.0),
-        (PrivacyUnit::Label, false, value, 0.0, 0.0),
-        (PrivacyUnit::Label, true, value, 0.0, 0.0),
+        // Measures are outcomes: as private as the label under `label`.
+        (PrivacyUnit::Label, false, value, 100.0, 100.0),
+        (PrivacyUnit::Label, true, value, 100.0, 100.0),
+        (PrivacyUnit::Label, true, delta, 100.0, 100.0),
         (PrivacyUnit::Label, false, label, 1.0, 1.0),
         (PrivacyUnit::Label, true, label, 1.0, 1.0),
         (PrivacyUnit::Row, false, Quantity::Count, 0.0, 0.0),
@@ -253,9 +255,14 @@ fn neighbouring_datasets_move_the_noised_vector_by_at_most_its_sensitivity() {
         let rows: Vec<StoredRow> = (0..n).map(|_| random_row(&mut rng)).collect();
         let mut neighbour = rows.clone();
         let changed = rng.random_range(0..n);
+        let other = random_row(&mut rng);
         match unit {
-            PrivacyUnit::Label => neighbour[changed].label ^= 1,
-            PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng),
+            // Another row's outcomes (label and measures) in the same place.
+            PrivacyUnit::Label => {
+                neighbour[changed].label = other.label;
+                neighbour[changed].measures = other.measures;
+            }
+            PrivacyUnit::Row => neighbour[changed] = other,
         }
         let a = calibration.private_values(&tally(&query, &rows));
         let b = calibration.private_values(&tally(&query, &neighbour));
@@ -291,14 +298,17 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     ];
     let q = query(&["count", "sum:y", "mean:y", "mean:value"], &["campaign"]);
     let t = tally(&q, &rows);
-    // Under label: only the label sum is private (weight 1).
+    // Under label: the label sum and the value sum are private (weights 1
+    // and 100, jointly √2 after normalisation); the count is public.
     let label = Calibration::new(&q, PrivacyUnit::Label, &schema, Norm::L2);
-    assert_eq!(label.weights, vec![0.0, 1.0, 0.0]);
-    assert_eq!(label.sensitivity, 1.0);
-    assert_eq!(label.private_values(&t), vec![2.0, 1.0, 0.0]);
-    // Pretend the noise added exactly +0.5 to each label sum.
-    let out = groups(&q, &schema, &label, &t, &[2.5, 1.5, 0.5], 0.25);
-    let view: Vec<(String, &str, Option<f64>, f64, bool)> = out
+    assert_eq!(label.weights, vec![0.0, 1.0, 100.0]);
+    assert!((label.sensitivity - SQRT_2).abs() < 1e-15);
+    assert_eq!(label.private_values(&t), vec![2.0, 0.9, 1.0, 1.0, 0.0, 0.0]);
+    // Pretend the noise added exactly +0.5 to each label sum and +0.1 to
+    // each normalised value sum (+10 in value units).
+    let noisy = [2.5, 1.0, 1.5, 1.1, 0.5, 0.1];
+    let out = groups(&q, &schema, &label, &t, &noisy, 0.25);
+    let view: Vec<(String, &str, f64, f64, bool)> = out
         .iter()
         .map(|g| {
             (
@@ -311,27 +321,28 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
         })
         .collect();
     let expected = [
-        ("a", "count", Some(3.0), 0.0, true),
-        ("a", "sum:y", Some(2.5), 0.25, false),
-        ("a", "mean:y", Some(2.5 / 3.0), 0.25 / 3.0, false),
-        ("a", "mean:value", Some(30.0), 0.0, true),
-        ("b", "count", Some(1.0), 0.0, true),
-        ("b", "sum:y", Some(1.5), 0.25, false),
+        ("a", "count", 3.0, 0.0, true),
+        ("a", "sum:y", 2.5, 0.25, false),
+        ("a", "mean:y", 2.5 / 3.0, 0.25 / 3.0, false),
+        ("a", "mean:value", 100.0 / 3.0, 25.0 / 3.0, false),
+        ("b", "count", 1.0, 0.0, true),
+        ("b", "sum:y", 1.5, 0.25, false),
         // Clamped to the label's bounds.
-        ("b", "mean:y", Some(1.0), 0.25, false),
-        ("b", "mean:value", Some(100.0), 0.0, true),
-        // An empty group: its count is public, so its means are null.
-        ("c", "count", Some(0.0), 0.0, true),
-        ("c", "sum:y", Some(0.5), 0.25, false),
-        ("c", "mean:y", None, 0.0, false),
-        ("c", "mean:value", None, 0.0, true),
+        ("b", "mean:y", 1.0, 0.25, false),
+        ("b", "mean:value", 100.0, 25.0, false),
+        // An empty group: its count is public and 0, so its means are its
+        // noise alone (divided by 1), clamped: a number, never null.
+        ("c", "count", 0.0, 0.0, true),
+        ("c", "sum:y", 0.5, 0.25, false),
+        ("c", "mean:y", 0.5, 0.25, false),
+        ("c", "mean:value", 10.0, 25.0, false),
     ];
     assert_eq!(view.len(), expected.len());
     for (got, want) in view.iter().zip(expected) {
-        assert_eq!(
-            (got.0.as_str(), got.1, got.2, got.3, got.4),
-            want,
-            "{got:?}"
+        assert_eq!((got.0.as_str(), got.1, got.4), (want.0, want.1, want.4));
+        assert!(
+            (got.2 - want.2).abs() < 1e-12 && (got.3 - want.3).abs() < 1e-12,
+            "{got:?} vs {want:?}"
         );
     }
     // Under row with group_by the count is private too: noisy count, and
@@ -342,22 +353,33 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     assert_eq!(private.len(), 9);
     let noisy: Vec<f64> = private.iter().map(|v| v + 1.0 / SQRT_2).collect();
     let out = groups(&q, &schema, &row_unit, &t, &noisy, 0.5);
-    assert!((out[0].value.unwrap() - 4.0).abs() < 1e-12, "{:?}", out[0]);
+    assert!((out[0].value - 4.0).abs() < 1e-12, "{:?}", out[0]);
     assert!((out[0].std - 0.5 * SQRT_2).abs() < 1e-15);
     assert!(!out[0].exact);
     // mean:y of a = (2 + 1)/(3 + 1); std by the delta method.
-    let mean = out[2].value.unwrap();
+    let mean = out[2].value;
     assert!((mean - 0.75).abs() < 1e-12, "{mean}");
     let std = (2.0 * 0.25 + mean * mean * 2.0 * 0.25).sqrt() / 4.0;
     assert!((out[2].std - std).abs() < 1e-12);
-    // An all-public request: every value exact.
-    let counts = query(&["count", "sum:value"], &["device"]);
+    // Counts by a dimension under label: public, every value exact, and
+    // countable from the dimensions alone.
+    let counts = query(&["count"], &["device"]);
     let c = Calibration::new(&counts, PrivacyUnit::Label, &schema, Norm::L1);
     assert!(c.public());
-    let out = groups(&counts, &schema, &c, &tally(&counts, &rows), &[], 0.0);
-    let values: Vec<Option<f64>> = out.iter().map(|g| g.value).collect();
-    assert_eq!(values, vec![Some(2.0), Some(110.0), Some(2.0), Some(80.0)]);
+    let mut from_dimensions = counts.tally();
+    for row in &rows {
+        from_dimensions
+            .count(&counts, &row.row_id, &row.dimensions)
+            .unwrap();
+    }
+    assert_eq!(from_dimensions, tally(&counts, &rows));
+    let out = groups(&counts, &schema, &c, &from_dimensions, &[], 0.0);
+    let values: Vec<f64> = out.iter().map(|g| g.value).collect();
+    assert_eq!(values, vec![2.0, 2.0]);
     assert!(out.iter().all(|g| g.exact && g.std == 0.0));
+    // A sum of a measure under label is private.
+    let sums = query(&["sum:value"], &["device"]);
+    assert!(!Calibration::new(&sums, PrivacyUnit::Label, &schema, Norm::L1).public());
 }
 
 #[test]
@@ -371,12 +393,26 @@ fn ungrouped_means_under_row_divide_by_the_public_n() {
     assert_eq!(c.private_values(&t), vec![0.6]);
     let out = groups(&q, &schema, &c, &t, &[0.7], 0.01);
     assert_eq!(out[0].key, BTreeMap::new());
-    assert!((out[0].value.unwrap() - 35.0).abs() < 1e-12);
+    assert!((out[0].value - 35.0).abs() < 1e-12);
     assert!((out[0].std - 0.5).abs() < 1e-12);
-    assert_eq!(
-        (out[1].value, out[1].std, out[1].exact),
-        (Some(2.0), 0.0, true)
-    );
+    assert_eq!((out[1].value, out[1].std, out[1].exact), (2.0, 0.0, true));
+}
+
+#[test]
+fn the_range_bounds_every_normalised_quantity_over_n_rows() {
+    let schema = schema();
+    let q = query(&["count", "sum:value", "sum:delta"], &["campaign"]);
+    let c = Calibration::new(&q, PrivacyUnit::Row, &schema, Norm::L2);
+    // count: N/√2; value: 100N/(100√2); delta: 50N/100.
+    let range = c.range(&q, &schema, 1000);
+    assert!((range - 1000.0 / SQRT_2).abs() < 1e-9, "{range}");
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let rows: Vec<StoredRow> = (0..1000).map(|_| random_row(&mut rng)).collect();
+    let largest = c
+        .private_values(&tally(&q, &rows))
+        .iter()
+        .fold(0.0f64, |m, v| m.max(v.abs()));
+    assert!(largest <= range, "{largest} > {range}");
 }
 
 #[test]
@@ -404,7 +440,7 @@ fn standardised_residuals(mechanism: &Mechanism, norm: Norm, seed: u64) -> Vec<f
         let noisy = mechanism.release(&c.private_values(&t), &mut rng).unwrap();
         let out = groups(&q, &schema, &c, &t, &noisy, mechanism.noise_std());
         for (got, want) in out.iter().zip(&exact) {
-            residuals.push((got.value.unwrap() - want.value.unwrap()) / got.std);
+            residuals.push((got.value - want.value) / got.std);
         }
     }
     residuals
@@ -419,11 +455,13 @@ fn released_noise_has_the_reported_std() {
     let epsilon = Epsilon::new(1.0).unwrap();
     for norm in [Norm::L2, Norm::L1] {
         let c = Calibration::new(&q, PrivacyUnit::Row, &schema, norm);
+        let range = c.range(&q, &schema, 200);
         let mechanism = match norm {
             Norm::L2 => {
-                Mechanism::gaussian(epsilon, Delta::new(1e-6).unwrap(), c.sensitivity, 9).unwrap()
+                Mechanism::gaussian(epsilon, Delta::new(1e-6).unwrap(), c.sensitivity, 9, range)
+                    .unwrap()
             }
-            Norm::L1 => Mechanism::laplace(epsilon, c.sensitivity, 9).unwrap(),
+            Norm::L1 => Mechanism::laplace(epsilon, c.sensitivity, 9, range).unwrap(),
         };
         let mut residuals = standardised_residuals(&mechanism, norm, 77);
         for (factor, accept) in [(1.0, true), (0.9, false), (1.1, false)] {

@@ -15,15 +15,17 @@
 //! | unit    | grouped | quantity    | L2                  | L1               |
 //! |---------|---------|-------------|---------------------|------------------|
 //! | `label` | either  | `count`     | 0 (public)          | 0 (public)       |
-//! | `label` | either  | `sum:m`     | 0 (public)          | 0 (public)       |
-//! | `label` | either  | `sum:label` | 1                   | 1                |
+//! | `label` | either  | `sum:c`     | hi − lo             | hi − lo          |
 //! | `row`   | no      | `count`     | 0 (N is public)     | 0                |
 //! | `row`   | no      | `sum:c`     | hi − lo             | hi − lo          |
 //! | `row`   | yes     | `count`     | √2                  | 2                |
 //! | `row`   | yes     | `sum:c`     | max(hi − lo, √2·M)  | max(hi − lo, 2M) |
 //!
-//! Under `label` a neighbour flips one label: dimensions and measures stay,
-//! so only the label sum of that row's cell moves, by 1. Under `row` one row
+//! Under `label` a neighbour changes one row's outcomes: its label and its
+//! measures (a measure is typically an outcome, a conversion value beside
+//! `converted`, so it is as private as the label). Dimensions are public,
+//! so the row stays in its cell, the counts stay, and each sum of that cell
+//! moves by at most its column's hi − lo. Under `row` one row
 //! is replaced: either it stays in its cell (each sum moves by at most
 //! hi − lo, the count not at all) or it moves between two cells (each
 //! quantity loses up to M in one and gains up to M in the other, the count
@@ -39,19 +41,32 @@
 //! the second term only under `row` with `group_by`.
 //!
 //! Means. Under `label`, and under `row` without `group_by`, the count is
-//! public: mean = noisy sum / count, std = std(sum) / count, `null` for an
-//! empty group. Under `row` with `group_by` the count is private and is
-//! released with the sum (the budget is split between them by the
-//! normalisation above): mean = noisy sum / max(noisy count, 1), and the
-//! std is the delta-method √(std(sum)² + mean²·std(count)²) / max(count, 1).
-//! Noisy means are clamped to [lo, hi]; `std` describes the noise before
-//! clamping.
+//! public: mean = noisy sum / max(count, 1), std = std(sum) / max(count, 1)
+//! (an empty group's mean is its noise alone, clamped). Under `row` with
+//! `group_by` the count is private and is released with the sum (the budget
+//! is split between them by the normalisation above): mean = noisy sum /
+//! max(noisy count, 1), and the std is the delta-method
+//! √(std(sum)² + mean²·std(count)²) / max(count, 1). Noisy means are
+//! clamped to [lo, hi]; `std` describes the noise before clamping.
+//!
+//! The noise lattice must hold every value a query can take (see
+//! [`crate::dp::Mechanism`]): a count is at most N, a sum at most N·M, each
+//! divided by its own sensitivity. A declared range so wide that no lattice
+//! holds it and still resolves the noise is refused before the debit.
+//!
+//! A release of counts alone under `label` is public and free: it reads the
+//! rows' dimensions, never a label or a measure. Under `row` without
+//! `group_by` the count is N itself.
 
 use std::collections::BTreeMap;
 
+use async_trait::async_trait;
 use dpgate_api_types::{self as api, PrivacyUnit};
 
-use crate::dataset::Schema;
+use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::{Delta, Mechanism};
+use crate::releases::plan::{noise, require_rows};
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 use crate::store::StoredRow;
 
 /// Most statistics one request may ask for.
@@ -225,14 +240,14 @@ impl Query {
         }
     }
 
-    fn cell(&self, row: &StoredRow) -> Result<usize, String> {
+    fn cell(&self, row_id: &str, dimensions: &[u32]) -> Result<usize, String> {
         self.group_by
             .iter()
             .try_fold(0usize, |cell, &(dimension, values)| {
-                let value = row.dimensions.get(dimension).map(|&v| v as usize);
+                let value = dimensions.get(dimension).map(|&v| v as usize);
                 match value {
                     Some(value) if value < values => Ok(cell * values + value),
-                    _ => Err(format!("row {} has a malformed dimension", row.row_id)),
+                    _ => Err(format!("row {row_id} has a malformed dimension")),
                 }
             })
     }
@@ -264,10 +279,35 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Counts one row in its cell, from its dimensions alone: enough for a
+    /// query of counts only.
+    pub fn count(&mut self, query: &Query, row_id: &str, dimensions: &[u32]) -> Result<(), String> {
+        let width = query.quantities.len();
+        let cell = query.cell(row_id, dimensions)?;
+        for (sum, quantity) in self.sums[cell * width..(cell + 1) * width]
+            .iter_mut()
+            .zip(&query.quantities)
+        {
+            if *quantity == Quantity::Count {
+                *sum += 1.0;
+            }
+        }
+        Ok(())
+    }
+
+    /// The counts of a query without `group_by`: N, from the snapshot.
+    pub fn count_all(&mut self, query: &Query, n: u64) {
+        for (sum, quantity) in self.sums.iter_mut().zip(&query.quantities) {
+            if *quantity == Quantity::Count {
+                *sum = n as f64;
+            }
+        }
+    }
+
     /// Adds one stored row (measures are clamped on ingest).
     pub fn add(&mut self, query: &Query, row: &StoredRow) -> Result<(), String> {
         let width = query.quantities.len();
-        let cell = query.cell(row)?;
+        let cell = query.cell(&row.row_id, &row.dimensions)?;
         let sums = &mut self.sums[cell * width..(cell + 1) * width];
         for (sum, quantity) in sums.iter_mut().zip(&query.quantities) {
             *sum += match quantity {
@@ -301,12 +341,12 @@ pub fn bound(unit: PrivacyUnit, grouped: bool, quantity: Quantity, schema: &Sche
         Quantity::Sum(col) => column_bounds(col, schema),
     };
     match (unit, quantity) {
-        (PrivacyUnit::Label, Quantity::Sum(Column::Label)) => Bound {
-            within: 1.0,
+        (PrivacyUnit::Label, Quantity::Count) => Bound {
+            within: 0.0,
             across: 0.0,
         },
-        (PrivacyUnit::Label, _) => Bound {
-            within: 0.0,
+        (PrivacyUnit::Label, Quantity::Sum(_)) => Bound {
+            within: hi - lo,
             across: 0.0,
         },
         (PrivacyUnit::Row, _) => Bound {
@@ -389,6 +429,27 @@ impl Calibration {
         self.weights.iter().all(|&weight| weight == 0.0)
     }
 
+    /// The largest magnitude a normalised private quantity can take over
+    /// `n` rows: N (a count) or N·M (a sum), over its own sensitivity.
+    pub fn range(&self, query: &Query, schema: &Schema, n: u64) -> f64 {
+        query
+            .quantities
+            .iter()
+            .zip(&self.weights)
+            .filter(|&(_, &weight)| weight > 0.0)
+            .map(|(&quantity, weight)| {
+                let largest = match quantity {
+                    Quantity::Count => 1.0,
+                    Quantity::Sum(col) => {
+                        let (lo, hi) = column_bounds(col, schema);
+                        lo.abs().max(hi.abs())
+                    }
+                };
+                n as f64 * largest / weight
+            })
+            .fold(0.0, f64::max)
+    }
+
     /// The normalised private quantities, cell by cell: what the mechanism
     /// adds noise to.
     pub fn private_values(&self, tally: &Tally) -> Vec<f64> {
@@ -451,31 +512,20 @@ pub fn groups(
             .unwrap_or(0)
     };
     let count_index = position(Quantity::Count);
-    let count_public = calibration.weights.get(count_index) == Some(&0.0);
     let mut groups = Vec::with_capacity(query.cells * query.statistics.len());
     for (key, cell) in query.keys(schema).into_iter().zip(estimates.chunks(width)) {
         for stat in &query.statistics {
-            let (value, std, exact) = match stat.op {
-                Op::Count => {
-                    let (value, std) = cell[count_index];
-                    (Some(value), std, std == 0.0)
-                }
-                Op::Sum(col) => {
-                    let (value, std) = cell[position(Quantity::Sum(col))];
-                    (Some(value), std, std == 0.0)
-                }
+            let (value, std) = match stat.op {
+                Op::Count => cell[count_index],
+                Op::Sum(col) => cell[position(Quantity::Sum(col))],
                 Op::Mean(col) => {
                     let (sum, sum_std) = cell[position(Quantity::Sum(col))];
                     let (count, count_std) = cell[count_index];
                     let (lo, hi) = column_bounds(col, schema);
-                    if count_public && count == 0.0 {
-                        (None, 0.0, sum_std == 0.0)
-                    } else {
-                        let count = count.max(1.0);
-                        let mean = (sum / count).clamp(lo, hi);
-                        let std = (sum_std.powi(2) + (mean * count_std).powi(2)).sqrt() / count;
-                        (Some(mean), std, std == 0.0)
-                    }
+                    let count = count.max(1.0);
+                    let mean = (sum / count).clamp(lo, hi);
+                    let std = (sum_std.powi(2) + (mean * count_std).powi(2)).sqrt() / count;
+                    (mean, std)
                 }
             };
             groups.push(api::AggregateGroup {
@@ -483,11 +533,124 @@ pub fn groups(
                 statistic: stat.name.clone(),
                 value,
                 std,
-                exact,
+                exact: std == 0.0,
             });
         }
     }
     groups
+}
+
+/// An aggregate release, priced.
+struct Aggregate {
+    price: Price,
+    query: Query,
+    calibration: Calibration,
+    schema: Schema,
+    /// `None` when every quantity is public.
+    mechanism: Option<Mechanism>,
+}
+
+fn norm(kind: api::AggregateMechanism, knobs: &Knobs) -> Result<Norm, ReleaseError> {
+    match (kind, knobs.delta == Delta::ZERO) {
+        (api::AggregateMechanism::Gaussian, false) => Ok(Norm::L2),
+        (api::AggregateMechanism::Laplace, true) => Ok(Norm::L1),
+        (api::AggregateMechanism::Gaussian, true) => Err(ReleaseError::Invalid(
+            "the gaussian mechanism needs a delta in (0, 1); use \"mechanism\": \"laplace\" for \
+             pure ε"
+                .to_owned(),
+        )),
+        (api::AggregateMechanism::Laplace, false) => Err(ReleaseError::Invalid(
+            "the laplace mechanism is pure ε: omit delta or set it to 0".to_owned(),
+        )),
+    }
+}
+
+/// Prices an aggregate: everything it needs is the schema, N and the query.
+pub fn plan(
+    dataset: &DatasetRecord,
+    statistics: &[String],
+    group_by: &[String],
+    kind: api::AggregateMechanism,
+    knobs: &Knobs,
+) -> Result<Box<dyn Planned>, ReleaseError> {
+    let norm = norm(kind, knobs)?;
+    require_rows(dataset)?;
+    let schema = &dataset.schema;
+    let query = Query::parse(schema, statistics, group_by, knobs.max_groups)
+        .map_err(ReleaseError::Invalid)?;
+    let calibration = Calibration::new(&query, dataset.privacy_unit, schema, norm);
+    let n = dataset.n_rows;
+    let mechanism = if calibration.public() {
+        None
+    } else {
+        let dims = query.cells() * calibration.private_quantities();
+        let (sensitivity, range) = (
+            calibration.sensitivity,
+            calibration.range(&query, schema, n),
+        );
+        Some(
+            match norm {
+                Norm::L2 => {
+                    Mechanism::gaussian(knobs.epsilon, knobs.delta, sensitivity, dims, range)
+                }
+                Norm::L1 => Mechanism::laplace(knobs.epsilon, sensitivity, dims, range),
+            }
+            .map_err(|error| ReleaseError::Invalid(error.to_string()))?,
+        )
+    };
+    let price = mechanism.as_ref().map_or_else(
+        || Price::free(n),
+        |mechanism| Price::of(mechanism, calibration.sensitivity, n),
+    );
+    Ok(Box::new(Aggregate {
+        price,
+        query,
+        calibration,
+        schema: schema.clone(),
+        mechanism,
+    }))
+}
+
+#[async_trait]
+impl Planned for Aggregate {
+    fn price(&self) -> &Price {
+        &self.price
+    }
+
+    async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
+        let Aggregate {
+            query,
+            calibration,
+            schema,
+            mechanism,
+            ..
+        } = *self;
+        let mut tally = query.tally();
+        let (noisy, noise_std) = match mechanism {
+            // Counts only, public under the unit: from N, or from the rows'
+            // dimensions (never their outcomes).
+            None if !query.grouped() => {
+                tally.count_all(&query, snapshot.dataset().n_rows);
+                (Vec::new(), 0.0)
+            }
+            None => {
+                snapshot
+                    .inputs(|row| tally.count(&query, &row.row_id, &row.dimensions))
+                    .await
+                    .map_err(|error| Failure::Corrupt(error.to_string()))?;
+                (Vec::new(), 0.0)
+            }
+            Some(mechanism) => {
+                snapshot.rows(|row| tally.add(&query, row)).await?;
+                let noise_std = mechanism.noise_std();
+                let exact = calibration.private_values(&tally);
+                (noise(mechanism, exact).await?, noise_std)
+            }
+        };
+        Ok(api::ReleaseResult::Aggregate(api::AggregateResult {
+            groups: groups(&query, &schema, &calibration, &tally, &noisy, noise_std),
+        }))
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@
 //! bound holds for every possible row without looking at the data. Labels
 //! become ±1. The released weights are then unfolded into the units the
 //! features were uploaded in: σ(aᵀraw + b) is the model's prediction.
+//!
+//! The rows are read and the model fitted only after the debit: how long a
+//! fit takes, and whether it converges, depends on the data.
 
 use dpgate_api_types as api;
 use dpgate_learn::{FitError, Objective};
@@ -17,7 +20,31 @@ use rand::Rng;
 use crate::dataset::Schema;
 use crate::dp::erm::{self, ObjectivePerturbation, SOLVE_TOLERANCE};
 use crate::dp::{self, DpError, Epsilon, Mechanism};
+use crate::releases::{Failure, Snapshot};
 use crate::store::StoredRow;
+
+/// −ln P of a noise draw beyond the bounds the lattice is sized for:
+/// 2^−64 per release.
+const TAIL: f64 = 64.0 * std::f64::consts::LN_2;
+
+/// A bound on ‖ŵ‖ for the solve of J(w) + (1/N)·bᵀw with regulariser
+/// `lambda` and ‖b‖/N ≤ `linear`, over every dataset: the loss is ≥ 0, so
+/// (λ/2)‖w*‖² − (‖b‖/N)‖w*‖ ≤ J(w*) ≤ J(0) = ln 2, whence
+/// ‖w*‖ ≤ 2‖b‖/(Nλ) + √(2 ln 2/λ); and λ-strong convexity puts the solver's
+/// ŵ (‖∇J(ŵ)‖ ≤ γ) within γ/λ of w*.
+pub fn weight_bound(lambda: f64, linear: f64) -> f64 {
+    2.0 * linear / lambda
+        + (2.0 * std::f64::consts::LN_2 / lambda).sqrt()
+        + SOLVE_TOLERANCE / lambda
+}
+
+/// x with P(Gamma(d, 1) > x) ≤ 2^−64: Gamma(d, 1) is sub-gamma on the right
+/// with variance factor d and scale 1, so P(X > d + √(2ds) + s) ≤ e^{−s}
+/// (Boucheron, Lugosi & Massart, Concentration Inequalities, 2013, §2.4).
+pub fn gamma_tail(d: usize) -> f64 {
+    let d = d as f64;
+    d + (2.0 * d * TAIL).sqrt() + TAIL
+}
 
 /// Most features a model may have: the Newton solve forms a d × d Hessian
 /// per step.
@@ -50,6 +77,16 @@ pub fn check(lambda: f64, k: usize, n: u64, fit_intercept: bool) -> Result<(), S
         ));
     }
     Ok(())
+}
+
+/// Refuses, before the debit, a fit the solver could fail to certify for
+/// some dataset in the declared domain: `lambda` (the whole regulariser)
+/// below the floor of [`dpgate_learn::certify`] for `dims` columns, `n`
+/// rows and ‖b‖/N ≤ `linear`.
+pub fn certifiable(dims: usize, n: u64, lambda: f64, linear: f64) -> Result<(), String> {
+    let rows = usize::try_from(n).map_err(|_| format!("{n} rows are more than a fit can hold"))?;
+    dpgate_learn::certifiable(dims, rows, lambda, linear, SOLVE_TOLERANCE)
+        .map_err(|infeasible| format!("{infeasible}; raise lambda"))
 }
 
 fn columns(k: usize, fit_intercept: bool) -> usize {
@@ -98,7 +135,7 @@ impl DesignBuilder {
         if self.fit_intercept {
             self.values.push(self.scale);
         }
-        self.labels.push(if label == 1 { 1.0 } else { -1.0 });
+        self.labels.push(2.0 * f64::from(label) - 1.0);
     }
 
     /// Adds one stored row.
@@ -144,7 +181,8 @@ pub fn solve(
 }
 
 /// Output perturbation's noise: norm-Gamma (pure ε) when `delta` is 0,
-/// else the analytic Gaussian, calibrated to 2/(Nλ) + 2γ/λ.
+/// else the analytic Gaussian, calibrated to 2/(Nλ) + 2γ/λ, on weights
+/// within [`weight_bound`].
 pub fn output_mechanism(
     epsilon: Epsilon,
     delta: dp::Delta,
@@ -153,10 +191,11 @@ pub fn output_mechanism(
     dims: usize,
 ) -> Result<Mechanism, DpError> {
     let sensitivity = erm::output_sensitivity(n, lambda, SOLVE_TOLERANCE)?;
+    let range = weight_bound(lambda, 0.0);
     if delta == dp::Delta::ZERO {
-        Mechanism::norm_gamma(epsilon, sensitivity, dims)
+        Mechanism::norm_gamma(epsilon, sensitivity, dims, range)
     } else {
-        Mechanism::gaussian(epsilon, delta, sensitivity, dims)
+        Mechanism::gaussian(epsilon, delta, sensitivity, dims, range)
     }
 }
 
@@ -167,40 +206,57 @@ pub struct ObjectivePlan {
     pub params: ObjectivePerturbation,
     pub lambda: f64,
     pub output: Mechanism,
+    /// ‖b‖/N at the 1 − 2^−64 quantile of b's norm.
+    pub linear_bound: f64,
 }
 
 impl ObjectivePlan {
-    pub fn new(epsilon: f64, n: u64, lambda: f64, dims: usize) -> Result<Self, DpError> {
+    /// CMS11's parameters for (ε, N, λ) and the output noise, on a lattice
+    /// that holds the weights unless ‖b‖ lands beyond its 1 − 2^−64
+    /// quantile.
+    pub fn new(epsilon: Epsilon, n: u64, lambda: f64, dims: usize) -> Result<Self, DpError> {
         let params = erm::objective_perturbation(epsilon, n, lambda, SOLVE_TOLERANCE)?;
+        let linear_bound = params.b_scale * gamma_tail(dims) / n as f64;
+        let range = weight_bound(lambda + params.extra_regulariser, linear_bound);
         let output = Mechanism::norm_gamma(
-            Epsilon::new(params.epsilon_output)?,
+            params.epsilon_output,
             params.output_sensitivity,
             dims,
+            range,
         )?;
         Ok(ObjectivePlan {
             params,
             lambda,
             output,
+            linear_bound,
         })
     }
 
-    /// Draws b, solves the perturbed objective, adds the output noise:
-    /// the private weights (scaled space).
+    /// Draws b and solves the perturbed objective: the weights (scaled
+    /// space) before their output noise.
+    pub fn solve_perturbed<R: Rng + ?Sized>(
+        &self,
+        design: &Design,
+        rng: &mut R,
+    ) -> Result<Array1<f64>, ModelError> {
+        let dims = design.x.ncols();
+        let b = Array1::from(dp::norm_gamma_continuous(dims, self.params.b_scale, rng));
+        solve(
+            design,
+            self.lambda + self.params.extra_regulariser,
+            Some(b.view()),
+        )
+    }
+
+    /// [`Self::solve_perturbed`], then the output noise: the private
+    /// weights (scaled space).
     pub fn run<R: Rng + ?Sized>(
         &self,
         design: &Design,
         rng: &mut R,
     ) -> Result<Vec<f64>, ModelError> {
-        let dims = design.x.ncols();
-        let b = Array1::from(dp::norm_gamma_continuous(dims, self.params.b_scale, rng));
-        let weights = solve(
-            design,
-            self.lambda + self.params.extra_regulariser,
-            Some(b.view()),
-        )?;
-        Ok(self
-            .output
-            .release(weights.as_slice().unwrap_or(&[]), rng)?)
+        let weights = self.solve_perturbed(design, rng)?;
+        Ok(self.output.release(&weights.to_vec(), rng)?)
     }
 }
 
@@ -242,9 +298,39 @@ pub fn result(
             epsilon_prime: params.epsilon_prime,
             extra_regulariser: params.extra_regulariser,
             b_scale: params.b_scale,
-            epsilon_output: params.epsilon_output,
+            epsilon_output: params.epsilon_output.value(),
         }),
     }
+}
+
+/// Reads the training set from the snapshot (after the debit) and fits it
+/// with `fit` on a blocking thread: the weights in the scaled space.
+pub async fn fit_on(
+    snapshot: &Snapshot,
+    fit_intercept: bool,
+    fit: impl FnOnce(&Design) -> Result<Array1<f64>, ModelError> + Send + 'static,
+) -> Result<Vec<f64>, Failure> {
+    let design = design(snapshot, fit_intercept).await?;
+    let span = tracing::Span::current();
+    let weights = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        fit(&design)
+    })
+    .await??;
+    Ok(weights.to_vec())
+}
+
+/// The training set of a model, read from the snapshot (after the debit).
+async fn design(snapshot: &Snapshot, fit_intercept: bool) -> Result<Design, Failure> {
+    let dataset = snapshot.dataset();
+    let mut builder = DesignBuilder::new(dataset.schema.k(), dataset.n_rows, fit_intercept);
+    snapshot
+        .rows(|row| {
+            builder.push_row(row);
+            Ok(())
+        })
+        .await?;
+    builder.build().map_err(Failure::Corrupt)
 }
 
 #[cfg(test)]

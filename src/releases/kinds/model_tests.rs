@@ -115,7 +115,7 @@ fn the_noiseless_fit_matches_the_scipy_reference_to_1e_6() {
     // intercept column last; w̃ = v/s turns (λ/2)‖w̃‖² into (λ·5/2)‖v‖², so
     // λ = λ_ref/5 reproduces the reference optimum v exactly.
     let reference: Reference =
-        serde_json::from_str(include_str!("../../learn/testdata/reference.json")).unwrap();
+        serde_json::from_str(include_str!("../../../learn/testdata/reference.json")).unwrap();
     let n = reference.y.len();
     let scale = 1.0 / 5f64.sqrt();
     let x = Array2::from_shape_fn((n, 5), |(i, j)| {
@@ -188,7 +188,7 @@ fn at_a_million_rows_and_epsilon_one_both_learners_come_within_0_01_auc() {
             .release(exact.as_slice().unwrap(), &mut rng)
             .unwrap();
         best_output = best_output.max(auc_of(&noisy));
-        let plan = ObjectivePlan::new(1.0, n, lambda, 17).unwrap();
+        let plan = ObjectivePlan::new(epsilon, n, lambda, 17).unwrap();
         best_objective = best_objective.max(auc_of(&plan.run(&design, &mut rng).unwrap()));
     }
     eprintln!("non-private {baseline:.4}, output {best_output:.4}, objective {best_objective:.4}");

@@ -1,0 +1,387 @@
+//! WALR over feature vectors the analyst supplies (seed 002: "the weights
+//! are to be supplied by the API consumer"): an advertiser holds its own
+//! impression features and only needs the server's labels.
+//!
+//! The release is (1/N_s)·Σ yᵢ·(1, vᵢ) over the N_s supplied rows, with the
+//! supplied vectors vᵢ ∈ [0, 1]ᵏ in place of the stored features. Only under
+//! the `label` privacy unit: there row ids and N are public, so refusing an
+//! unknown row id reveals nothing; under `row` the answer "no such row"
+//! would itself disclose membership.
+//!
+//! Sensitivity (L2): flipping the label of supplied row i moves the sum by
+//! (1, vᵢ)/N_s, so Δ = maxᵢ √(1 + ‖vᵢ‖²) / N_s (drop the 1 without the
+//! intercept), computed from the supplied vectors alone.
+//!
+//! Before the debit (dry runs too) only the row ids are checked, from the
+//! rows' public columns; the labels are joined after it, as Σ yᵢ·vᵢ with no
+//! branch on a label.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use dpgate_api_types::{self as api, PrivacyUnit, SuppliedRow};
+
+use super::walr;
+use crate::dataset::DatasetRecord;
+use crate::dp::Mechanism;
+use crate::releases::plan::{noise, require_rows};
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
+use crate::store::StoredRow;
+
+/// Most values (rows × k) one release may supply: 128 MiB as f64.
+pub const MAX_VALUES: usize = 16 << 20;
+/// Most features a supplied vector may have.
+pub const MAX_K: usize = 4096;
+
+/// Checked supplied rows: unique ids, one k, values in [0, 1].
+#[derive(Debug)]
+pub struct Supplied {
+    /// Row id → position.
+    index: HashMap<String, usize>,
+    /// Row-major, n × k.
+    values: Vec<f64>,
+    k: usize,
+    max_norm_squared: f64,
+}
+
+impl Supplied {
+    /// Checks the rows as the analyst sent them, taking them over.
+    pub fn parse(rows: Vec<SuppliedRow>) -> Result<Self, String> {
+        let k = rows.first().map_or(0, |row| row.x.len());
+        if k == 0 || k > MAX_K {
+            return Err(format!(
+                "supplied feature vectors must have 1 to {MAX_K} values (the first has {k}); \
+                 omit `features` to use the stored ones"
+            ));
+        }
+        if rows.len().saturating_mul(k) > MAX_VALUES {
+            return Err(format!(
+                "at most {MAX_VALUES} supplied values per release (got {} rows × {k})",
+                rows.len()
+            ));
+        }
+        let mut index = HashMap::with_capacity(rows.len());
+        let mut values = Vec::with_capacity(rows.len() * k);
+        let mut max_norm_squared = 0.0f64;
+        for (position, row) in rows.into_iter().enumerate() {
+            if row.x.len() != k {
+                return Err(format!(
+                    "supplied row {:?} has {} values; the first has {k}",
+                    row.row_id,
+                    row.x.len()
+                ));
+            }
+            if let Some((j, value)) = row
+                .x
+                .iter()
+                .enumerate()
+                .find(|(_, value)| !(0.0..=1.0).contains(*value))
+            {
+                return Err(format!(
+                    "supplied row {:?}: value {j} is {value}; every value must be a finite \
+                     number in [0, 1]",
+                    row.row_id
+                ));
+            }
+            max_norm_squared = max_norm_squared.max(row.x.iter().map(|v| v * v).sum());
+            values.extend_from_slice(&row.x);
+            match index.entry(row.row_id) {
+                Entry::Occupied(taken) => {
+                    return Err(format!("row id {:?} is supplied twice", taken.key()));
+                }
+                Entry::Vacant(free) => {
+                    free.insert(position);
+                }
+            }
+        }
+        Ok(Supplied {
+            index,
+            values,
+            k,
+            max_norm_squared,
+        })
+    }
+
+    /// The number of supplied rows, N_s.
+    pub fn rows(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The L2 sensitivity of [`Join::exact`] (see the module docs).
+    pub fn sensitivity(&self, intercept: bool) -> f64 {
+        let one = if intercept { 1.0 } else { 0.0 };
+        (self.max_norm_squared + one).sqrt() / self.rows() as f64
+    }
+
+    /// Released numbers: k, plus the intercept term.
+    pub fn dims(&self, intercept: bool) -> usize {
+        self.k + usize::from(intercept)
+    }
+
+    fn vector(&self, position: usize) -> &[f64] {
+        &self.values[position * self.k..(position + 1) * self.k]
+    }
+
+    /// Which supplied rows the dataset holds, from row ids alone.
+    pub fn presence(&self) -> Presence<'_> {
+        Presence {
+            supplied: self,
+            found: vec![false; self.rows()],
+        }
+    }
+
+    /// A join of the stored rows' labels onto the supplied vectors.
+    pub fn join(&self) -> Join<'_> {
+        Join {
+            supplied: self,
+            label_sums: vec![0.0; self.k],
+            label_sum: 0.0,
+            joined: 0,
+        }
+    }
+}
+
+/// Marks the supplied row ids found among the stored ones.
+#[derive(Debug)]
+pub struct Presence<'s> {
+    supplied: &'s Supplied,
+    found: Vec<bool>,
+}
+
+impl Presence<'_> {
+    pub fn add(&mut self, row_id: &str) {
+        if let Some(&position) = self.supplied.index.get(row_id) {
+            self.found[position] = true;
+        }
+    }
+
+    /// The supplied row ids the dataset does not hold, as an error.
+    pub fn check(self) -> Result<(), String> {
+        let mut missing = self
+            .supplied
+            .index
+            .iter()
+            .filter(|&(_, &position)| !self.found[position])
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>();
+        missing.sort_unstable();
+        match missing.first() {
+            None => Ok(()),
+            Some(first) => Err(format!(
+                "{} supplied row id(s) are not in the dataset, the first (in sort order) {first:?}",
+                missing.len()
+            )),
+        }
+    }
+}
+
+/// The running Σ yᵢ·(1, vᵢ) over the stored rows seen so far.
+#[derive(Debug)]
+pub struct Join<'s> {
+    supplied: &'s Supplied,
+    label_sums: Vec<f64>,
+    label_sum: f64,
+    joined: usize,
+}
+
+impl Join<'_> {
+    /// Adds a stored row if it was supplied: yᵢ·vᵢ for either label.
+    pub fn add(&mut self, row: &StoredRow) {
+        let Some(&position) = self.supplied.index.get(row.row_id.as_str()) else {
+            return;
+        };
+        let label = f64::from(row.label);
+        self.label_sum += label;
+        for (sum, value) in self
+            .label_sums
+            .iter_mut()
+            .zip(self.supplied.vector(position))
+        {
+            *sum += label * value;
+        }
+        self.joined += 1;
+    }
+
+    /// (1/N_s)·Σ yᵢ·vᵢ, then (1/N_s)·Σ yᵢ if `intercept`; an error if not
+    /// every supplied row was joined.
+    pub fn exact(self, intercept: bool) -> Result<Vec<f64>, String> {
+        let n = self.supplied.rows();
+        if self.joined != n {
+            return Err(format!("{} of {n} supplied rows joined", self.joined));
+        }
+        let n = n as f64;
+        let mut values: Vec<f64> = self.label_sums.iter().map(|sum| sum / n).collect();
+        if intercept {
+            values.push(self.label_sum / n);
+        }
+        Ok(values)
+    }
+}
+
+/// A WALR release over supplied vectors, priced.
+struct SuppliedWalr {
+    price: Price,
+    mechanism: Mechanism,
+    intercept: bool,
+    rows: Arc<Supplied>,
+}
+
+/// Prices WALR over `rows` (unit `label` only).
+pub fn plan(
+    dataset: &DatasetRecord,
+    rows: Arc<Supplied>,
+    intercept: bool,
+    knobs: &Knobs,
+) -> Result<Box<dyn Planned>, ReleaseError> {
+    if dataset.privacy_unit == PrivacyUnit::Row {
+        return Err(ReleaseError::Invalid(
+            "supplied features need the privacy unit `label`: under `row`, which row ids exist \
+             is private"
+                .to_owned(),
+        ));
+    }
+    knobs.approximate("walr")?;
+    require_rows(dataset)?;
+    let sensitivity = rows.sensitivity(intercept);
+    if sensitivity == 0.0 {
+        return Err(ReleaseError::Invalid(
+            "every supplied vector is zero and the intercept is off: nothing to release".to_owned(),
+        ));
+    }
+    let mechanism = Mechanism::gaussian(
+        knobs.epsilon,
+        knobs.delta,
+        sensitivity,
+        rows.dims(intercept),
+        walr::RANGE,
+    )
+    .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
+    Ok(Box::new(SuppliedWalr {
+        price: Price::of(&mechanism, sensitivity, rows.rows() as u64),
+        mechanism,
+        intercept,
+        rows,
+    }))
+}
+
+#[async_trait]
+impl Planned for SuppliedWalr {
+    fn price(&self) -> &Price {
+        &self.price
+    }
+
+    async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
+        let mut presence = self.rows.presence();
+        snapshot
+            .inputs(|row| {
+                presence.add(&row.row_id);
+                Ok(())
+            })
+            .await?;
+        presence.check().map_err(ReleaseError::Invalid)
+    }
+
+    async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
+        let mut join = self.rows.join();
+        snapshot
+            .rows(|row| {
+                join.add(row);
+                Ok(())
+            })
+            .await?;
+        let exact = join.exact(self.intercept).map_err(Failure::Corrupt)?;
+        let noisy = noise(self.mechanism, exact).await?;
+        Ok(api::ReleaseResult::Walr(walr::result(
+            noisy,
+            self.intercept,
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, x: &[f64]) -> SuppliedRow {
+        SuppliedRow {
+            row_id: id.to_owned(),
+            x: x.to_vec(),
+        }
+    }
+
+    fn stored(id: &str, label: u8) -> StoredRow {
+        StoredRow {
+            row_id: id.to_owned(),
+            label,
+            features: vec![0.5],
+            measures: vec![],
+            dimensions: vec![],
+        }
+    }
+
+    #[test]
+    fn bad_supplied_rows_are_refused_with_the_reason() {
+        let cases: [(Vec<SuppliedRow>, &str); 6] = [
+            (vec![], "1 to 4096 values"),
+            (vec![row("a", &[])], "1 to 4096 values"),
+            (
+                vec![row("a", &[0.5]), row("a", &[0.1])],
+                "\"a\" is supplied twice",
+            ),
+            (
+                vec![row("a", &[0.5, 0.1]), row("b", &[0.1])],
+                "\"b\" has 1 values",
+            ),
+            (vec![row("a", &[1.5])], "value 0 is 1.5"),
+            (vec![row("a", &[0.2, f64::NAN])], "value 1 is NaN"),
+        ];
+        for (rows, reason) in cases {
+            let error = Supplied::parse(rows).unwrap_err();
+            assert!(error.contains(reason), "{error} ≠ {reason}");
+        }
+    }
+
+    #[test]
+    fn the_join_sums_supplied_vectors_weighted_by_label() {
+        let rows = vec![
+            row("a", &[0.2, 1.0]),
+            row("c", &[0.6, 0.0]),
+            row("d", &[1.0, 1.0]),
+        ];
+        let supplied = Supplied::parse(rows).unwrap();
+        // √(1 + 1 + 1) / 3 from row d.
+        assert!((supplied.sensitivity(true) - 3f64.sqrt() / 3.0).abs() < 1e-15);
+        assert!((supplied.sensitivity(false) - 2f64.sqrt() / 3.0).abs() < 1e-15);
+        assert_eq!(supplied.dims(true), 3);
+        let mut join = supplied.join();
+        for (id, label) in [("a", 1), ("b", 1), ("c", 0), ("d", 1)] {
+            join.add(&stored(id, label));
+        }
+        let exact = join.exact(true).unwrap();
+        assert_eq!(exact, vec![1.2 / 3.0, 2.0 / 3.0, 2.0 / 3.0]);
+        let mut partial = supplied.join();
+        partial.add(&stored("a", 1));
+        assert!(partial.exact(false).is_err());
+    }
+
+    #[test]
+    fn presence_names_the_missing_row_ids_without_labels() {
+        let supplied =
+            Supplied::parse(vec![row("a", &[0.2]), row("c", &[0.6]), row("b", &[0.1])]).unwrap();
+        let mut presence = supplied.presence();
+        presence.add("a");
+        presence.add("z");
+        let error = presence.check().unwrap_err();
+        assert!(
+            error.contains("2 supplied row id(s)") && error.contains("\"b\""),
+            "{error}"
+        );
+        let mut presence = supplied.presence();
+        for id in ["a", "b", "c"] {
+            presence.add(id);
+        }
+        assert!(presence.check().is_ok());
+    }
+}

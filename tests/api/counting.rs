@@ -1,0 +1,173 @@
+//! A decorator over the real store that counts how often rows are read:
+//! with their outcomes (labels and measures, private) and without (row
+//! ids, features and dimensions), and can make the private reads slow.
+//! Everything else passes straight through.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dpgate::budget::{AnalystRecord, Change};
+use dpgate::dataset::DatasetRecord;
+use dpgate::ledger::LedgerRecord;
+use dpgate::store::{
+    BudgetOutcome, Debit, DebitOutcome, Decide, IngestSession, NewDataset, Store, StoreError,
+    StoredInputs, StoredRelease, StoredRow,
+};
+use dpgate_api_types::ReleaseSummary;
+use uuid::Uuid;
+
+/// The real store, with read counters.
+pub struct Counting {
+    inner: Arc<dyn Store>,
+    /// Pages of rows read with their outcomes.
+    outcome_reads: AtomicU64,
+    /// Pages of rows read without them.
+    input_reads: AtomicU64,
+    /// How long each page of private rows takes to read.
+    delay: Duration,
+}
+
+impl Counting {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
+        Self::slowed(inner, Duration::ZERO)
+    }
+
+    /// A store whose every page of private rows takes `delay` longer: a
+    /// release that reads rows stays in its after-debit work for a while.
+    pub fn slowed(inner: Arc<dyn Store>, delay: Duration) -> Arc<Self> {
+        Arc::new(Counting {
+            inner,
+            outcome_reads: AtomicU64::new(0),
+            input_reads: AtomicU64::new(0),
+            delay,
+        })
+    }
+
+    /// (outcome reads, input reads) since the last call; resets both.
+    pub fn take(&self) -> (u64, u64) {
+        (
+            self.outcome_reads.swap(0, Ordering::SeqCst),
+            self.input_reads.swap(0, Ordering::SeqCst),
+        )
+    }
+}
+
+#[async_trait]
+impl Store for Counting {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+
+    async fn signing_key(&self, fresh: &str) -> Result<Option<String>, StoreError> {
+        self.inner.signing_key(fresh).await
+    }
+
+    async fn create_dataset(&self, dataset: &NewDataset) -> Result<(), StoreError> {
+        self.inner.create_dataset(dataset).await
+    }
+
+    async fn datasets(&self) -> Result<Vec<DatasetRecord>, StoreError> {
+        self.inner.datasets().await
+    }
+
+    async fn dataset(&self, id: Uuid) -> Result<Option<DatasetRecord>, StoreError> {
+        self.inner.dataset(id).await
+    }
+
+    async fn begin_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError> {
+        self.inner.begin_ingest(id).await
+    }
+
+    async fn rows(
+        &self,
+        id: Uuid,
+        version: u64,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredRow>, StoreError> {
+        self.outcome_reads.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        self.inner.rows(id, version, after, limit).await
+    }
+
+    async fn row_inputs(
+        &self,
+        id: Uuid,
+        version: u64,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<StoredInputs>, StoreError> {
+        self.input_reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.row_inputs(id, version, after, limit).await
+    }
+
+    async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError> {
+        self.inner.debit(debit, decide).await
+    }
+
+    async fn analysts(&self, id: Uuid) -> Result<Vec<AnalystRecord>, StoreError> {
+        self.inner.analysts(id).await
+    }
+
+    async fn analyst(&self, id: Uuid, analyst: &str) -> Result<Option<AnalystRecord>, StoreError> {
+        self.inner.analyst(id, analyst).await
+    }
+
+    async fn change_budget(&self, id: Uuid, change: &Change) -> Result<BudgetOutcome, StoreError> {
+        self.inner.change_budget(id, change).await
+    }
+
+    async fn releases(
+        &self,
+        id: Uuid,
+        analyst: Option<&str>,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<ReleaseSummary>, StoreError> {
+        self.inner.releases(id, analyst, after, limit).await
+    }
+
+    async fn complete_release(&self, release: Uuid, response: &str) -> Result<(), StoreError> {
+        self.inner.complete_release(release, response).await
+    }
+
+    async fn fail_release(&self, release: Uuid, problem: &str) -> Result<(), StoreError> {
+        self.inner.fail_release(release, problem).await
+    }
+
+    async fn release(
+        &self,
+        dataset: Uuid,
+        release: Uuid,
+    ) -> Result<Option<StoredRelease>, StoreError> {
+        self.inner.release(dataset, release).await
+    }
+
+    async fn release_by_key(
+        &self,
+        dataset: Uuid,
+        analyst: &str,
+        key: &str,
+    ) -> Result<Option<StoredRelease>, StoreError> {
+        self.inner.release_by_key(dataset, analyst, key).await
+    }
+
+    async fn ledger(
+        &self,
+        dataset: Uuid,
+        after: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<LedgerRecord>, StoreError> {
+        self.inner.ledger(dataset, after, limit).await
+    }
+
+    async fn revoke(&self, jti: &str, at: &str) -> Result<(), StoreError> {
+        self.inner.revoke(jti, at).await
+    }
+
+    async fn is_revoked(&self, jti: &str) -> Result<bool, StoreError> {
+        self.inner.is_revoked(jti).await
+    }
+}
