@@ -145,6 +145,23 @@ impl Cell<'_> {
     }
 }
 
+/// `value`, within `[min, max]`, scaled into [0, 1] as stored: always
+/// finite and within [0, 1] (clamped, should rounding leave it), computed on
+/// halves when `max - min` overflows. None only if no finite bounds with
+/// `min < max` and finite `value` were given.
+fn scale(value: f64, min: f64, max: f64) -> Option<f32> {
+    let span = max - min;
+    let ratio = if span.is_finite() {
+        (value - min) / span
+    } else {
+        (value / 2.0 - min / 2.0) / (max / 2.0 - min / 2.0)
+    };
+    if ratio.is_nan() {
+        return None;
+    }
+    Some((ratio as f32).clamp(0.0, 1.0))
+}
+
 impl<'a> RowBuilder<'a> {
     fn new(schema: &'a Schema) -> Self {
         RowBuilder {
@@ -178,7 +195,12 @@ impl<'a> RowBuilder<'a> {
                     column.name, column.min, column.max
                 ));
             }
-            let scaled = ((value - column.min) / (column.max - column.min)) as f32;
+            let scaled = scale(value, column.min, column.max).ok_or_else(|| {
+                format!(
+                    "{} = {value} cannot be scaled by its bounds [{}, {}]",
+                    column.name, column.min, column.max
+                )
+            })?;
             self.scaled.push(scaled);
             features.extend_from_slice(&scaled.to_le_bytes());
         }

@@ -193,3 +193,51 @@ fn a_sink_that_stops_ends_the_upload() {
     assert_eq!(calls, 1);
     assert_eq!(summary.rows, BATCH_ROWS as u64);
 }
+
+#[test]
+fn features_are_stored_finite_and_within_zero_and_one_even_for_extreme_bounds() {
+    let mut wide = schema();
+    wide.features[0].min = -f64::MAX;
+    wide.features[0].max = f64::MAX;
+    wide.features[1].min = 0.0;
+    wide.features[1].max = 5e-324;
+    let text = format!(
+        "{HEADER}r1,1,{},0,0,a\nr2,1,0,5e-324,0,a\nr3,1,{},0,0,a\n",
+        -f64::MAX,
+        f64::MAX
+    );
+    let mut rows = Vec::new();
+    let summary = parse(Format::Csv, text.as_bytes(), &wide, |batch| {
+        rows.extend(batch);
+        true
+    })
+    .unwrap();
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    let features: Vec<f32> = rows
+        .iter()
+        .flat_map(|row| row.features.chunks(4))
+        .map(|bytes| f32::from_le_bytes(bytes.try_into().unwrap()))
+        .collect();
+    assert_eq!(features, [0.0, 0.0, 0.5, 1.0, 1.0, 0.0]);
+    let stats = summary.stats.unwrap();
+    assert_eq!(stats.label_feature_sums, [1.5, 1.0]);
+    assert_eq!(stats.max_norm_squared, 1.25);
+}
+
+proptest::proptest! {
+    #[test]
+    fn scaled_features_are_finite_and_within_zero_and_one(
+        a in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO,
+        b in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO,
+        t in 0.0..=1.0f64,
+    ) {
+        proptest::prop_assume!(a != b);
+        let (min, max) = if a < b { (a, b) } else { (b, a) };
+        let value = (min + t * (max - min)).clamp(min, max);
+        let value = if value.is_finite() { value } else { min / 2.0 + max / 2.0 };
+        let scaled = scale(value, min, max).unwrap();
+        proptest::prop_assert!(scaled.is_finite() && (0.0..=1.0).contains(&scaled), "{scaled}");
+        proptest::prop_assert_eq!(scale(min, min, max), Some(0.0));
+        proptest::prop_assert_eq!(scale(max, min, max), Some(1.0));
+    }
+}
