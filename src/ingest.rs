@@ -8,7 +8,7 @@
 //! collected so the caller can fix them in one go, and then the upload is
 //! abandoned with nothing stored.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 
 use bytes::{Buf, Bytes};
@@ -23,6 +23,12 @@ pub const MAX_REPORTED_ERRORS: usize = 20;
 pub const BATCH_ROWS: usize = 2000;
 /// Longest row id.
 const MAX_ROW_ID_LEN: usize = 256;
+
+/// Where each column's cell sits in [`RowBuilder::build`]'s order: `row_id`,
+/// the label, then features, measures and dimensions in schema order.
+const ROW_ID_AT: usize = 0;
+const LABEL_AT: usize = 1;
+const FIRST_FEATURE_AT: usize = 2;
 
 /// The two upload formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +94,10 @@ impl Read for ChannelReader {
 /// Validates and encodes one row's values, given by column in schema order.
 struct RowBuilder<'a> {
     schema: &'a Schema,
+    /// Every column's name, in [`RowBuilder::build`]'s order.
+    names: Vec<&'a str>,
+    /// The position of each name in `names`.
+    columns: HashMap<&'a str, usize>,
     seen: HashSet<String>,
     stats: WalrStats,
     scaled: Vec<f32>,
@@ -164,31 +174,53 @@ fn scale(value: f64, min: f64, max: f64) -> Option<f32> {
 
 impl<'a> RowBuilder<'a> {
     fn new(schema: &'a Schema) -> Self {
+        let names: Vec<&str> = [ROW_ID, schema.label.as_str()]
+            .into_iter()
+            .chain(
+                schema
+                    .features
+                    .iter()
+                    .chain(&schema.measures)
+                    .map(|column| column.name.as_str()),
+            )
+            .chain(schema.dimensions.iter().map(|d| d.name.as_str()))
+            .collect();
+        let columns = names
+            .iter()
+            .enumerate()
+            .map(|(at, &name)| (name, at))
+            .collect();
         RowBuilder {
             schema,
+            names,
+            columns,
             seen: HashSet::new(),
             stats: WalrStats::empty(schema.k()),
             scaled: Vec::with_capacity(schema.k()),
         }
     }
 
-    /// Builds a row from `cell(name)` for every column of the schema.
+    /// Builds a row from `cell(at)` for every column, `at` its position in
+    /// `names`.
     fn build<'c>(
         &mut self,
         line: u64,
-        cell: impl Fn(&str) -> Option<Cell<'c>>,
+        cell: impl Fn(usize) -> Option<Cell<'c>>,
     ) -> Result<RowRecord, String> {
         let schema = self.schema;
-        let get = |name: &str| cell(name).ok_or_else(|| format!("column {name:?} is missing"));
-        let row_id = get(ROW_ID)?.text()?;
+        let names = &self.names;
+        let get = |at: usize| cell(at).ok_or_else(|| format!("column {:?} is missing", names[at]));
+        let row_id = get(ROW_ID_AT)?.text()?;
         if row_id.is_empty() || row_id.len() > MAX_ROW_ID_LEN {
             return Err(format!("row_id must be 1 to {MAX_ROW_ID_LEN} bytes"));
         }
-        let label = get(&schema.label)?.label()?;
+        let label = get(LABEL_AT)?.label()?;
+        let mut at = FIRST_FEATURE_AT;
         self.scaled.clear();
         let mut features = Vec::with_capacity(4 * schema.k());
         for column in &schema.features {
-            let value = get(&column.name)?.number()?;
+            let value = get(at)?.number()?;
+            at += 1;
             if value < column.min || value > column.max {
                 return Err(format!(
                     "{} = {value} is outside its declared bounds [{}, {}]",
@@ -206,12 +238,14 @@ impl<'a> RowBuilder<'a> {
         }
         let mut measures = Vec::with_capacity(8 * schema.measures.len());
         for column in &schema.measures {
-            let value = get(&column.name)?.number()?.clamp(column.min, column.max);
+            let value = get(at)?.number()?.clamp(column.min, column.max);
+            at += 1;
             measures.extend_from_slice(&value.to_le_bytes());
         }
         let mut dimensions = Vec::with_capacity(4 * schema.dimensions.len());
         for dimension in &schema.dimensions {
-            let value = get(&dimension.name)?.text()?;
+            let value = get(at)?.text()?;
+            at += 1;
             let index = dimension
                 .values
                 .iter()
@@ -315,23 +349,45 @@ pub fn parse(
     Ok(collector.finish(builder.stats))
 }
 
-fn expected_columns(schema: &Schema) -> HashSet<&str> {
-    schema
-        .features
-        .iter()
-        .chain(&schema.measures)
-        .map(|column| column.name.as_str())
-        .chain(schema.dimensions.iter().map(|d| d.name.as_str()))
-        .chain([ROW_ID, schema.label.as_str()])
-        .collect()
-}
-
 fn csv_error(error: csv::Error) -> Result<String, std::io::Error> {
     match error.into_kind() {
         csv::ErrorKind::Io(error) => Err(error),
         csv::ErrorKind::Utf8 { err, .. } => Ok(format!("not valid UTF-8: {err}")),
         other => Ok(format!("unreadable CSV: {other:?}")),
     }
+}
+
+/// The header's complaint, if it does not name every column exactly once.
+fn header_problem(header: &csv::StringRecord, builder: &RowBuilder) -> Option<String> {
+    let mut seen = HashSet::new();
+    let mut unknown = Vec::new();
+    let mut twice = Vec::new();
+    for name in header {
+        let first = seen.insert(name);
+        if !builder.columns.contains_key(name) {
+            if first {
+                unknown.push(name);
+            }
+        } else if !first && !twice.contains(&name) {
+            twice.push(name);
+        }
+    }
+    let missing: Vec<&str> = builder
+        .names
+        .iter()
+        .copied()
+        .filter(|name| !seen.contains(name))
+        .collect();
+    let problems: Vec<String> = [
+        ("unknown columns", unknown),
+        ("missing columns", missing),
+        ("columns named more than once", twice),
+    ]
+    .into_iter()
+    .filter(|(_, names)| !names.is_empty())
+    .map(|(what, names)| format!("{what} {names:?}"))
+    .collect();
+    (!problems.is_empty()).then(|| format!("header: {}", problems.join("; ")))
 }
 
 fn parse_csv<F: FnMut(Vec<RowRecord>) -> bool>(
@@ -350,26 +406,18 @@ fn parse_csv<F: FnMut(Vec<RowRecord>) -> bool>(
             return Ok(());
         }
     };
-    let expected = expected_columns(builder.schema);
-    let named: HashSet<&str> = header.iter().collect();
-    let unknown: Vec<&str> = header
-        .iter()
-        .filter(|name| !expected.contains(name))
-        .collect();
-    let mut missing: Vec<&str> = expected.difference(&named).copied().collect();
-    missing.sort_unstable();
-    if !unknown.is_empty() || !missing.is_empty() || named.len() != header.len() {
-        collector.error(
-            1,
-            format!("header: unknown columns {unknown:?}, missing columns {missing:?}, or a column named twice"),
-        );
+    if let Some(problem) = header_problem(&header, builder) {
+        collector.error(1, problem);
         return Ok(());
     }
-    let positions: std::collections::HashMap<&str, usize> = header
-        .iter()
-        .enumerate()
-        .map(|(index, name)| (name, index))
-        .collect();
+    // Where each column is in a record, by its position in `names`. (The
+    // header names every column once, and nothing else.)
+    let mut positions = vec![0; builder.names.len()];
+    for (field, name) in header.iter().enumerate() {
+        if let Some(&at) = builder.columns.get(name) {
+            positions[at] = field;
+        }
+    }
     let mut record = csv::StringRecord::new();
     while collector.more() {
         let line = csv.position().line() + u64::from(csv.position().line() == 0);
@@ -384,12 +432,7 @@ fn parse_csv<F: FnMut(Vec<RowRecord>) -> bool>(
                     );
                     continue;
                 }
-                let row = builder.build(line, |name| {
-                    positions
-                        .get(name)
-                        .and_then(|&at| record.get(at))
-                        .map(Cell::Text)
-                });
+                let row = builder.build(line, |at| record.get(positions[at]).map(Cell::Text));
                 collector.push(row, line);
             }
             Err(error) => {
@@ -407,7 +450,7 @@ fn parse_ndjson<F: FnMut(Vec<RowRecord>) -> bool>(
     collector: &mut Collector<F>,
 ) -> std::io::Result<()> {
     use std::io::BufRead;
-    let expected = expected_columns(builder.schema);
+    let names = builder.names.clone();
     let mut lines = std::io::BufReader::with_capacity(1 << 16, reader);
     let mut text = String::new();
     let mut line = 0;
@@ -427,11 +470,14 @@ fn parse_ndjson<F: FnMut(Vec<RowRecord>) -> bool>(
                 continue;
             }
         };
-        if let Some(unknown) = object.keys().find(|key| !expected.contains(key.as_str())) {
+        if let Some(unknown) = object
+            .keys()
+            .find(|key| !builder.columns.contains_key(key.as_str()))
+        {
             collector.error(line, format!("unknown column {unknown:?}"));
             continue;
         }
-        let row = builder.build(line, |name| object.get(name).map(Cell::Json));
+        let row = builder.build(line, |at| object.get(names[at]).map(Cell::Json));
         collector.push(row, line);
     }
     Ok(())

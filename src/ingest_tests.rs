@@ -117,6 +117,39 @@ fn unknown_or_missing_header_columns_refuse_the_whole_upload() {
 }
 
 #[test]
+fn a_header_names_its_unknown_missing_and_repeated_columns() {
+    let cases = [
+        (
+            "row_id,converted,f0,f0,f1,value,campaign\n",
+            r#"header: columns named more than once ["f0"]"#,
+        ),
+        (
+            "row_id,converted,f0,f1,value,campaign,campaign,row_id,campaign\n",
+            r#"header: columns named more than once ["campaign", "row_id"]"#,
+        ),
+        (
+            "row_id,converted,f0,f0,value,campaign,extra,extra\n",
+            r#"header: unknown columns ["extra"]; missing columns ["f1"]; columns named more than once ["f0"]"#,
+        ),
+        (
+            "campaign,f1,converted\n",
+            r#"header: missing columns ["row_id", "f0", "value"]"#,
+        ),
+    ];
+    for (header, reason) in cases {
+        let (summary, rows) = run(Format::Csv, &format!("{header}r1,1,0,0,0,a\n"));
+        assert_eq!(
+            summary.errors,
+            vec![LineError {
+                line: 1,
+                reason: reason.to_owned()
+            }]
+        );
+        assert!(rows.is_empty());
+    }
+}
+
+#[test]
 fn at_most_twenty_errors_are_reported_and_nothing_is_handed_on_after_the_first() {
     let mut text = HEADER.to_owned();
     for index in 0..100 {
