@@ -7,13 +7,22 @@
 //! bad line stops nothing at once: the first [`MAX_REPORTED_ERRORS`] are
 //! collected so the caller can fix them in one go, and then the upload is
 //! abandoned with nothing stored.
+//!
+//! Both formats are read strictly and alike: the label is exactly `0` or `1`
+//! (CSV text `0`/`1`, surrounding spaces allowed; in NDJSON the JSON number
+//! `0` or `1` written as an integer, so neither `true`, `"1"` nor `1.0`);
+//! features and measures are numbers (NDJSON: JSON numbers, not strings);
+//! `row_id` and dimension values are text (NDJSON: JSON strings, not
+//! numbers). Text that is not UTF-8 is a bad line in either format; an
+//! NDJSON object naming a column twice is a bad line.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
+use std::io::{BufRead, Read};
 
 use bytes::{Buf, Bytes};
 use dpgate_api_types::LineError;
-use serde_json::{Map, Value};
+use serde::de::{self, DeserializeSeed, Deserializer as _, MapAccess, Visitor};
+use serde_json::Value;
 
 use crate::dataset::{ROW_ID, Schema, WalrStats};
 
@@ -23,6 +32,8 @@ pub const MAX_REPORTED_ERRORS: usize = 20;
 pub const BATCH_ROWS: usize = 2000;
 /// Longest row id.
 const MAX_ROW_ID_LEN: usize = 256;
+/// Bytes read from the body at a time by the NDJSON line reader.
+const READ_BUFFER: usize = 1 << 16;
 
 /// Where each column's cell sits in [`RowBuilder::build`]'s order: `row_id`,
 /// the label, then features, measures and dimensions in schema order.
@@ -104,52 +115,58 @@ struct RowBuilder<'a> {
 }
 
 /// A raw cell: CSV text or a JSON value.
+#[derive(Clone, Copy)]
 enum Cell<'a> {
     Text(&'a str),
     Json(&'a Value),
 }
 
-impl Cell<'_> {
-    fn number(&self) -> Result<f64, String> {
+impl<'a> Cell<'a> {
+    /// A finite number: CSV text that parses as one, or a JSON number.
+    fn number(self, name: &str) -> Result<f64, String> {
         let value = match self {
             Cell::Text(text) => text
                 .trim()
                 .parse::<f64>()
-                .map_err(|_| format!("{text:?} is not a number"))?,
-            Cell::Json(value) => value
+                .map_err(|_| format!("{name} = {text:?} is not a number"))?,
+            Cell::Json(Value::Number(number)) => number
                 .as_f64()
-                .ok_or_else(|| format!("{value} is not a number"))?,
+                .ok_or_else(|| format!("{name} = {number} is not a number"))?,
+            Cell::Json(value) => {
+                return Err(format!("{name} = {value} is not a number (a JSON number)"));
+            }
         };
         if value.is_finite() {
             Ok(value)
         } else {
-            Err(format!("{value} is not finite"))
+            Err(format!("{name} = {value} is not finite"))
         }
     }
 
-    fn text(&self) -> Result<String, String> {
+    /// Text: a CSV field, or a JSON string.
+    fn text(self, name: &str) -> Result<&'a str, String> {
         match self {
-            Cell::Text(text) => Ok((*text).to_owned()),
-            Cell::Json(Value::String(text)) => Ok(text.clone()),
-            Cell::Json(Value::Number(number)) if number.is_u64() || number.is_i64() => {
-                Ok(number.to_string())
-            }
-            Cell::Json(value) => Err(format!("{value} is not a string")),
+            Cell::Text(text) => Ok(text),
+            Cell::Json(Value::String(text)) => Ok(text),
+            Cell::Json(value) => Err(format!("{name} = {value} is not a JSON string")),
         }
     }
 
-    fn label(&self) -> Result<u8, String> {
+    /// A 0/1 label: CSV text `0` or `1`, or the JSON number `0` or `1`
+    /// written as an integer.
+    fn label(self, name: &str) -> Result<u8, String> {
         match self {
             Cell::Text(text) => match text.trim() {
                 "0" => Ok(0),
                 "1" => Ok(1),
-                other => Err(format!("label {other:?} is not 0 or 1")),
+                other => Err(format!("label {name} = {other:?} is not 0 or 1")),
             },
-            Cell::Json(value) => match value {
-                Value::Bool(flag) => Ok(u8::from(*flag)),
-                Value::Number(number) if number.as_f64() == Some(0.0) => Ok(0),
-                Value::Number(number) if number.as_f64() == Some(1.0) => Ok(1),
-                other => Err(format!("label {other} is not 0 or 1")),
+            Cell::Json(value) => match value.as_u64() {
+                Some(0) => Ok(0),
+                Some(1) => Ok(1),
+                _ => Err(format!(
+                    "label {name} = {value} is not the JSON number 0 or 1"
+                )),
             },
         }
     }
@@ -210,16 +227,16 @@ impl<'a> RowBuilder<'a> {
         let schema = self.schema;
         let names = &self.names;
         let get = |at: usize| cell(at).ok_or_else(|| format!("column {:?} is missing", names[at]));
-        let row_id = get(ROW_ID_AT)?.text()?;
+        let row_id = get(ROW_ID_AT)?.text(ROW_ID)?;
         if row_id.is_empty() || row_id.len() > MAX_ROW_ID_LEN {
             return Err(format!("row_id must be 1 to {MAX_ROW_ID_LEN} bytes"));
         }
-        let label = get(LABEL_AT)?.label()?;
+        let label = get(LABEL_AT)?.label(&schema.label)?;
         let mut at = FIRST_FEATURE_AT;
         self.scaled.clear();
         let mut features = Vec::with_capacity(4 * schema.k());
         for column in &schema.features {
-            let value = get(at)?.number()?;
+            let value = get(at)?.number(&column.name)?;
             at += 1;
             if value < column.min || value > column.max {
                 return Err(format!(
@@ -238,28 +255,28 @@ impl<'a> RowBuilder<'a> {
         }
         let mut measures = Vec::with_capacity(8 * schema.measures.len());
         for column in &schema.measures {
-            let value = get(at)?.number()?.clamp(column.min, column.max);
+            let value = get(at)?.number(&column.name)?.clamp(column.min, column.max);
             at += 1;
             measures.extend_from_slice(&value.to_le_bytes());
         }
         let mut dimensions = Vec::with_capacity(4 * schema.dimensions.len());
         for dimension in &schema.dimensions {
-            let value = get(at)?.text()?;
+            let value = get(at)?.text(&dimension.name)?;
             at += 1;
             let index = dimension
                 .values
                 .iter()
-                .position(|known| *known == value)
+                .position(|known| known == value)
                 .ok_or_else(|| format!("{} = {value:?} is not a declared value", dimension.name))?;
             dimensions.extend_from_slice(&(index as u32).to_le_bytes());
         }
-        if !self.seen.insert(row_id.clone()) {
+        if !self.seen.insert(row_id.to_owned()) {
             return Err(format!("row_id {row_id:?} appears twice in this upload"));
         }
         self.stats.add(label, &self.scaled);
         Ok(RowRecord {
             line,
-            row_id,
+            row_id: row_id.to_owned(),
             label,
             features,
             measures,
@@ -444,40 +461,115 @@ fn parse_csv<F: FnMut(Vec<RowRecord>) -> bool>(
     Ok(())
 }
 
+/// Reads one JSON object into `slots`, by column position, refusing keys
+/// that are not columns or that come twice. `problem` says why, when the
+/// object was refused for its keys rather than its syntax.
+struct ObjectVisitor<'v, 'a> {
+    builder: &'v RowBuilder<'a>,
+    slots: &'v mut [Option<Value>],
+    problem: &'v mut Option<String>,
+}
+
+/// A key of the object: a column's position, or a name that is none.
+enum Key {
+    Column(usize),
+    Unknown(String),
+}
+
+struct KeySeed<'v, 'a>(&'v RowBuilder<'a>);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
+    type Value = Key;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Key, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_, '_> {
+    type Value = Key;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a column name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<Key, E> {
+        Ok(match self.0.columns.get(name) {
+            Some(&at) => Key::Column(at),
+            None => Key::Unknown(name.to_owned()),
+        })
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key_seed(KeySeed(self.builder))? {
+            let at = match key {
+                Key::Column(at) => at,
+                Key::Unknown(name) => {
+                    *self.problem = Some(format!("unknown column {name:?}"));
+                    return Err(de::Error::custom("unknown column"));
+                }
+            };
+            let slot = &mut self.slots[at];
+            if slot.is_some() {
+                let name = self.builder.names[at];
+                *self.problem = Some(format!("column {name:?} appears twice in the object"));
+                return Err(de::Error::custom("a key appears twice"));
+            }
+            *slot = Some(map.next_value()?);
+        }
+        Ok(())
+    }
+}
+
 fn parse_ndjson<F: FnMut(Vec<RowRecord>) -> bool>(
     reader: impl Read,
     builder: &mut RowBuilder,
     collector: &mut Collector<F>,
 ) -> std::io::Result<()> {
-    use std::io::BufRead;
-    let names = builder.names.clone();
-    let mut lines = std::io::BufReader::with_capacity(1 << 16, reader);
-    let mut text = String::new();
+    let mut lines = std::io::BufReader::with_capacity(READ_BUFFER, reader);
+    let mut bytes = Vec::new();
+    let mut slots: Vec<Option<Value>> = vec![None; builder.names.len()];
     let mut line = 0;
     while collector.more() {
-        text.clear();
-        if lines.read_line(&mut text)? == 0 {
+        bytes.clear();
+        if lines.read_until(b'\n', &mut bytes)? == 0 {
             break;
         }
         line += 1;
-        if text.trim().is_empty() {
-            continue;
-        }
-        let object: Map<String, Value> = match serde_json::from_str(&text) {
-            Ok(object) => object,
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(text) => text,
             Err(error) => {
-                collector.error(line, format!("not a JSON object: {error}"));
+                collector.error(line, format!("not valid UTF-8: {error}"));
                 continue;
             }
         };
-        if let Some(unknown) = object
-            .keys()
-            .find(|key| !builder.columns.contains_key(key.as_str()))
-        {
-            collector.error(line, format!("unknown column {unknown:?}"));
+        if text.trim().is_empty() {
             continue;
         }
-        let row = builder.build(line, |at| object.get(names[at]).map(Cell::Json));
+        slots.fill(None);
+        let mut problem = None;
+        let mut json = serde_json::Deserializer::from_str(text);
+        let object = (&mut json)
+            .deserialize_map(ObjectVisitor {
+                builder,
+                slots: &mut slots,
+                problem: &mut problem,
+            })
+            .and_then(|()| json.end());
+        if let Err(error) = object {
+            let reason = problem.unwrap_or_else(|| format!("not a JSON object: {error}"));
+            collector.error(line, reason);
+            continue;
+        }
+        let row = builder.build(line, |at| slots[at].as_ref().map(Cell::Json));
         collector.push(row, line);
     }
     Ok(())

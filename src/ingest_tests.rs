@@ -169,7 +169,7 @@ fn ndjson_rows_are_validated_like_csv_rows() {
     let text = concat!(
         r#"{"row_id": "r1", "converted": 1, "f0": 0.5, "f1": 5, "value": 7, "campaign": "a"}"#,
         "\n\n",
-        r#"{"row_id": 2, "converted": true, "f0": 0, "f1": 0, "value": 7, "campaign": "b"}"#,
+        r#"{"row_id": "r2", "converted": 0, "f0": 0, "f1": -5e0, "value": 7, "campaign": "b"}"#,
         "\n",
         r#"{"row_id": "r3", "converted": 1, "f0": "0.5", "f1": 0, "value": 7, "campaign": "a"}"#,
         "\n",
@@ -186,11 +186,19 @@ fn ndjson_rows_are_validated_like_csv_rows() {
         .map(|error| (error.line, error.reason.as_str()))
         .collect();
     assert_eq!(lines.len(), 4, "{lines:?}");
-    assert_eq!(lines[0].0, 4);
-    assert!(lines[0].1.contains("not a number"));
+    assert_eq!(
+        lines[0],
+        (4, "f0 = \"0.5\" is not a number (a JSON number)")
+    );
     assert_eq!(lines[1], (5, "unknown column \"x\""));
     assert_eq!(lines[2], (6, "column \"value\" is missing"));
     assert_eq!(lines[3].0, 7);
+    assert!(
+        lines[3]
+            .1
+            .starts_with("not a JSON object: invalid type: sequence, expected a JSON object"),
+        "{lines:?}"
+    );
     assert_eq!(summary.rows, 2);
 }
 
@@ -225,6 +233,173 @@ fn a_sink_that_stops_ends_the_upload() {
     .unwrap();
     assert_eq!(calls, 1);
     assert_eq!(summary.rows, BATCH_ROWS as u64);
+}
+
+/// An NDJSON line of the example schema.
+fn json_row(id: &str, label: &str, f0: &str) -> String {
+    format!(
+        r#"{{"row_id": "{id}", "converted": {label}, "f0": {f0}, "f1": 0, "value": 1, "campaign": "a"}}"#
+    )
+}
+
+/// Every error as (line, reason).
+fn errors(summary: &Summary) -> Vec<(u64, &str)> {
+    summary
+        .errors
+        .iter()
+        .map(|error| (error.line, error.reason.as_str()))
+        .collect()
+}
+
+#[test]
+fn ndjson_that_is_not_utf8_is_a_bad_line_like_csv() {
+    let mut text = (json_row("r1", "1", "0.5") + "\n").into_bytes();
+    text.extend_from_slice(b"{\"row_id\": \"r\xff\"}\n");
+    text.extend_from_slice((json_row("r3", "1", "0.5") + "\n").as_bytes());
+    text.extend_from_slice(b"\xc3");
+    let mut rows = Vec::new();
+    let summary = parse(Format::Ndjson, text.as_slice(), &schema(), |batch| {
+        rows.extend(batch);
+        true
+    })
+    .unwrap();
+    assert_eq!(
+        errors(&summary),
+        [
+            (
+                2,
+                "not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 13"
+            ),
+            (
+                4,
+                "not valid UTF-8: incomplete utf-8 byte sequence from index 0"
+            ),
+        ]
+    );
+    assert_eq!(summary.rows, 2);
+    assert!(rows.is_empty());
+
+    let mut text = HEADER.as_bytes().to_vec();
+    text.extend_from_slice(b"r1,1,0.5,0,1,a\nr\xff,1,0.5,0,1,a\n");
+    let summary = parse(Format::Csv, text.as_slice(), &schema(), |_| true).unwrap();
+    assert_eq!(summary.errors.len(), 1);
+    assert_eq!(summary.errors[0].line, 3);
+    assert!(summary.errors[0].reason.starts_with("not valid UTF-8: "));
+}
+
+#[test]
+fn an_ndjson_object_naming_a_column_twice_is_refused() {
+    let line = |row: &str, duplicate: &str| row.replacen('{', &format!("{{{duplicate}, "), 1);
+    let row = json_row("r1", "1", "0.5");
+    let text = [
+        line(&row, r#""f0": 0.25"#),
+        line(&row, r#""f\u0030": 0.5"#),
+        line(&row, r#""row_id": "r1""#),
+        line(&row, r#""x": 1, "x": 2"#),
+        json_row("r5", "1", "0.5"),
+    ]
+    .join("\n");
+    let (summary, rows) = run(Format::Ndjson, &text);
+    assert_eq!(
+        errors(&summary),
+        [
+            (1, "column \"f0\" appears twice in the object"),
+            (2, "column \"f0\" appears twice in the object"),
+            (3, "column \"row_id\" appears twice in the object"),
+            (4, "unknown column \"x\""),
+        ]
+    );
+    assert_eq!(summary.rows, 1);
+    assert!(rows.is_empty());
+}
+
+#[test]
+fn ndjson_values_must_have_their_columns_json_types() {
+    let cases = [
+        (
+            r#""converted": true"#,
+            "label converted = true is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": "1""#,
+            "label converted = \"1\" is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": 1.0"#,
+            "label converted = 1.0 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": 1e0"#,
+            "label converted = 1.0 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": -0"#,
+            "label converted = -0.0 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": 2"#,
+            "label converted = 2 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": null"#,
+            "label converted = null is not the JSON number 0 or 1",
+        ),
+        (r#""row_id": 7"#, "row_id = 7 is not a JSON string"),
+        (
+            r#""row_id": ["r"]"#,
+            "row_id = [\"r\"] is not a JSON string",
+        ),
+        (r#""campaign": 1"#, "campaign = 1 is not a JSON string"),
+        (
+            r#""campaign": null"#,
+            "campaign = null is not a JSON string",
+        ),
+        (
+            r#""f0": "0.5""#,
+            "f0 = \"0.5\" is not a number (a JSON number)",
+        ),
+        (
+            r#""f1": false"#,
+            "f1 = false is not a number (a JSON number)",
+        ),
+        (
+            r#""value": {}"#,
+            "value = {} is not a number (a JSON number)",
+        ),
+    ];
+    let base =
+        r#"{"row_id": "r1", "converted": 1, "f0": 0.5, "f1": 0, "value": 1, "campaign": "a"}"#;
+    for (field, reason) in cases {
+        let key = &field[..field.find(':').unwrap()];
+        let start = base.find(key).unwrap();
+        let end = start + base[start..].find([',', '}']).unwrap();
+        let line = format!("{}{field}{}", &base[..start], &base[end..]);
+        let (summary, rows) = run(
+            Format::Ndjson,
+            &format!("{base}\n{}\n", line.replace("r1", "r2")),
+        );
+        assert_eq!(errors(&summary), [(2, reason)], "{line}");
+        assert!(rows.is_empty());
+    }
+    // What they do accept: integers 0 and 1, any JSON number for numbers.
+    let text = [
+        json_row("r1", "0", "5e-1"),
+        json_row("r2", "1", "1"),
+        json_row("r3", "0", "0.0"),
+    ]
+    .join("\n");
+    let (summary, rows) = run(Format::Ndjson, &text);
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(
+        rows.iter().map(|row| row.label).collect::<Vec<_>>(),
+        [0, 1, 0]
+    );
+    // CSV is as strict about the label.
+    for label in ["1.0", "true", "01", "-0"] {
+        let (summary, _) = run(Format::Csv, &format!("{HEADER}r1,{label},0,0,0,a\n"));
+        let reason = format!("label converted = {label:?} is not 0 or 1");
+        assert_eq!(errors(&summary), [(2, reason.as_str())]);
+    }
 }
 
 #[test]
