@@ -8,6 +8,11 @@
 //! collected so the caller can fix them in one go, and then the upload is
 //! abandoned with nothing stored.
 //!
+//! One line (a CSV record, which a quoted field may spread over several
+//! lines) is read only up to the most bytes a row of the schema can need
+//! (see `max_line_len`): a longer one is reported as a bad line and ends
+//! the upload there, so memory stays bounded by the schema, not the upload.
+//!
 //! Both formats are read strictly and alike: the label is exactly `0` or `1`
 //! (CSV text `0`/`1`, surrounding spaces allowed; in NDJSON the JSON number
 //! `0` or `1` written as an integer, so neither `true`, `"1"` nor `1.0`);
@@ -32,8 +37,24 @@ pub const MAX_REPORTED_ERRORS: usize = 20;
 pub const BATCH_ROWS: usize = 2000;
 /// Longest row id.
 const MAX_ROW_ID_LEN: usize = 256;
-/// Bytes read from the body at a time by the NDJSON line reader.
+/// Bytes read from the body at a time: the NDJSON line reader's buffer and
+/// the CSV reader's.
 const READ_BUFFER: usize = 1 << 16;
+/// Most bytes a number's text can usefully take: an f64 round-trips in 17
+/// significant digits, a sign, a point and an exponent (about 25 bytes),
+/// but written out in plain decimal (Rust's `{}`, C's `%f`) it can take up
+/// to about 330 (`-0.` and 307 zeros before 17 digits; 309 digits before
+/// the point). The rest is slack for padding zeros and spaces.
+const MAX_NUMBER_TEXT: usize = 350;
+/// Most bytes one byte of text can take in any JSON spelling of it (`\u00XX`
+/// for one byte; at most 12 for a 4-byte character). CSV quoting at most
+/// doubles text, so this bounds both formats.
+const MAX_ESCAPED: usize = 6;
+/// Per column: the quotes, `:` and `,` around a key and its value, and a
+/// little whitespace.
+const COLUMN_SLACK: usize = 16;
+/// Fixed part of a line: braces, a line end.
+const LINE_SLACK: usize = 4;
 
 /// Where each column's cell sits in [`RowBuilder::build`]'s order: `row_id`,
 /// the label, then features, measures and dimensions in schema order.
@@ -100,6 +121,48 @@ impl Read for ChannelReader {
         self.current.advance(count);
         Ok(count)
     }
+}
+
+/// The most bytes one line of an upload (a CSV record, quoted line breaks
+/// and its line end included; an NDJSON line with its `\n`) may take: twice
+/// what the longest legitimate row of `schema` can need, plus 4 KiB.
+///
+/// The row is counted as NDJSON spells it, which is longer than CSV: for
+/// every column its name (NDJSON repeats names on every line) and its
+/// longest value, text escaped at the worst JSON rate ([`MAX_ESCAPED`]
+/// bytes a byte, which also covers CSV quoting and the CSV header): `row_id`
+/// up to 256 bytes, numbers (label, features, measures) up to
+/// [`MAX_NUMBER_TEXT`] bytes, a dimension's longest declared value; plus
+/// quotes, separators and whitespace ([`COLUMN_SLACK`] a column,
+/// [`LINE_SLACK`] a line).
+fn max_line_len(schema: &Schema) -> usize {
+    let quoted = |text: usize| MAX_ESCAPED * text + 2;
+    let column = |name: &str, value: usize| quoted(name.len()) + value + COLUMN_SLACK;
+    let numbers = schema
+        .features
+        .iter()
+        .chain(&schema.measures)
+        .map(|bounded| column(&bounded.name, MAX_NUMBER_TEXT))
+        .sum::<usize>();
+    let dimensions = schema
+        .dimensions
+        .iter()
+        .map(|dimension| {
+            let longest = dimension.values.iter().map(String::len).max();
+            column(&dimension.name, quoted(longest.unwrap_or(0)))
+        })
+        .sum::<usize>();
+    let row = LINE_SLACK
+        + column(ROW_ID, quoted(MAX_ROW_ID_LEN))
+        + column(&schema.label, MAX_NUMBER_TEXT)
+        + numbers
+        + dimensions;
+    2 * row + 4096
+}
+
+/// The reason given for a line longer than `limit`.
+fn too_long(line: u64, limit: usize) -> String {
+    format!("line {line} is longer than {limit} bytes, more than a row of this schema can need")
 }
 
 /// Validates and encodes one row's values, given by column in schema order.
@@ -350,7 +413,9 @@ impl<F: FnMut(Vec<RowRecord>) -> bool> Collector<F> {
 }
 
 /// Parses a whole upload, handing batches of valid rows to `sink` (which
-/// returns false to stop). A read error ends the upload as an error.
+/// returns false to stop). A read error ends the upload as an error. A line
+/// longer than a row of the schema can need ends it as a bad line, read no
+/// further than that.
 pub fn parse(
     format: Format,
     reader: impl Read,
@@ -359,9 +424,10 @@ pub fn parse(
 ) -> std::io::Result<Summary> {
     let mut builder = RowBuilder::new(schema);
     let mut collector = Collector::new(sink);
+    let limit = max_line_len(schema);
     match format {
-        Format::Csv => parse_csv(reader, &mut builder, &mut collector)?,
-        Format::Ndjson => parse_ndjson(reader, &mut builder, &mut collector)?,
+        Format::Csv => parse_csv(reader, limit, &mut builder, &mut collector)?,
+        Format::Ndjson => parse_ndjson(reader, limit, &mut builder, &mut collector)?,
     }
     Ok(collector.finish(builder.stats))
 }
@@ -371,6 +437,37 @@ fn csv_error(error: csv::Error) -> Result<String, std::io::Error> {
         csv::ErrorKind::Io(error) => Err(error),
         csv::ErrorKind::Utf8 { err, .. } => Ok(format!("not valid UTF-8: {err}")),
         other => Ok(format!("unreadable CSV: {other:?}")),
+    }
+}
+
+/// A reader that refuses to read more than `allowance` bytes between
+/// [`Bounded::reset`]s, so that one CSV record cannot grow without bound in
+/// the CSV reader's buffers.
+struct Bounded<R> {
+    inner: R,
+    allowance: usize,
+    read: usize,
+    /// A read was refused.
+    tripped: bool,
+}
+
+impl<R> Bounded<R> {
+    fn reset(&mut self) {
+        self.read = 0;
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let room = self.allowance - self.read;
+        if room == 0 && !buffer.is_empty() {
+            self.tripped = true;
+            return Err(std::io::Error::other("a CSV record is too long"));
+        }
+        let end = buffer.len().min(room);
+        let count = self.inner.read(&mut buffer[..end])?;
+        self.read += count;
+        Ok(count)
     }
 }
 
@@ -409,26 +506,45 @@ fn header_problem(header: &csv::StringRecord, builder: &RowBuilder) -> Option<St
 
 fn parse_csv<F: FnMut(Vec<RowRecord>) -> bool>(
     reader: impl Read,
+    limit: usize,
     builder: &mut RowBuilder,
     collector: &mut Collector<F>,
 ) -> std::io::Result<()> {
+    // Between resets (one a record) the CSV reader may read one record and
+    // up to a buffer more: a record of `limit` bytes never trips it, and a
+    // longer one cannot grow past about `limit` plus two buffers.
+    let bounded = Bounded {
+        inner: reader,
+        allowance: limit + READ_BUFFER,
+        read: 0,
+        tripped: false,
+    };
     let mut csv = csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
-        .from_reader(reader);
-    let header = match csv.headers() {
-        Ok(header) => header.clone(),
+        .buffer_capacity(READ_BUFFER)
+        .from_reader(bounded);
+    let header = match csv.headers().cloned() {
+        Ok(header) => header,
+        Err(_) if csv.get_ref().tripped => {
+            collector.error(1, too_long(1, limit));
+            return Ok(());
+        }
         Err(error) => {
             collector.error(1, csv_error(error)?);
             return Ok(());
         }
     };
+    if csv.position().byte() > limit as u64 {
+        collector.error(1, too_long(1, limit));
+        return Ok(());
+    }
     if let Some(problem) = header_problem(&header, builder) {
         collector.error(1, problem);
         return Ok(());
     }
-    // Where each column is in a record, by its position in `names`. (The
-    // header names every column once, and nothing else.)
+    // Where each column is in a record, by its position in `names`.
+    // (The header names every column once, and nothing else.)
     let mut positions = vec![0; builder.names.len()];
     for (field, name) in header.iter().enumerate() {
         if let Some(&at) = builder.columns.get(name) {
@@ -437,11 +553,17 @@ fn parse_csv<F: FnMut(Vec<RowRecord>) -> bool>(
     }
     let mut record = csv::StringRecord::new();
     while collector.more() {
-        let line = csv.position().line() + u64::from(csv.position().line() == 0);
-        match csv.read_record(&mut record) {
+        csv.get_mut().reset();
+        let start = csv.position().clone();
+        let line = start.line().max(1);
+        let read = csv.read_record(&mut record);
+        if csv.get_ref().tripped || csv.position().byte() - start.byte() > limit as u64 {
+            collector.error(line, too_long(line, limit));
+            return Ok(());
+        }
+        match read {
             Ok(false) => break,
             Ok(true) => {
-                let line = record.position().map_or(line, csv::Position::line);
                 if record.len() != header.len() {
                     collector.error(
                         line,
@@ -531,6 +653,7 @@ impl<'de> Visitor<'de> for ObjectVisitor<'_, '_> {
 
 fn parse_ndjson<F: FnMut(Vec<RowRecord>) -> bool>(
     reader: impl Read,
+    limit: usize,
     builder: &mut RowBuilder,
     collector: &mut Collector<F>,
 ) -> std::io::Result<()> {
@@ -540,10 +663,18 @@ fn parse_ndjson<F: FnMut(Vec<RowRecord>) -> bool>(
     let mut line = 0;
     while collector.more() {
         bytes.clear();
-        if lines.read_until(b'\n', &mut bytes)? == 0 {
+        // At most one byte past the limit: enough to know the line is too long.
+        let read = (&mut lines)
+            .take(limit as u64 + 1)
+            .read_until(b'\n', &mut bytes)?;
+        if read == 0 {
             break;
         }
         line += 1;
+        if read > limit {
+            collector.error(line, too_long(line, limit));
+            return Ok(());
+        }
         let text = match std::str::from_utf8(&bytes) {
             Ok(text) => text,
             Err(error) => {

@@ -252,6 +252,201 @@ fn errors(summary: &Summary) -> Vec<(u64, &str)> {
 }
 
 #[test]
+fn the_line_limit_follows_the_schema() {
+    // row_id: (6·6 + 2) + (6·256 + 2) + 16 = 1592; converted: 6·9 + 2 + 350
+    // + 16 = 422; f0, f1: 14 + 350 + 16 = 380 each; value: 32 + 350 + 16 =
+    // 398; campaign: 50 + (6·1 + 2) + 16 = 74; the line: 4. Row 3250;
+    // limit 2·3250 + 4096.
+    assert_eq!(max_line_len(&schema()), 10596);
+    let mut wide = schema();
+    wide.dimensions[0].values.push("c".repeat(1000));
+    assert_eq!(max_line_len(&wide), 10596 + 2 * 6 * 999);
+}
+
+#[test]
+fn the_longest_legitimate_row_fits_well_within_the_limit() {
+    // Every key and text value spelled with \u escapes, numbers padded.
+    let escaped =
+        |text: &str| -> String { text.bytes().map(|byte| format!("\\u{byte:04x}")).collect() };
+    let padded = |number: &str| format!("{number:0<width$}", width = MAX_NUMBER_TEXT);
+    let line = format!(
+        "{{ \"{}\": \"{}\", \"{}\": 1, \"{}\": {}, \"{}\": {}, \"{}\": {}, \"{}\": \"{}\" }}\r\n",
+        escaped("row_id"),
+        escaped(&"r".repeat(MAX_ROW_ID_LEN)),
+        escaped("converted"),
+        escaped("f0"),
+        padded("0.5"),
+        escaped("f1"),
+        padded("-4.5"),
+        escaped("value"),
+        padded("7.0"),
+        escaped("campaign"),
+        escaped("b"),
+    );
+    assert!(line.len() < max_line_len(&schema()) / 2, "{}", line.len());
+    let (summary, rows) = run(Format::Ndjson, &line);
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(rows[0].row_id, "r".repeat(MAX_ROW_ID_LEN));
+    assert_eq!(rows[0].dimensions, 1u32.to_le_bytes());
+}
+
+#[test]
+fn a_line_of_exactly_the_limit_is_read_and_one_byte_more_ends_the_upload() {
+    let limit = max_line_len(&schema());
+    // Spaces pad a row to `limit` bytes, its `\n` included.
+    let ndjson = |id: &str, length: usize| {
+        let row = json_row(id, "1", "0.5");
+        format!("{row}{}\n", " ".repeat(length - row.len() - 1))
+    };
+    let text = [
+        ndjson("r1", limit),
+        json_row("r2", "true", "0.5") + "\n",
+        ndjson("r3", limit + 1),
+        json_row("r4", "true", "0.5") + "\n",
+    ]
+    .concat();
+    let (summary, rows) = run(Format::Ndjson, &text);
+    let too_long =
+        format!("line 3 is longer than {limit} bytes, more than a row of this schema can need");
+    assert_eq!(
+        errors(&summary),
+        [
+            (2, "label converted = true is not the JSON number 0 or 1"),
+            (3, too_long.as_str()),
+        ]
+    );
+    assert!(rows.is_empty());
+    assert!(summary.stats.is_none());
+
+    // The same for CSV, where the header is a record too and spaces pad a
+    // number.
+    let csv = |id: &str, length: usize| {
+        let row = format!("{id},1,0.5,0,1,a\n");
+        format!("{id},1,0.5{},0,1,a\n", " ".repeat(length - row.len()))
+    };
+    let text = [
+        HEADER.to_owned(),
+        csv("r1", limit),
+        "r2,2,0,0,0,a\n".to_owned(),
+        csv("r3", limit + 1),
+        "r4,2,0,0,0,a\n".to_owned(),
+    ]
+    .concat();
+    let (summary, rows) = run(Format::Csv, &text);
+    let too_long =
+        format!("line 4 is longer than {limit} bytes, more than a row of this schema can need");
+    assert_eq!(
+        errors(&summary),
+        [
+            (3, "label converted = \"2\" is not 0 or 1"),
+            (4, too_long.as_str()),
+        ]
+    );
+    assert!(rows.is_empty());
+}
+
+/// `prefix`, then `fill` without end; panics once more than `most` bytes
+/// have been read in all.
+struct Endless {
+    prefix: Vec<u8>,
+    fill: u8,
+    read: usize,
+    most: usize,
+}
+
+impl Read for Endless {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        for byte in buffer.iter_mut() {
+            *byte = self.prefix.get(self.read).copied().unwrap_or(self.fill);
+            self.read += 1;
+        }
+        assert!(
+            self.read <= self.most,
+            "read {} bytes, more than {}",
+            self.read,
+            self.most
+        );
+        Ok(buffer.len())
+    }
+}
+
+/// Parses `prefix` and then an endless line, which must be refused as line
+/// `line` having read at most `slack` bytes past the limit beyond `prefix`.
+fn endless(format: Format, prefix: String, fill: u8, line: u64, slack: usize) {
+    let limit = max_line_len(&schema());
+    let mut reader = Endless {
+        most: prefix.len() + limit + slack,
+        prefix: prefix.into_bytes(),
+        fill,
+        read: 0,
+    };
+    let mut batches = Vec::new();
+    let summary = parse(format, &mut reader, &schema(), |batch| {
+        batches.push(batch.len());
+        true
+    })
+    .unwrap();
+    assert_eq!(
+        summary.errors,
+        [LineError {
+            line,
+            reason: format!(
+                "line {line} is longer than {limit} bytes, more than a row of this schema can need"
+            )
+        }],
+        "{format:?}"
+    );
+    assert!(summary.stats.is_none());
+    // The full batch before the line went on; the row after it did not.
+    let rows = usize::try_from(summary.rows).unwrap();
+    assert_eq!(batches, vec![BATCH_ROWS; rows / BATCH_ROWS], "{format:?}");
+    assert!(reader.read <= reader.most);
+}
+
+#[test]
+fn an_endless_line_is_refused_after_reading_little_more_than_the_limit() {
+    let rows = BATCH_ROWS + 1;
+    let ndjson: String = (0..rows)
+        .map(|index| json_row(&format!("r{index}"), "1", "0.5") + "\n")
+        .collect();
+    // The line reader reads at most one byte past the limit, and its buffer
+    // may hold one more buffer's worth.
+    let slack = 1 + READ_BUFFER;
+    endless(Format::Ndjson, ndjson.clone(), b' ', rows as u64 + 1, slack);
+    endless(
+        Format::Ndjson,
+        ndjson + r#"{"row_id": ""#,
+        b'x',
+        rows as u64 + 1,
+        slack,
+    );
+
+    let csv: String = (0..rows)
+        .map(|index| format!("r{index},1,0.5,0,1,a\n"))
+        .collect();
+    // The CSV reader reads one record and a buffer more before the record
+    // starts, and at most the limit and a buffer after.
+    let slack = 2 * READ_BUFFER;
+    endless(
+        Format::Csv,
+        format!("{HEADER}{csv}r,1,"),
+        b'7',
+        rows as u64 + 2,
+        slack,
+    );
+    // A quoted field may span lines: the record still counts as one.
+    endless(
+        Format::Csv,
+        format!("{HEADER}{csv}\"r"),
+        b'\n',
+        rows as u64 + 2,
+        slack,
+    );
+    // The header is a record too.
+    endless(Format::Csv, "row_id,".to_owned(), b'f', 1, slack);
+}
+
+#[test]
 fn ndjson_that_is_not_utf8_is_a_bad_line_like_csv() {
     let mut text = (json_row("r1", "1", "0.5") + "\n").into_bytes();
     text.extend_from_slice(b"{\"row_id\": \"r\xff\"}\n");
