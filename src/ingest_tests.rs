@@ -117,6 +117,39 @@ fn unknown_or_missing_header_columns_refuse_the_whole_upload() {
 }
 
 #[test]
+fn a_header_names_its_unknown_missing_and_repeated_columns() {
+    let cases = [
+        (
+            "row_id,converted,f0,f0,f1,value,campaign\n",
+            r#"header: columns named more than once ["f0"]"#,
+        ),
+        (
+            "row_id,converted,f0,f1,value,campaign,campaign,row_id,campaign\n",
+            r#"header: columns named more than once ["campaign", "row_id"]"#,
+        ),
+        (
+            "row_id,converted,f0,f0,value,campaign,extra,extra\n",
+            r#"header: unknown columns ["extra"]; missing columns ["f1"]; columns named more than once ["f0"]"#,
+        ),
+        (
+            "campaign,f1,converted\n",
+            r#"header: missing columns ["row_id", "f0", "value"]"#,
+        ),
+    ];
+    for (header, reason) in cases {
+        let (summary, rows) = run(Format::Csv, &format!("{header}r1,1,0,0,0,a\n"));
+        assert_eq!(
+            summary.errors,
+            vec![LineError {
+                line: 1,
+                reason: reason.to_owned()
+            }]
+        );
+        assert!(rows.is_empty());
+    }
+}
+
+#[test]
 fn at_most_twenty_errors_are_reported_and_nothing_is_handed_on_after_the_first() {
     let mut text = HEADER.to_owned();
     for index in 0..100 {
@@ -136,7 +169,7 @@ fn ndjson_rows_are_validated_like_csv_rows() {
     let text = concat!(
         r#"{"row_id": "r1", "converted": 1, "f0": 0.5, "f1": 5, "value": 7, "campaign": "a"}"#,
         "\n\n",
-        r#"{"row_id": 2, "converted": true, "f0": 0, "f1": 0, "value": 7, "campaign": "b"}"#,
+        r#"{"row_id": "r2", "converted": 0, "f0": 0, "f1": -5e0, "value": 7, "campaign": "b"}"#,
         "\n",
         r#"{"row_id": "r3", "converted": 1, "f0": "0.5", "f1": 0, "value": 7, "campaign": "a"}"#,
         "\n",
@@ -153,11 +186,19 @@ fn ndjson_rows_are_validated_like_csv_rows() {
         .map(|error| (error.line, error.reason.as_str()))
         .collect();
     assert_eq!(lines.len(), 4, "{lines:?}");
-    assert_eq!(lines[0].0, 4);
-    assert!(lines[0].1.contains("not a number"));
+    assert_eq!(
+        lines[0],
+        (4, "f0 = \"0.5\" is not a number (a JSON number)")
+    );
     assert_eq!(lines[1], (5, "unknown column \"x\""));
     assert_eq!(lines[2], (6, "column \"value\" is missing"));
     assert_eq!(lines[3].0, 7);
+    assert!(
+        lines[3]
+            .1
+            .starts_with("not a JSON object: invalid type: sequence, expected a JSON object"),
+        "{lines:?}"
+    );
     assert_eq!(summary.rows, 2);
 }
 
@@ -192,4 +233,414 @@ fn a_sink_that_stops_ends_the_upload() {
     .unwrap();
     assert_eq!(calls, 1);
     assert_eq!(summary.rows, BATCH_ROWS as u64);
+}
+
+/// An NDJSON line of the example schema.
+fn json_row(id: &str, label: &str, f0: &str) -> String {
+    format!(
+        r#"{{"row_id": "{id}", "converted": {label}, "f0": {f0}, "f1": 0, "value": 1, "campaign": "a"}}"#
+    )
+}
+
+/// Every error as (line, reason).
+fn errors(summary: &Summary) -> Vec<(u64, &str)> {
+    summary
+        .errors
+        .iter()
+        .map(|error| (error.line, error.reason.as_str()))
+        .collect()
+}
+
+#[test]
+fn the_line_limit_follows_the_schema() {
+    // row_id: (6·6 + 2) + (6·256 + 2) + 16 = 1592; converted: 6·9 + 2 + 350
+    // + 16 = 422; f0, f1: 14 + 350 + 16 = 380 each; value: 32 + 350 + 16 =
+    // 398; campaign: 50 + (6·1 + 2) + 16 = 74; the line: 4. Row 3250;
+    // limit 2·3250 + 4096.
+    assert_eq!(max_line_len(&schema()), 10596);
+    let mut wide = schema();
+    wide.dimensions[0].values.push("c".repeat(1000));
+    assert_eq!(max_line_len(&wide), 10596 + 2 * 6 * 999);
+}
+
+#[test]
+fn the_longest_legitimate_row_fits_well_within_the_limit() {
+    // Every key and text value spelled with \u escapes, numbers padded.
+    let escaped =
+        |text: &str| -> String { text.bytes().map(|byte| format!("\\u{byte:04x}")).collect() };
+    let padded = |number: &str| format!("{number:0<width$}", width = MAX_NUMBER_TEXT);
+    let line = format!(
+        "{{ \"{}\": \"{}\", \"{}\": 1, \"{}\": {}, \"{}\": {}, \"{}\": {}, \"{}\": \"{}\" }}\r\n",
+        escaped("row_id"),
+        escaped(&"r".repeat(MAX_ROW_ID_LEN)),
+        escaped("converted"),
+        escaped("f0"),
+        padded("0.5"),
+        escaped("f1"),
+        padded("-4.5"),
+        escaped("value"),
+        padded("7.0"),
+        escaped("campaign"),
+        escaped("b"),
+    );
+    assert!(line.len() < max_line_len(&schema()) / 2, "{}", line.len());
+    let (summary, rows) = run(Format::Ndjson, &line);
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(rows[0].row_id, "r".repeat(MAX_ROW_ID_LEN));
+    assert_eq!(rows[0].dimensions, 1u32.to_le_bytes());
+}
+
+#[test]
+fn a_line_of_exactly_the_limit_is_read_and_one_byte_more_ends_the_upload() {
+    let limit = max_line_len(&schema());
+    // Spaces pad a row to `limit` bytes, its `\n` included.
+    let ndjson = |id: &str, length: usize| {
+        let row = json_row(id, "1", "0.5");
+        format!("{row}{}\n", " ".repeat(length - row.len() - 1))
+    };
+    let text = [
+        ndjson("r1", limit),
+        json_row("r2", "true", "0.5") + "\n",
+        ndjson("r3", limit + 1),
+        json_row("r4", "true", "0.5") + "\n",
+    ]
+    .concat();
+    let (summary, rows) = run(Format::Ndjson, &text);
+    let too_long =
+        format!("line 3 is longer than {limit} bytes, more than a row of this schema can need");
+    assert_eq!(
+        errors(&summary),
+        [
+            (2, "label converted = true is not the JSON number 0 or 1"),
+            (3, too_long.as_str()),
+        ]
+    );
+    assert!(rows.is_empty());
+    assert!(summary.stats.is_none());
+
+    // The same for CSV, where the header is a record too and spaces pad a
+    // number.
+    let csv = |id: &str, length: usize| {
+        let row = format!("{id},1,0.5,0,1,a\n");
+        format!("{id},1,0.5{},0,1,a\n", " ".repeat(length - row.len()))
+    };
+    let text = [
+        HEADER.to_owned(),
+        csv("r1", limit),
+        "r2,2,0,0,0,a\n".to_owned(),
+        csv("r3", limit + 1),
+        "r4,2,0,0,0,a\n".to_owned(),
+    ]
+    .concat();
+    let (summary, rows) = run(Format::Csv, &text);
+    let too_long =
+        format!("line 4 is longer than {limit} bytes, more than a row of this schema can need");
+    assert_eq!(
+        errors(&summary),
+        [
+            (3, "label converted = \"2\" is not 0 or 1"),
+            (4, too_long.as_str()),
+        ]
+    );
+    assert!(rows.is_empty());
+}
+
+/// `prefix`, then `fill` without end; panics once more than `most` bytes
+/// have been read in all.
+struct Endless {
+    prefix: Vec<u8>,
+    fill: u8,
+    read: usize,
+    most: usize,
+}
+
+impl Read for Endless {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        for byte in buffer.iter_mut() {
+            *byte = self.prefix.get(self.read).copied().unwrap_or(self.fill);
+            self.read += 1;
+        }
+        assert!(
+            self.read <= self.most,
+            "read {} bytes, more than {}",
+            self.read,
+            self.most
+        );
+        Ok(buffer.len())
+    }
+}
+
+/// Parses `prefix` and then an endless line, which must be refused as line
+/// `line` having read at most `slack` bytes past the limit beyond `prefix`.
+fn endless(format: Format, prefix: String, fill: u8, line: u64, slack: usize) {
+    let limit = max_line_len(&schema());
+    let mut reader = Endless {
+        most: prefix.len() + limit + slack,
+        prefix: prefix.into_bytes(),
+        fill,
+        read: 0,
+    };
+    let mut batches = Vec::new();
+    let summary = parse(format, &mut reader, &schema(), |batch| {
+        batches.push(batch.len());
+        true
+    })
+    .unwrap();
+    assert_eq!(
+        summary.errors,
+        [LineError {
+            line,
+            reason: format!(
+                "line {line} is longer than {limit} bytes, more than a row of this schema can need"
+            )
+        }],
+        "{format:?}"
+    );
+    assert!(summary.stats.is_none());
+    // The full batch before the line went on; the row after it did not.
+    let rows = usize::try_from(summary.rows).unwrap();
+    assert_eq!(batches, vec![BATCH_ROWS; rows / BATCH_ROWS], "{format:?}");
+    assert!(reader.read <= reader.most);
+}
+
+#[test]
+fn an_endless_line_is_refused_after_reading_little_more_than_the_limit() {
+    let rows = BATCH_ROWS + 1;
+    let ndjson: String = (0..rows)
+        .map(|index| json_row(&format!("r{index}"), "1", "0.5") + "\n")
+        .collect();
+    // The line reader reads at most one byte past the limit, and its buffer
+    // may hold one more buffer's worth.
+    let slack = 1 + READ_BUFFER;
+    endless(Format::Ndjson, ndjson.clone(), b' ', rows as u64 + 1, slack);
+    endless(
+        Format::Ndjson,
+        ndjson + r#"{"row_id": ""#,
+        b'x',
+        rows as u64 + 1,
+        slack,
+    );
+
+    let csv: String = (0..rows)
+        .map(|index| format!("r{index},1,0.5,0,1,a\n"))
+        .collect();
+    // The CSV reader reads one record and a buffer more before the record
+    // starts, and at most the limit and a buffer after.
+    let slack = 2 * READ_BUFFER;
+    endless(
+        Format::Csv,
+        format!("{HEADER}{csv}r,1,"),
+        b'7',
+        rows as u64 + 2,
+        slack,
+    );
+    // A quoted field may span lines: the record still counts as one.
+    endless(
+        Format::Csv,
+        format!("{HEADER}{csv}\"r"),
+        b'\n',
+        rows as u64 + 2,
+        slack,
+    );
+    // The header is a record too.
+    endless(Format::Csv, "row_id,".to_owned(), b'f', 1, slack);
+}
+
+#[test]
+fn ndjson_that_is_not_utf8_is_a_bad_line_like_csv() {
+    let mut text = (json_row("r1", "1", "0.5") + "\n").into_bytes();
+    text.extend_from_slice(b"{\"row_id\": \"r\xff\"}\n");
+    text.extend_from_slice((json_row("r3", "1", "0.5") + "\n").as_bytes());
+    text.extend_from_slice(b"\xc3");
+    let mut rows = Vec::new();
+    let summary = parse(Format::Ndjson, text.as_slice(), &schema(), |batch| {
+        rows.extend(batch);
+        true
+    })
+    .unwrap();
+    assert_eq!(
+        errors(&summary),
+        [
+            (
+                2,
+                "not valid UTF-8: invalid utf-8 sequence of 1 bytes from index 13"
+            ),
+            (
+                4,
+                "not valid UTF-8: incomplete utf-8 byte sequence from index 0"
+            ),
+        ]
+    );
+    assert_eq!(summary.rows, 2);
+    assert!(rows.is_empty());
+
+    let mut text = HEADER.as_bytes().to_vec();
+    text.extend_from_slice(b"r1,1,0.5,0,1,a\nr\xff,1,0.5,0,1,a\n");
+    let summary = parse(Format::Csv, text.as_slice(), &schema(), |_| true).unwrap();
+    assert_eq!(summary.errors.len(), 1);
+    assert_eq!(summary.errors[0].line, 3);
+    assert!(summary.errors[0].reason.starts_with("not valid UTF-8: "));
+}
+
+#[test]
+fn an_ndjson_object_naming_a_column_twice_is_refused() {
+    let line = |row: &str, duplicate: &str| row.replacen('{', &format!("{{{duplicate}, "), 1);
+    let row = json_row("r1", "1", "0.5");
+    let text = [
+        line(&row, r#""f0": 0.25"#),
+        line(&row, r#""f\u0030": 0.5"#),
+        line(&row, r#""row_id": "r1""#),
+        line(&row, r#""x": 1, "x": 2"#),
+        json_row("r5", "1", "0.5"),
+    ]
+    .join("\n");
+    let (summary, rows) = run(Format::Ndjson, &text);
+    assert_eq!(
+        errors(&summary),
+        [
+            (1, "column \"f0\" appears twice in the object"),
+            (2, "column \"f0\" appears twice in the object"),
+            (3, "column \"row_id\" appears twice in the object"),
+            (4, "unknown column \"x\""),
+        ]
+    );
+    assert_eq!(summary.rows, 1);
+    assert!(rows.is_empty());
+}
+
+#[test]
+fn ndjson_values_must_have_their_columns_json_types() {
+    let cases = [
+        (
+            r#""converted": true"#,
+            "label converted = true is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": "1""#,
+            "label converted = \"1\" is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": 1.0"#,
+            "label converted = 1.0 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": 1e0"#,
+            "label converted = 1.0 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": -0"#,
+            "label converted = -0.0 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": 2"#,
+            "label converted = 2 is not the JSON number 0 or 1",
+        ),
+        (
+            r#""converted": null"#,
+            "label converted = null is not the JSON number 0 or 1",
+        ),
+        (r#""row_id": 7"#, "row_id = 7 is not a JSON string"),
+        (
+            r#""row_id": ["r"]"#,
+            "row_id = [\"r\"] is not a JSON string",
+        ),
+        (r#""campaign": 1"#, "campaign = 1 is not a JSON string"),
+        (
+            r#""campaign": null"#,
+            "campaign = null is not a JSON string",
+        ),
+        (
+            r#""f0": "0.5""#,
+            "f0 = \"0.5\" is not a number (a JSON number)",
+        ),
+        (
+            r#""f1": false"#,
+            "f1 = false is not a number (a JSON number)",
+        ),
+        (
+            r#""value": {}"#,
+            "value = {} is not a number (a JSON number)",
+        ),
+    ];
+    let base =
+        r#"{"row_id": "r1", "converted": 1, "f0": 0.5, "f1": 0, "value": 1, "campaign": "a"}"#;
+    for (field, reason) in cases {
+        let key = &field[..field.find(':').unwrap()];
+        let start = base.find(key).unwrap();
+        let end = start + base[start..].find([',', '}']).unwrap();
+        let line = format!("{}{field}{}", &base[..start], &base[end..]);
+        let (summary, rows) = run(
+            Format::Ndjson,
+            &format!("{base}\n{}\n", line.replace("r1", "r2")),
+        );
+        assert_eq!(errors(&summary), [(2, reason)], "{line}");
+        assert!(rows.is_empty());
+    }
+    // What they do accept: integers 0 and 1, any JSON number for numbers.
+    let text = [
+        json_row("r1", "0", "5e-1"),
+        json_row("r2", "1", "1"),
+        json_row("r3", "0", "0.0"),
+    ]
+    .join("\n");
+    let (summary, rows) = run(Format::Ndjson, &text);
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    assert_eq!(
+        rows.iter().map(|row| row.label).collect::<Vec<_>>(),
+        [0, 1, 0]
+    );
+    // CSV is as strict about the label.
+    for label in ["1.0", "true", "01", "-0"] {
+        let (summary, _) = run(Format::Csv, &format!("{HEADER}r1,{label},0,0,0,a\n"));
+        let reason = format!("label converted = {label:?} is not 0 or 1");
+        assert_eq!(errors(&summary), [(2, reason.as_str())]);
+    }
+}
+
+#[test]
+fn features_are_stored_finite_and_within_zero_and_one_even_for_extreme_bounds() {
+    let mut wide = schema();
+    wide.features[0].min = -f64::MAX;
+    wide.features[0].max = f64::MAX;
+    wide.features[1].min = 0.0;
+    wide.features[1].max = 5e-324;
+    let text = format!(
+        "{HEADER}r1,1,{},0,0,a\nr2,1,0,5e-324,0,a\nr3,1,{},0,0,a\n",
+        -f64::MAX,
+        f64::MAX
+    );
+    let mut rows = Vec::new();
+    let summary = parse(Format::Csv, text.as_bytes(), &wide, |batch| {
+        rows.extend(batch);
+        true
+    })
+    .unwrap();
+    assert!(summary.errors.is_empty(), "{:?}", summary.errors);
+    let features: Vec<f32> = rows
+        .iter()
+        .flat_map(|row| row.features.chunks(4))
+        .map(|bytes| f32::from_le_bytes(bytes.try_into().unwrap()))
+        .collect();
+    assert_eq!(features, [0.0, 0.0, 0.5, 1.0, 1.0, 0.0]);
+    let stats = summary.stats.unwrap();
+    assert_eq!(stats.label_feature_sums, [1.5, 1.0]);
+    assert_eq!(stats.max_norm_squared, 1.25);
+}
+
+proptest::proptest! {
+    #[test]
+    fn scaled_features_are_finite_and_within_zero_and_one(
+        a in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO,
+        b in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO,
+        t in 0.0..=1.0f64,
+    ) {
+        proptest::prop_assume!(a != b);
+        let (min, max) = if a < b { (a, b) } else { (b, a) };
+        let value = (min + t * (max - min)).clamp(min, max);
+        let value = if value.is_finite() { value } else { min / 2.0 + max / 2.0 };
+        let scaled = scale(value, min, max).unwrap();
+        proptest::prop_assert!(scaled.is_finite() && (0.0..=1.0).contains(&scaled), "{scaled}");
+        proptest::prop_assert_eq!(scale(min, min, max), Some(0.0));
+        proptest::prop_assert_eq!(scale(max, min, max), Some(1.0));
+    }
 }
