@@ -89,6 +89,8 @@ def curl(request: dict, env: dict[str, str]) -> str:
                         break
                 else:
                     parts += ["-H", shlex.quote(f"{name}: {value}")]
+            elif value == "":
+                parts += ["-H", shlex.quote(f"{name};")]  # curl's way to send an empty header
             else:
                 parts += ["-H", shlex.quote(f"{name}: {value}")]
     body = request.get("body")
