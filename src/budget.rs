@@ -96,9 +96,6 @@ impl Change {
         actor: &str,
         created_at: String,
     ) -> Result<Self, String> {
-        if request.budget.is_none() && request.caps.is_empty() {
-            return Err("nothing to change: give a budget, caps, or both".to_owned());
-        }
         if request.caps.len() > MAX_CAPS_PER_CHANGE {
             return Err(format!(
                 "at most {MAX_CAPS_PER_CHANGE} caps per change (got {})",
@@ -111,7 +108,7 @@ impl Change {
             .iter()
             .map(|(analyst, cap)| {
                 if analyst.trim().is_empty()
-                    || analyst.len() > MAX_ANALYST_LEN
+                    || analyst.chars().count() > MAX_ANALYST_LEN
                     || analyst.chars().any(char::is_control)
                 {
                     return Err(format!(
@@ -298,8 +295,11 @@ mod tests {
                 ),
             ]
         );
+        // An empty change is a no-op: no ledger event.
+        let empty: api::BudgetChange = serde_json::from_str("{}").unwrap();
+        let nothing = Change::parse(&empty, "root", "t".to_owned()).unwrap();
+        assert!(nothing.entries(&dataset(1.0, Accountant::Rdp)).is_empty());
         for bad in [
-            r#"{}"#,
             r#"{"budget": {"epsilon": 0, "delta": 1e-6}}"#,
             r#"{"budget": {"epsilon": 1, "delta": 0}}"#,
             r#"{"caps": {"": {"epsilon": 1, "delta": 1e-6}}}"#,

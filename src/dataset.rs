@@ -43,8 +43,13 @@ pub struct Schema {
     pub dimensions: Vec<api::Dimension>,
 }
 
+/// A name: 1 to `MAX_NAME_LEN` characters, none a control character, not
+/// all whitespace (the API schema's `NAME_PATTERN`).
 fn check_name(what: &str, name: &str) -> Result<(), String> {
-    if name.trim().is_empty() || name.len() > MAX_NAME_LEN || name.chars().any(char::is_control) {
+    if name.trim().is_empty()
+        || name.chars().count() > MAX_NAME_LEN
+        || name.chars().any(char::is_control)
+    {
         return Err(format!(
             "{what} name {name:?} must be 1 to {MAX_NAME_LEN} printable characters"
         ));

@@ -117,6 +117,7 @@ impl IntoResponse for ApiError {
             other => other.to_string(),
         };
         let retry_after = matches!(self, ApiError::Timeout(_));
+        let challenge = matches!(self, ApiError::Unauthorized(_));
         let (errors, remaining, release_id) = match self {
             ApiError::BadLines { lines, .. } => (lines, None, None),
             ApiError::BudgetExhausted { remaining, .. } => (Vec::new(), Some(remaining), None),
@@ -139,6 +140,13 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if challenge {
+            // RFC 6750 §3: a 401 names the scheme it wants.
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"dpgate\""),
+            );
         }
         response
     }

@@ -37,8 +37,13 @@ pub enum AccountantKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BoundedColumn {
+    #[schema(schema_with = crate::schemas::column_name)]
     pub name: String,
+    /// At least −10¹⁵; below `max`, by at least 10⁻⁹ of the bounds'
+    /// magnitude (and of 1).
+    #[schema(minimum = -1e15, maximum = 1e15)]
     pub min: f64,
+    #[schema(minimum = -1e15, maximum = 1e15)]
     pub max: f64,
 }
 
@@ -46,7 +51,9 @@ pub struct BoundedColumn {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Dimension {
+    #[schema(schema_with = crate::schemas::column_name)]
     pub name: String,
+    #[schema(schema_with = crate::schemas::dimension_values)]
     pub values: Vec<String>,
 }
 
@@ -54,7 +61,9 @@ pub struct Dimension {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
+    #[schema(minimum = 1e-9, maximum = 1e6)]
     pub epsilon: f64,
+    #[schema(minimum = 1e-30, exclusive_maximum = 1.0)]
     pub delta: f64,
 }
 
@@ -63,18 +72,25 @@ pub struct Budget {
 #[serde(deny_unknown_fields)]
 pub struct CreateDataset {
     /// Unique among datasets.
+    #[schema(schema_with = crate::schemas::column_name)]
     pub name: String,
     pub privacy_unit: PrivacyUnit,
     /// At least one; uploaded values must lie within [min, max] and are
     /// scaled into [0, 1].
+    #[serde(deserialize_with = "crate::strict::objects")]
+    #[schema(min_items = 1, max_items = 4096)]
     pub features: Vec<BoundedColumn>,
     /// Name of the 0/1 label column.
+    #[schema(schema_with = crate::schemas::column_name)]
     pub label: String,
     /// Numeric columns clamped to their bounds on upload.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::objects")]
+    #[schema(max_items = 256)]
     pub measures: Vec<BoundedColumn>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::objects")]
+    #[schema(max_items = 16)]
     pub dimensions: Vec<Dimension>,
+    #[serde(deserialize_with = "crate::strict::object")]
     pub budget: Budget,
     #[serde(default)]
     pub accountant: AccountantKind,
@@ -113,12 +129,16 @@ pub struct AnalystSpend {
 #[serde(deny_unknown_fields)]
 pub struct BudgetChange {
     /// The new total; it may not fall below what is already spent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::strict::optional_object"
+    )]
     pub budget: Option<Budget>,
     /// Caps by analyst (token subject): `{"ana": {"epsilon": 1, "delta":
     /// 1e-7}, "bob": null}`; `null` removes a cap.
-    #[serde(default)]
-    #[schema(value_type = Object)]
+    #[serde(default, deserialize_with = "crate::strict::optional_objects_by_name")]
+    #[schema(schema_with = crate::schemas::caps)]
     pub caps: std::collections::BTreeMap<String, Option<Budget>>,
 }
 

@@ -6,6 +6,8 @@ mod datasets;
 mod ledger;
 mod problem;
 mod releases;
+pub mod schemas;
+pub mod strict;
 
 pub use datasets::{
     AccountantKind, AnalystSpend, BoundedColumn, Budget, BudgetChange, CreateDataset, Dataset,

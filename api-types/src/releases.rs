@@ -8,44 +8,49 @@ use uuid::Uuid;
 
 use crate::{Remaining, Spent};
 
-fn yes() -> bool {
-    true
-}
-
 /// `POST /v1/datasets/{id}/releases`: `{"kind": …, "epsilon": …, "delta": …,
-/// params…}`. Unknown fields are refused, so a misspelt parameter never
-/// silently falls back to its default.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// params…}`. Unknown fields, and fields of another kind, are refused, so a
+/// misspelt parameter never silently falls back to its default (read by
+/// [`crate::strict`]).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(tag = "kind", deny_unknown_fields)]
 pub enum ReleaseRequest {
     /// The WALR noisy dot product (1/N)·Σ yᵢ·(1, xᵢ) plus Gaussian noise.
     #[serde(rename = "walr")]
     Walr {
+        #[schema(minimum = 1e-9, maximum = 1e6)]
         epsilon: f64,
         /// Required and positive: WALR uses the Gaussian mechanism.
+        #[schema(schema_with = crate::schemas::required_delta, required = true)]
         delta: Option<f64>,
         /// Release the intercept's label term (1/N)·Σ yᵢ with the vector.
-        #[serde(default = "yes")]
+        #[serde(default)]
+        #[schema(default = true)]
         intercept: bool,
         /// The analyst's own feature vectors (unit `label` only): the
         /// release then covers just these rows, with these vectors in
         /// place of the stored features, and N is their number. Omit it to
         /// use the stored features; an empty list is refused.
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(min_items = 1)]
         features: Option<Vec<SuppliedRow>>,
     },
     /// Counts, sums and means of the label or a measure, optionally over
     /// every combination of declared dimension values, released jointly.
     #[serde(rename = "aggregate")]
     Aggregate {
+        #[schema(minimum = 1e-9, maximum = 1e6)]
         epsilon: f64,
         /// Required and positive for `gaussian`; omitted or 0 for `laplace`.
+        #[schema(schema_with = crate::schemas::optional_delta)]
         delta: Option<f64>,
         /// `count`, `sum:COLUMN` or `mean:COLUMN`, where COLUMN is the label
         /// or a declared measure.
+        #[schema(schema_with = crate::schemas::statistics)]
         statistics: Vec<String>,
         /// Declared dimensions to break the statistics down by.
         #[serde(default)]
+        #[schema(schema_with = crate::schemas::group_by)]
         group_by: Vec<String>,
         #[serde(default)]
         mechanism: AggregateMechanism,
@@ -54,23 +59,36 @@ pub enum ReleaseRequest {
     /// with noise of L2 sensitivity 2/(Nλ) (Chaudhuri et al. 2011).
     #[serde(rename = "model/output-perturbation")]
     OutputPerturbation {
+        #[schema(minimum = 1e-9, maximum = 1e6)]
         epsilon: f64,
         /// Omitted or 0: pure ε (norm-Gamma noise); else analytic Gaussian.
+        #[schema(schema_with = crate::schemas::optional_delta)]
         delta: Option<f64>,
-        /// The regularisation strength λ > 0 of (λ/2)‖w‖².
+        /// The regularisation strength λ of (λ/2)‖w‖², in [10⁻¹², 10⁶]; the
+        /// server refuses a λ below the floor at which the fit can be
+        /// certified for the dataset's N and k.
+        #[schema(minimum = 1e-12, maximum = 1e6)]
         lambda: f64,
-        #[serde(default = "yes")]
+        #[serde(default)]
+        #[schema(default = true)]
         fit_intercept: bool,
     },
     /// L2-regularised logistic regression minimising a randomly perturbed
     /// objective (Chaudhuri et al. 2011, Algorithm 2); pure ε only.
     #[serde(rename = "model/objective-perturbation")]
     ObjectivePerturbation {
+        /// At least 2·10⁻⁹: ε is split, in ledger units, between the
+        /// perturbed objective and the output noise.
+        #[schema(minimum = 2e-9, maximum = 1e6)]
         epsilon: f64,
         /// Must be omitted or 0: the algorithm is pure ε-DP.
+        #[schema(schema_with = crate::schemas::no_delta)]
         delta: Option<f64>,
+        /// As for output perturbation.
+        #[schema(minimum = 1e-12, maximum = 1e6)]
         lambda: f64,
-        #[serde(default = "yes")]
+        #[serde(default)]
+        #[schema(default = true)]
         fit_intercept: bool,
     },
 }
@@ -107,13 +125,16 @@ impl ReleaseRequest {
     }
 }
 
-/// One row's feature vector supplied with a `walr` release.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+/// One row's feature vector supplied with a `walr` release (read by
+/// [`crate::strict`]).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuppliedRow {
     /// A row id of the dataset; each may appear once.
+    #[schema(min_length = 1)]
     pub row_id: String,
     /// k values in [0, 1]; every row the same k.
+    #[schema(schema_with = crate::schemas::feature_vector)]
     pub x: Vec<f64>,
 }
 
@@ -226,7 +247,10 @@ pub enum ReleaseResult {
 /// A release (201 when new, 200 on an idempotent replay or a dry run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Release {
-    pub id: Uuid,
+    /// The recorded release; absent for a dry run and for a release of
+    /// public numbers only, which are not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
     pub kind: String,
     pub epsilon: f64,
     pub delta: f64,

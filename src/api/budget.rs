@@ -5,8 +5,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use dpgate_api_types::{BudgetChange, Dataset, Problem};
 
+use super::body::ApiJson;
 use super::datasets::load_visible;
-use super::extract::{ApiJson, Caller};
+use super::extract::Admin;
 use crate::app::AppState;
 use crate::budget::Change;
 use crate::error::ApiError;
@@ -26,22 +27,23 @@ use crate::store::BudgetOutcome;
     request_body = BudgetChange,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The dataset with its new budget and caps", body = Dataset),
+        (status = 200, description = "The dataset with its new budget and caps (unchanged, and no ledger event, for an empty change)", body = Dataset),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The new total is below what is spent", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Over the JSON body limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json in UTF-8, or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An invalid budget or cap", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn change(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     Path(id): Path<String>,
     ApiJson(request): ApiJson<BudgetChange>,
 ) -> Result<Json<Dataset>, ApiError> {
-    caller.admin()?;
     let dataset = load_visible(&state, &caller, &id).await?;
     let change = Change::parse(&request, &caller.sub, crate::clock::timestamp()?)
         .map_err(ApiError::Invalid)?;

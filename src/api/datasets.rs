@@ -6,7 +6,8 @@ use axum::http::StatusCode;
 use dpgate_api_types::{CreateDataset, Dataset, DatasetList, Problem};
 use uuid::Uuid;
 
-use super::extract::{ApiJson, Caller};
+use super::body::ApiJson;
+use super::extract::{Admin, Caller};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::dataset::DatasetRecord;
@@ -27,16 +28,16 @@ use crate::store::NewDataset;
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The name is taken", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Over the JSON body limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json in UTF-8, or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An invalid schema or budget", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     ApiJson(request): ApiJson<CreateDataset>,
 ) -> Result<(StatusCode, Json<Dataset>), ApiError> {
-    caller.admin()?;
     let record =
         DatasetRecord::new(&request, crate::clock::timestamp()?).map_err(ApiError::Invalid)?;
     state

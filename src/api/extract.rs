@@ -1,9 +1,9 @@
-//! Extractors that fail as problem documents: the authenticated caller, and
-//! JSON bodies and query strings whose rejections become `invalid-input`.
+//! Extractors that fail as problem documents: the authenticated caller
+//! (checked for its role and grant before any body is read), and query
+//! strings whose rejections become `invalid-input`.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::StatusCode;
+use axum::extract::FromRequestParts;
+use axum::extract::rejection::QueryRejection;
 use axum::http::request::Parts;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -88,35 +88,54 @@ impl Caller {
     }
 }
 
+/// An admin, checked from the headers alone: an analyst's request is 403
+/// whatever its body says.
+pub struct Admin(pub Caller);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.admin()?;
+        Ok(Admin(caller))
+    }
+}
+
+/// An analyst granted the dataset `{id}` of the path, checked from the
+/// headers and path alone; the id is `None` when it is not a UUID (a
+/// dataset that cannot exist: 404 once the grant is checked).
+pub struct GrantedAnalyst {
+    pub caller: Caller,
+    pub dataset: Uuid,
+}
+
+impl FromRequestParts<AppState> for GrantedAnalyst {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let axum::extract::Path(id) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| ApiError::NotFound("no such dataset".to_owned()))?;
+        match Uuid::parse_str(&id) {
+            Ok(dataset) => {
+                caller.analyst_of(dataset)?;
+                Ok(GrantedAnalyst { caller, dataset })
+            }
+            Err(_) => {
+                caller.analyst_of(Uuid::nil())?;
+                Err(ApiError::NotFound("no such dataset".to_owned()))
+            }
+        }
+    }
+}
+
 /// A dataset or release id from the path; one that is not a UUID names
 /// nothing that exists.
 pub fn parse_id(what: &str, text: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(text).map_err(|_| ApiError::NotFound(format!("no such {what}")))
-}
-
-/// `axum::Json` whose rejections are problem documents: 400 for bodies that
-/// do not parse, 422 for ones of the wrong shape, 415 without a JSON media
-/// type, 413 beyond the body limit.
-pub struct ApiJson<T>(pub T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(ApiJson(value)),
-            Err(JsonRejection::JsonDataError(error)) => Err(ApiError::Invalid(error.body_text())),
-            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::UnsupportedMediaType(
-                "the body must be application/json".to_owned(),
-            )),
-            Err(JsonRejection::BytesRejection(error))
-                if error.status() == StatusCode::PAYLOAD_TOO_LARGE =>
-            {
-                Err(ApiError::PayloadTooLarge(error.body_text()))
-            }
-            Err(other) => Err(ApiError::Malformed(other.body_text())),
-        }
-    }
 }
 
 /// `axum::extract::Query` whose rejections are 422 problem documents.
@@ -143,8 +162,10 @@ const DEFAULT_PAGE: u32 = 100;
 pub struct PageQuery {
     /// Return items with a larger sequence number (the previous page's
     /// `next_after`).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_807_u64)]
     pub after: Option<u64>,
     /// Items per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
@@ -153,9 +174,22 @@ impl PageQuery {
     pub fn limit(&self) -> Result<u32, ApiError> {
         let limit = self.limit.unwrap_or(DEFAULT_PAGE);
         if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(ApiError::Invalid(format!("limit must be 1 to {MAX_PAGE}")));
+            return Err(ApiError::Invalid(format!(
+                "limit must be 1 to {MAX_PAGE} (got {limit})"
+            )));
         }
         Ok(limit)
+    }
+
+    /// The cursor asked for, checked: sequence numbers are 63-bit.
+    pub fn after(&self) -> Result<Option<u64>, ApiError> {
+        match self.after {
+            Some(after) if after > i64::MAX as u64 => Err(ApiError::Invalid(format!(
+                "after must be at most {} (got {after})",
+                i64::MAX
+            ))),
+            other => Ok(other),
+        }
     }
 
     /// The `next_after` of a page: the last item's sequence number when the

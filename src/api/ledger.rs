@@ -35,7 +35,10 @@ pub async fn page(
     caller.admin()?;
     let dataset = load_visible(&state, &caller, &id).await?;
     let limit = query.limit()?;
-    let entries = state.store.ledger(dataset.id, query.after, limit).await?;
+    let entries = state
+        .store
+        .ledger(dataset.id, query.after()?, limit)
+        .await?;
     Ok(Json(LedgerPage {
         next_after: PageQuery::next_after(limit, &entries, |entry| entry.seq),
         entries: entries.iter().map(|entry| entry.view()).collect(),

@@ -4,6 +4,7 @@
 //! OpenAPI document are built from one list and cannot drift apart; a test
 //! keeps `openapi.yaml` equal to the generated document.
 
+mod body;
 mod budget;
 mod datasets;
 mod extract;
@@ -141,6 +142,7 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(timeout, deadline))
+        .layer(middleware::from_fn(body::plain_bodies))
         .layer(middleware::from_fn(record))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(TraceLayer::new_for_http())

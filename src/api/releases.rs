@@ -6,10 +6,10 @@ use axum::response::{IntoResponse, Response};
 use dpgate_api_types::{IDEMPOTENCY_KEY, Problem, Release, ReleaseList, ReleaseRequest};
 use serde::Deserialize;
 use utoipa::IntoParams;
-use uuid::Uuid;
 
+use super::body::ApiJson;
 use super::datasets::load_visible;
-use super::extract::{ApiJson, ApiQuery, Caller, PageQuery, parse_id};
+use super::extract::{ApiQuery, Caller, GrantedAnalyst, PageQuery, parse_id};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::error::ApiError;
@@ -43,7 +43,10 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let key = value
         .to_str()
         .ok()
-        .filter(|key| !key.is_empty() && key.len() <= MAX_KEY_LEN)
+        .filter(|key| {
+            (1..=MAX_KEY_LEN).contains(&key.len())
+                && key.bytes().all(|byte| byte.is_ascii_graphic())
+        })
         .ok_or_else(|| {
             ApiError::Invalid(format!(
                 "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"
@@ -62,39 +65,33 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     tag = "releases",
     params(
         ("id" = Uuid, Path, description = "Dataset id"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: the same key and body return the stored release"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries safe: the same key and body return the stored release", min_length = 1, max_length = 255, pattern = "^[!-~]+$"),
         ReleaseQuery,
     ),
     request_body = ReleaseRequest,
     security(("bearer" = [])),
     responses(
         (status = 201, description = "A new release", body = Release),
-        (status = 200, description = "An idempotent replay, or a dry run's price (no `result`)", body = Release),
+        (status = 200, description = "An idempotent replay; a dry run's price (no `result`); or a release of numbers that are all public under the privacy unit (nothing spent or stored; its id is nil)", body = Release),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an analyst granted this dataset", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Budget exhausted (`budget-exhausted`), or the idempotency key was used for another request (`conflict`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid parameters; nothing spent", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Budget exhausted (`budget-exhausted`); or (`conflict`) the idempotency key was used for another request, its release is still being made after a minute, or rows kept arriving while the release was priced", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Over the release body limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json in UTF-8, or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid parameters, or ones that public facts show cannot be released (a λ below the fit's floor, bounds too wide for the noise); nothing spent", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "`release-failed`: debited but not made (its ledger entry stays; a retry with the key gets this answer), or `internal`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`timeout`: a debited release is still made; retry with the same Idempotency-Key", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
+    GrantedAnalyst { caller, dataset }: GrantedAnalyst,
     ApiQuery(query): ApiQuery<ReleaseQuery>,
     headers: HeaderMap,
     ApiJson(request): ApiJson<ReleaseRequest>,
 ) -> Result<Response, ApiError> {
-    let dataset = match Uuid::parse_str(&id) {
-        Ok(dataset) => dataset,
-        Err(_) => {
-            caller.analyst_of(Uuid::nil())?;
-            return Err(ApiError::NotFound("no such dataset".to_owned()));
-        }
-    };
-    caller.analyst_of(dataset)?;
     let ask = Ask {
         dataset,
         analyst: &caller.sub,
@@ -126,7 +123,8 @@ pub async fn create(
         (status = 200, description = "The release", body = Release),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "An analyst without a grant for the dataset", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such release (for this caller)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such release (for this caller), or one still being made", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "`release-failed`: the release was debited but not made", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn get(
@@ -197,7 +195,7 @@ pub async fn list(
     };
     let releases = state
         .store
-        .releases(dataset.id, analyst, page.after, limit)
+        .releases(dataset.id, analyst, page.after()?, limit)
         .await?;
     Ok(axum::Json(ReleaseList {
         next_after: PageQuery::next_after(limit, &releases, |release| release.seq),

@@ -10,25 +10,25 @@ use bytes::Bytes;
 use dpgate_api_types::{CSV, IngestReport, LineError, NDJSON, Problem};
 use futures_util::StreamExt;
 
+use super::body::media_type;
 use super::datasets::load_visible;
-use super::extract::Caller;
+use super::extract::Admin;
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::ingest::{self, ChannelReader, Format, MAX_REPORTED_ERRORS, RowRecord};
 use crate::store::IngestSession;
 
 fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
-    let media = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<mime::Mime>().ok());
-    match media.as_ref().map(mime::Mime::essence_str) {
-        Some(CSV) => Ok(Format::Csv),
-        Some(NDJSON | "application/ndjson" | "application/jsonl") => Ok(Format::Ndjson),
-        _ => Err(ApiError::UnsupportedMediaType(format!(
-            "upload rows as {CSV} or {NDJSON}"
-        ))),
-    }
+    let media = media_type(
+        headers,
+        &[CSV, NDJSON, "application/ndjson", "application/jsonl"],
+        &format!("upload rows as {CSV} or {NDJSON}"),
+    )?;
+    Ok(if media.essence_str() == CSV {
+        Format::Csv
+    } else {
+        Format::Ndjson
+    })
 }
 
 fn too_large(limit: u64) -> ApiError {
@@ -108,19 +108,20 @@ async fn store_batches(
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The body could not be read", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over the upload limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Neither CSV nor NDJSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Bad rows, by line number; nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Neither CSV nor NDJSON in UTF-8, or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Bad rows, by line number (a line longer than a row of the schema can need ends the upload); nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`timeout`: the upload took too long and was rolled back", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn upload(
     State(state): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestReport>, ApiError> {
-    caller.admin()?;
     let dataset = load_visible(&state, &caller, &id).await?;
     let format = format(&headers)?;
     let limit = state.limits.ingest_bytes;

@@ -137,8 +137,10 @@ pub fn objective_perturbation(
     if epsilon_prime < epsilon_objective / 2.0 {
         // With Δ, 2·ln(1 + c/(N(λ + Δ))) = ε_p/2 exactly; rounding Δ up
         // only makes that loss smaller.
+        // When e^{ε_p/4} overflows, `needed` underflows to 0 while the true
+        // value is positive but far below λ: no Δ is needed then.
         let needed = LOGISTIC_CURVATURE / (n as f64 * (epsilon_objective / 4.0).exp_m1());
-        extra_regulariser = above(above(needed) - lambda);
+        extra_regulariser = above(above(needed) - lambda).max(0.0);
         epsilon_prime = epsilon_objective / 2.0;
     }
     Ok(ObjectivePerturbation {
@@ -215,6 +217,10 @@ mod tests {
         let spent = 2.0 * (0.25 / (1000.0 * (2.5e-4 + p.extra_regulariser))).ln_1p();
         assert!(spent <= p.epsilon_objective - p.epsilon_prime);
         assert!(p.b_scale <= 4.0 / p.epsilon_objective);
+        // With e^{ε_p/4} beyond a double, no Δ is needed and none is added.
+        let huge = objective_perturbation(eps(999_999.0), 200, 1e-12, 1e-10).unwrap();
+        assert_eq!(huge.extra_regulariser, 0.0);
+        assert!(huge.output_sensitivity.is_finite() && huge.output_sensitivity > 0.0);
     }
 
     #[test]

@@ -48,12 +48,19 @@ impl Epsilon {
     pub const ZERO: Epsilon = Epsilon(0);
 
     /// Parses a caller's ε: finite, > 0, at most [`Self::MAX`], and at least
-    /// 10⁻⁹ after rounding to the nearest unit.
+    /// 10⁻⁹ (the ledger's unit; the API's schema says the same).
     pub fn new(value: f64) -> Result<Self, DpError> {
         if !value.is_finite() || value <= 0.0 || value > Self::MAX {
             return Err(DpError::InvalidEpsilon {
                 value,
                 max: Self::MAX,
+            });
+        }
+        if value < 1e-9 {
+            return Err(DpError::BelowResolution {
+                name: "epsilon",
+                value,
+                resolution: 1e-9,
             });
         }
         let units = decimal_units(value, 9)
@@ -124,7 +131,7 @@ impl Delta {
     pub const ZERO: Delta = Delta(0);
 
     /// Parses a caller's δ in [0, 1); 0 means pure ε-DP. A positive δ must
-    /// be at least 10⁻³⁰ after rounding.
+    /// be at least 10⁻³⁰, the ledger's unit.
     pub fn new(value: f64) -> Result<Self, DpError> {
         let invalid = DpError::InvalidDelta {
             value,
@@ -135,6 +142,13 @@ impl Delta {
         }
         if value == 0.0 {
             return Ok(Delta::ZERO);
+        }
+        if value < 1e-30 {
+            return Err(DpError::BelowResolution {
+                name: "delta",
+                value,
+                resolution: 1e-30,
+            });
         }
         let units = decimal_units(value, 30).ok_or(invalid)?;
         if units == 0 {

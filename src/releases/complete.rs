@@ -64,7 +64,7 @@ pub(super) async fn free(
         )
     };
     let created_at = crate::clock::timestamp().map_err(anyhow::Error::from)?;
-    let mut body = response(Uuid::nil(), summary, &price, &dataset, created_at, result);
+    let mut body = response(None, summary, &price, &dataset, created_at, result);
     body.dry_run = dry_run;
     if !finite(&body) {
         return Err(ReleaseError::Internal(anyhow::anyhow!(
@@ -134,7 +134,7 @@ async fn make(
     let after = snapshot.dataset().clone();
     let result = planned.compute(snapshot).await?;
     let body = response(
-        debit.release_id,
+        Some(debit.release_id),
         summary,
         &price,
         &after,

@@ -128,9 +128,10 @@ struct Summary {
     analyst: String,
 }
 
-/// The response for a release; `result` is `None` on a dry run.
+/// The response for a release; `id` is `None` when nothing is recorded,
+/// `result` on a dry run.
 fn response(
-    id: Uuid,
+    id: Option<Uuid>,
     summary: &Summary,
     price: &Price,
     after: &DatasetRecord,
@@ -292,14 +293,7 @@ pub async fn release(
                 ..dataset
             };
             let created_at = crate::clock::timestamp().map_err(anyhow::Error::from)?;
-            let mut priced = response(
-                Uuid::nil(),
-                &summary,
-                planned.price(),
-                &after,
-                created_at,
-                None,
-            );
+            let mut priced = response(None, &summary, planned.price(), &after, created_at, None);
             priced.dry_run = true;
             return Ok(Outcome::Priced(Box::new(priced)));
         }

@@ -130,7 +130,10 @@ async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise()
         // The ledger records the debit and the stored release replays it.
         let ledger = app.admin.ledger(dataset.id).await.unwrap();
         assert_eq!(ledger.len(), 2, "{ledger:?}");
-        let stored = analyst.get_release(dataset.id, release.id).await.unwrap();
+        let stored = analyst
+            .get_release(dataset.id, release.id.unwrap())
+            .await
+            .unwrap();
         assert_eq!(stored, release);
         app.finish().await;
     }
@@ -162,7 +165,7 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
             (0.0, 0.0, 0.0)
         );
         assert_eq!(release.noise.mechanism, "none");
-        assert!(release.id.is_nil());
+        assert!(release.id.is_none());
         assert!(groups(&release).iter().all(|g| g.4 && g.3 == 0.0));
         assert_eq!(groups(&release)[0].2, 50.0);
         let view = app.admin.dataset(labelled.id).await.unwrap();

@@ -255,7 +255,7 @@ async fn every_route_admits_exactly_the_right_callers() {
             ),
             (
                 Method::GET,
-                format!("/v1/datasets/{id}/releases/{}", release.id),
+                format!("/v1/datasets/{id}/releases/{}", release.id.unwrap()),
                 None,
                 [200, 200, 403, 401],
             ),

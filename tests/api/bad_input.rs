@@ -11,14 +11,14 @@ use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app, spawn_
 
 /// What must not change when a request is refused.
 #[derive(Debug, PartialEq)]
-struct Snapshot {
+pub struct Snapshot {
     datasets: usize,
     n_rows: u64,
     ledger: usize,
     spent: (f64, f64),
 }
 
-async fn snapshot(app: &TestApp, dataset: Uuid) -> Snapshot {
+pub async fn snapshot(app: &TestApp, dataset: Uuid) -> Snapshot {
     let view = app.admin.dataset(dataset).await.unwrap();
     Snapshot {
         datasets: app.admin.datasets().await.unwrap().len(),
@@ -28,7 +28,7 @@ async fn snapshot(app: &TestApp, dataset: Uuid) -> Snapshot {
     }
 }
 
-async fn expect(request: RequestBuilder, status: StatusCode, slug: &str, case: &str) {
+pub async fn expect(request: RequestBuilder, status: StatusCode, slug: &str, case: &str) {
     let response = request.send().await.unwrap();
     assert_eq!(response.status(), status, "{case}");
     let media = response

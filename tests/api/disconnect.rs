@@ -61,7 +61,7 @@ async fn retry_gets_the_stored_release(app: &TestApp, dataset: Uuid, token: &str
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.id, release.id);
+    assert_eq!(Some(stored.id), release.id);
     assert_eq!(
         serde_json::from_str::<Release>(&stored.response.unwrap()).unwrap(),
         release

@@ -103,7 +103,7 @@ async fn a_dry_run_prices_exactly_what_the_release_then_spends() {
             .await
             .unwrap()
             .release;
-        assert!(priced.dry_run && priced.result.is_none() && priced.id.is_nil());
+        assert!(priced.dry_run && priced.result.is_none() && priced.id.is_none());
         assert_eq!(
             app.admin.dataset(dataset.id).await.unwrap().spent.epsilon,
             0.0
@@ -156,19 +156,16 @@ async fn analysts_fetch_only_their_own_releases() {
             .await
             .unwrap()
             .release;
+        let id = release.id.unwrap();
         assert_eq!(
-            ana.get_release(dataset.id, release.id).await.unwrap().id,
+            ana.get_release(dataset.id, id).await.unwrap().id,
             release.id
         );
         assert_eq!(
-            app.admin
-                .get_release(dataset.id, release.id)
-                .await
-                .unwrap()
-                .id,
+            app.admin.get_release(dataset.id, id).await.unwrap().id,
             release.id
         );
-        let error = bea.get_release(dataset.id, release.id).await.unwrap_err();
+        let error = bea.get_release(dataset.id, id).await.unwrap_err();
         assert_eq!(error.problem_type(), Some(ProblemType::NotFound));
         app.finish().await;
     }

@@ -23,5 +23,6 @@ mod outcomes;
 mod race;
 mod refusals;
 mod store;
+mod strict_input;
 mod supplied;
 mod walkthrough;

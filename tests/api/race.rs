@@ -48,7 +48,7 @@ async fn racing_analysts_never_spend_beyond_the_budget() {
                 match task.await.unwrap() {
                     Ok(released) => {
                         assert!(!released.replayed);
-                        made.insert(released.release.id);
+                        made.insert(released.release.id.unwrap());
                     }
                     Err(error) => {
                         assert_eq!(

@@ -91,7 +91,10 @@ async fn the_walk_through_works_end_to_end() {
         assert_eq!(after.spent.epsilon_basic, 1.0);
         assert_eq!(after.remaining.epsilon, 10.0 - after.spent.epsilon);
         assert_eq!(
-            analyst.get_release(dataset.id, release.id).await.unwrap(),
+            analyst
+                .get_release(dataset.id, release.id.unwrap())
+                .await
+                .unwrap(),
             release
         );
 
@@ -99,7 +102,7 @@ async fn the_walk_through_works_end_to_end() {
         assert_eq!(ledger.len(), 2);
         assert_eq!(ledger[0].event, LedgerEvent::Open);
         assert_eq!(ledger[1].event, LedgerEvent::Release);
-        assert_eq!(ledger[1].release_id, Some(release.id));
+        assert_eq!(ledger[1].release_id, release.id);
         assert_eq!(ledger[1].prev_hash, ledger[0].hash);
         assert_eq!((ledger[1].epsilon, ledger[1].delta), (1.0, 1e-7));
         app.finish().await;

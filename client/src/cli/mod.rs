@@ -20,6 +20,13 @@ use crate::{Client, ReleaseOptions};
 
 pub use train::TrainArgs;
 
+/// A release's id for people, or why it has none.
+fn shown(release: &Release) -> String {
+    release
+        .id
+        .map_or_else(|| "(not recorded)".to_owned(), |id| id.to_string())
+}
+
 /// Talks to a dpgate server.
 #[derive(Debug, Parser)]
 #[command(name = "dpgate-client", version, about)]
@@ -356,7 +363,9 @@ async fn release(
             feature_names: dataset.features.iter().map(|f| f.name.clone()).collect(),
             label: dataset.label,
             dataset_id: dataset.id,
-            release_id: release.id,
+            release_id: release
+                .id
+                .context("the server returned a release without an id")?,
             kind: release.kind.clone(),
             epsilon: release.epsilon,
             delta: release.delta,
@@ -419,7 +428,7 @@ fn describe(out: &mut (dyn Write + Send), release: &Release) -> anyhow::Result<(
         "{} release {} ({}): {verb} ε = {}, δ = {:e}; noise {} with σ = {:.6e} per number, \
          sensitivity {:.6e}, N = {}",
         release.kind,
-        release.id,
+        shown(release),
         release.analyst,
         release.epsilon,
         release.delta,

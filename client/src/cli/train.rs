@@ -11,6 +11,7 @@ use ndarray::Array2;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::shown;
 use super::{print_json, progress, spinner, supplied};
 use crate::features::{FeatureTable, Scaling};
 use crate::model_file::{ModelFile, Training};
@@ -181,7 +182,9 @@ pub(super) async fn train(
         feature_names: rows.names,
         label: dataset.label,
         dataset_id: dataset.id,
-        release_id: release.id,
+        release_id: release
+            .id
+            .context("the server returned a release without an id")?,
         kind: release.kind.clone(),
         epsilon: release.epsilon,
         delta: release.delta,
@@ -222,7 +225,7 @@ pub(super) async fn train(
             "epoch limit"
         },
         training.map_or(f64::NAN, |t| t.final_loss),
-        release.id,
+        shown(&release),
         release.epsilon,
         release.delta,
         args.out.display(),
@@ -235,7 +238,7 @@ fn noisy_dot(release: &Release, rows: usize) -> anyhow::Result<NoisyDot> {
     let Some(ReleaseResult::Walr(result)) = &release.result else {
         anyhow::bail!(
             "release {} is a {}, not a walr release",
-            release.id,
+            shown(release),
             release.kind
         );
     };
@@ -243,9 +246,9 @@ fn noisy_dot(release: &Release, rows: usize) -> anyhow::Result<NoisyDot> {
         release.n == rows as u64,
         "release {} covers {} rows but {rows} rows of features were read: the dataset changed \
          in between; read the features again and train with --release {}",
-        release.id,
+        shown(release),
         release.n,
-        release.id
+        shown(release)
     );
     Ok(NoisyDot {
         dot: result.noisy_dot.clone(),

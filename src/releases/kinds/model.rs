@@ -54,11 +54,18 @@ pub const MAX_FEATURES: usize = 512;
 /// (8 bytes each).
 pub const MAX_VALUES: u64 = 200_000_000;
 
+/// The range of λ a model may ask for. Below 10⁻¹² no fit of output
+/// perturbation can be certified for any N (the certified solver's floor is
+/// above 6·10⁻¹⁰ even at N = 1); above 10⁶ the weights are zero to within
+/// any noise the lattice can carry.
+pub const MIN_LAMBDA: f64 = 1e-12;
+pub const MAX_LAMBDA: f64 = 1e6;
+
 /// Checks what a model request can be checked for before reading data.
 pub fn check(lambda: f64, k: usize, n: u64, fit_intercept: bool) -> Result<(), String> {
-    if !(lambda.is_finite() && lambda > 0.0) {
+    if !(MIN_LAMBDA..=MAX_LAMBDA).contains(&lambda) {
         return Err(format!(
-            "lambda must be a finite number greater than 0 (got {lambda})"
+            "lambda must be a number from {MIN_LAMBDA:e} to {MAX_LAMBDA:e} (got {lambda})"
         ));
     }
     if n == 0 {
