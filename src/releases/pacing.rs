@@ -92,31 +92,35 @@ pub fn budget(mechanism: &Mechanism) -> Duration {
     BASE.saturating_add(per_coordinate.saturating_mul(HEADROOM).saturating_mul(dims))
 }
 
-/// Waits until `budget` has passed since `started`; whether the draw had
-/// already overrun it.
-pub async fn hold(started: tokio::time::Instant, budget: Duration) -> bool {
-    let deadline = started + budget;
-    let overran = tokio::time::Instant::now() > deadline;
-    tokio::time::sleep_until(deadline).await;
-    overran
+/// Runs `draw` and then sleeps until `budget` has passed since it began:
+/// its result, and whether it overran the budget. Run it on a thread of its
+/// own (a blocking one): the thread's sleep is precise to tens of
+/// microseconds, where the async timer counts whole milliseconds.
+pub fn held<T>(budget: Duration, draw: impl FnOnce() -> T) -> (T, bool) {
+    let started = Instant::now();
+    let drawn = draw();
+    let elapsed = started.elapsed();
+    if let Some(rest) = budget.checked_sub(elapsed) {
+        std::thread::sleep(rest);
+    }
+    (drawn, elapsed > budget)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn a_draw_is_held_to_its_deadline_however_fast_it_was() {
-        // (Tokio's timers count whole milliseconds.)
-        let started = tokio::time::Instant::now();
-        tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(!hold(started, Duration::from_millis(2)).await);
-        assert_eq!(started.elapsed(), Duration::from_millis(2));
+    #[test]
+    fn a_draw_is_held_to_its_budget_however_fast_it_was() {
+        let started = Instant::now();
+        let (value, overran) = held(Duration::from_millis(30), || 7);
+        assert_eq!((value, overran), (7, false));
+        assert!(started.elapsed() >= Duration::from_millis(30));
         // One that overran is let go at once, and says so.
-        let started = tokio::time::Instant::now();
-        tokio::time::advance(Duration::from_millis(3)).await;
-        assert!(hold(started, Duration::from_millis(2)).await);
-        assert_eq!(started.elapsed(), Duration::from_millis(3));
+        let (_, overran) = held(Duration::from_millis(1), || {
+            std::thread::sleep(Duration::from_millis(5));
+        });
+        assert!(overran);
     }
 
     #[test]

@@ -232,21 +232,20 @@ where
 }
 
 /// `mechanism`'s noise on `exact`, drawn from the OS CSPRNG on a blocking
-/// thread and held to its [`pacing::budget`], so that how long the draw
-/// took does not show; every released value is checked to be finite.
+/// thread and held there to its [`pacing::budget`], so that how long the
+/// draw took does not show; every released value is checked to be finite.
 pub async fn noise(mechanism: Mechanism, exact: Vec<f64>) -> Result<Vec<f64>, Failure> {
     let budget = pacing::budget(&mechanism);
-    let started = tokio::time::Instant::now();
     let span = tracing::Span::current();
-    let drawn = tokio::task::spawn_blocking(move || {
+    let (drawn, overran) = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        mechanism.release(&exact, &mut OsNoise::new())
+        pacing::held(budget, || mechanism.release(&exact, &mut OsNoise::new()))
     })
-    .await;
-    if pacing::hold(started, budget).await {
+    .await?;
+    if overran {
         metrics::counter!("dpgate_noise_overruns_total").increment(1);
     }
-    let noisy = drawn??;
+    let noisy = drawn?;
     if noisy.iter().any(|value| !value.is_finite()) {
         return Err(Failure::NonFinite);
     }
