@@ -1,7 +1,7 @@
 //! A decorator over the real store that counts how often rows are read:
 //! with their outcomes (labels and measures, private) and without (row
-//! ids, features and dimensions), and can make the private reads slow.
-//! Everything else passes straight through.
+//! ids, features and dimensions), and can make the private reads slow or
+//! fail. Everything else passes straight through.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +27,9 @@ pub struct Counting {
     input_reads: AtomicU64,
     /// How long each page of private rows takes to read.
     delay: Duration,
+    /// Whether every read of private rows fails, as a database that went
+    /// away after the debit would.
+    broken: bool,
 }
 
 impl Counting {
@@ -42,6 +45,19 @@ impl Counting {
             outcome_reads: AtomicU64::new(0),
             input_reads: AtomicU64::new(0),
             delay,
+            broken: false,
+        })
+    }
+
+    /// A store whose every read of private rows fails: a release that
+    /// reads rows fails after its debit.
+    pub fn broken(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Counting {
+            inner,
+            outcome_reads: AtomicU64::new(0),
+            input_reads: AtomicU64::new(0),
+            delay: Duration::ZERO,
+            broken: true,
         })
     }
 
@@ -89,6 +105,12 @@ impl Store for Counting {
     ) -> Result<Vec<StoredRow>, StoreError> {
         self.outcome_reads.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(self.delay).await;
+        if self.broken {
+            return Err(StoreError::Corrupt {
+                what: "row",
+                detail: "the test store fails every read of private rows".to_owned(),
+            });
+        }
         self.inner.rows(id, version, after, limit).await
     }
 

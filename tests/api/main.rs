@@ -13,6 +13,7 @@ mod cli;
 mod client_cli;
 mod counting;
 mod disconnect;
+mod failed;
 mod floor;
 mod helpers;
 mod idempotency;
