@@ -247,9 +247,10 @@ pub enum ReleaseResult {
 /// A release (201 when new, 200 on an idempotent replay or a dry run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Release {
-    /// The recorded release; absent for a dry run and for a release of
-    /// public numbers only, which are not recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The recorded release; `null` for a dry run and for a release of
+    /// public numbers only, which are not recorded (the field is always
+    /// there: DESIGN §8 promises dry runs the same fields).
+    #[schema(required = true)]
     pub id: Option<Uuid>,
     pub kind: String,
     pub epsilon: f64,

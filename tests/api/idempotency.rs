@@ -104,6 +104,24 @@ async fn a_dry_run_prices_exactly_what_the_release_then_spends() {
             .unwrap()
             .release;
         assert!(priced.dry_run && priced.result.is_none() && priced.id.is_none());
+        // The wire form keeps every field of a release (DESIGN §8): `id` is
+        // there, null, and only `result` is missing.
+        let raw: serde_json::Value = app
+            .raw(
+                Method::POST,
+                &format!("/v1/datasets/{}/releases?dry_run=true", dataset.id),
+            )
+            .bearer_auth(app.token(dpgate::auth::Role::Analyst, "ana", &[dataset.id]))
+            .json(&request)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(raw["id"], serde_json::Value::Null);
+        assert!(raw.as_object().unwrap().contains_key("id"));
+        assert!(!raw.as_object().unwrap().contains_key("result"));
         assert_eq!(
             app.admin.dataset(dataset.id).await.unwrap().spent.epsilon,
             0.0
