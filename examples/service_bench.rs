@@ -8,9 +8,13 @@
 //!
 //! 1. ingest of a generated CSV (1,000,000 rows × 32 features by default;
 //!    set `BENCH_ROWS`, `BENCH_FEATURES`);
-//! 2. WALR release latency: the first release, then the median of 20;
+//! 2. WALR release latency: the first release, the median of 20, then the
+//!    spread of 200 (what an observer of response times sees), and what
+//!    holding a 64-dimensional noise draw to its public deadline costs;
 //! 3. releases per second with 32 concurrent analysts until the budget runs
-//!    out.
+//!    out;
+//! 4. the latency of a refused model release on two datasets that differ
+//!    in one label (it must not depend on the data: nothing is read).
 
 // A benchmark driver: failing loudly on any error is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -91,6 +95,96 @@ fn median(mut values: Vec<Duration>) -> Duration {
     values[values.len() / 2]
 }
 
+/// Median, 99th percentile and standard deviation.
+fn spread(mut values: Vec<Duration>) -> (Duration, Duration, Duration) {
+    values.sort();
+    let n = values.len();
+    let mean = values.iter().map(Duration::as_secs_f64).sum::<f64>() / n as f64;
+    let variance = values
+        .iter()
+        .map(|value| (value.as_secs_f64() - mean).powi(2))
+        .sum::<f64>()
+        / n as f64;
+    (
+        values[n / 2],
+        values[(n * 99 / 100).min(n - 1)],
+        Duration::from_secs_f64(variance.sqrt()),
+    )
+}
+
+/// A copy of `csv` whose first row has the other label.
+fn one_label_flipped(csv: &std::path::Path, out: &std::path::Path) {
+    let text = std::fs::read_to_string(csv).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let first = lines.next().unwrap();
+    let (id, rest) = first.split_once(',').unwrap();
+    let (label, features) = rest.split_once(',').unwrap();
+    let flipped = if label == "1" { "0" } else { "1" };
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out).unwrap());
+    writeln!(file, "{header}\n{id},{flipped},{features}").unwrap();
+    for line in lines {
+        writeln!(file, "{line}").unwrap();
+    }
+    file.flush().unwrap();
+}
+
+/// What holding a 64-dimensional Gaussian draw to its deadline costs: the
+/// draw's own median time against the public budget it is held to.
+fn pacing_cost() {
+    let mechanism = dpgate::dp::Mechanism::gaussian(
+        dpgate::dp::Epsilon::new(1.0).unwrap(),
+        dpgate::dp::Delta::new(1e-6).unwrap(),
+        1e-3,
+        64,
+        1.0,
+    )
+    .unwrap();
+    let zeros = vec![0.0; 64];
+    let draws: Vec<Duration> = (0..500)
+        .map(|_| {
+            let started = Instant::now();
+            mechanism
+                .release(&zeros, &mut dpgate::dp::OsNoise::new())
+                .unwrap();
+            started.elapsed()
+        })
+        .collect();
+    let (draw, p99, _) = spread(draws);
+    let budget = dpgate::releases::pacing::budget(&mechanism);
+    println!(
+        "64-dim gaussian draw: median {draw:.2?}, p99 {p99:.2?}; held to {budget:.2?}: \
+         {:.2?} more latency per release, no more CPU",
+        budget.saturating_sub(draw)
+    );
+}
+
+/// Uploads `csv` into a new dataset of `features` features and budget ε.
+async fn loaded(
+    admin: &Client,
+    name: &str,
+    features: usize,
+    epsilon: f64,
+    csv: &std::path::Path,
+) -> uuid::Uuid {
+    let request: CreateDataset = serde_json::from_value(serde_json::json!({
+        "name": name, "privacy_unit": "label",
+        "features": (0..features).map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1})).collect::<Vec<_>>(),
+        "label": "converted",
+        "budget": {"epsilon": epsilon, "delta": 1e-3}, "accountant": "basic"
+    }))
+    .unwrap();
+    let dataset = admin.create_dataset(&request).await.unwrap();
+    let file = tokio::fs::File::open(csv).await.unwrap();
+    let body =
+        reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
+    admin
+        .upload_rows(dataset.id, UploadFormat::Csv, body)
+        .await
+        .unwrap();
+    dataset.id
+}
+
 #[tokio::main]
 async fn main() {
     let rows = env_number("BENCH_ROWS", 1_000_000);
@@ -137,28 +231,15 @@ async fn main() {
         }
     );
 
-    let request: CreateDataset = serde_json::from_value(serde_json::json!({
-        "name": "bench", "privacy_unit": "label",
-        "features": (0..features).map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1})).collect::<Vec<_>>(),
-        "label": "converted",
-        "budget": {"epsilon": 1000, "delta": 1e-3}, "accountant": "basic"
-    }))
-    .unwrap();
-    let dataset = admin.create_dataset(&request).await.unwrap();
-    let file = tokio::fs::File::open(&csv).await.unwrap();
-    let body =
-        reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
     let started = Instant::now();
-    let report = admin
-        .upload_rows(dataset.id, UploadFormat::Csv, body)
-        .await
-        .unwrap();
+    let id = loaded(&admin, "bench", features, 1000.0, &csv).await;
     let ingest = started.elapsed();
+    let dataset = admin.dataset(id).await.unwrap();
     println!(
         "ingest: {} rows in {:.2?} ({:.0} rows/s, {:.1} MB/s)",
-        report.rows_added,
+        dataset.n_rows,
         ingest,
-        report.rows_added as f64 / ingest.as_secs_f64(),
+        dataset.n_rows as f64 / ingest.as_secs_f64(),
         bytes as f64 / 1e6 / ingest.as_secs_f64()
     );
 
@@ -188,6 +269,13 @@ async fn main() {
         "walr latency: first {first:.2?}, repeated median of 20 {:.2?}",
         median(repeated)
     );
+    let mut many = Vec::new();
+    for _ in 0..200 {
+        many.push(timed().await);
+    }
+    let (middle, p99, std) = spread(many);
+    println!("walr response time over 200: median {middle:.2?}, p99 {p99:.2?}, std {std:.2?}");
+    pacing_cost();
 
     // Releases that read every row: a model fit (both learners) and an
     // aggregate, each timed end to end over HTTP.
@@ -282,6 +370,50 @@ async fn main() {
         "throughput: {made} releases by {ANALYSTS} concurrent analysts in {elapsed:.2?}: {:.0} releases/s",
         made as f64 / elapsed.as_secs_f64()
     );
+
+    // Refused model releases on two datasets that differ in one label:
+    // each has spent its whole budget, so the release is refused before any
+    // row is read, and its latency cannot depend on the data.
+    let flipped = dir.path().join("flipped.csv");
+    one_label_flipped(&csv, &flipped);
+    let mut refused = Vec::new();
+    for (name, path) in [("refused-a", &csv), ("refused-b", &flipped)] {
+        let id = loaded(&admin, name, features, 1.0, path).await;
+        let client = admin.with_token(&keys.mint(Role::Analyst, "ana", &[id], hour).unwrap());
+        let spend = ReleaseRequest::Walr {
+            epsilon: 1.0,
+            delta: Some(1e-6),
+            intercept: true,
+            features: None,
+        };
+        client.release(id, &spend, &options).await.unwrap();
+        refused.push((name, id, client));
+    }
+    let model = ReleaseRequest::OutputPerturbation {
+        epsilon: 0.5,
+        delta: None,
+        lambda: 1e-4,
+        fit_intercept: true,
+    };
+    let mut times = vec![Vec::new(), Vec::new()];
+    for _ in 0..300 {
+        for (index, (_, id, client)) in refused.iter().enumerate() {
+            let started = Instant::now();
+            let error = client.release(*id, &model, &options).await.unwrap_err();
+            times[index].push(started.elapsed());
+            assert_eq!(
+                error.problem_type(),
+                Some(dpgate_client::types::ProblemType::BudgetExhausted)
+            );
+        }
+    }
+    for ((name, ..), times) in refused.iter().zip(times) {
+        let (middle, p99, std) = spread(times);
+        println!(
+            "refused model release on {name} ({rows} rows): median {middle:.2?}, p99 {p99:.2?}, \
+             std {std:.2?}"
+        );
+    }
 
     if let Some((base, name)) = postgres {
         let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&base)
