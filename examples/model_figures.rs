@@ -11,9 +11,11 @@
 use std::time::Instant;
 
 use dpgate::dp::{Delta, Epsilon};
+use dpgate::releases::Pass;
 use dpgate::releases::kinds::model::{
     Design, DesignBuilder, ObjectivePlan, output_mechanism, solve, unfold,
 };
+use dpgate::snapshots::Columns;
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
 use dpgate_learn::{accuracy, auc, sigmoid};
 use ndarray::ArrayView1;
@@ -28,10 +30,9 @@ const DRAWS: usize = 3;
 fn design_of(data: &Synthetic) -> Design {
     let (n, k) = data.x.dim();
     let mut builder = DesignBuilder::new(k, n as u64, true);
-    for (row, &label) in data.x.rows().into_iter().zip(&data.y) {
-        let features: Vec<f32> = row.iter().map(|&v| v as f32).collect();
-        builder.push(label, &features);
-    }
+    builder
+        .visit(&Columns::of_labelled(data.x.view(), &data.y))
+        .expect("rows of k features");
     builder.build().expect("a well-formed design")
 }
 

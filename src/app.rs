@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{self, Keys};
+use crate::snapshots::Snapshots;
 use crate::store::Store;
 
 /// Request size limits.
@@ -24,6 +25,9 @@ pub struct Limits {
     pub max_groups: usize,
     /// How long a request may take.
     pub request_timeout: Duration,
+    /// Most bytes of dataset snapshots held in memory (0: stream every
+    /// pass from the store).
+    pub cache_bytes: u64,
 }
 
 impl Default for Limits {
@@ -34,6 +38,7 @@ impl Default for Limits {
             ingest_bytes: 1 << 30,
             max_groups: crate::releases::kinds::aggregate::DEFAULT_MAX_GROUPS,
             request_timeout: Duration::from_secs(300),
+            cache_bytes: crate::snapshots::DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -42,6 +47,8 @@ impl Default for Limits {
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
+    /// The store's datasets as snapshots in memory.
+    pub snapshots: Arc<Snapshots>,
     pub keys: Arc<Keys>,
     pub limits: Limits,
     pub metrics: PrometheusHandle,
@@ -54,6 +61,7 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, keys: Keys, limits: Limits) -> Self {
         crate::releases::pacing::calibrate();
         AppState {
+            snapshots: Arc::new(Snapshots::new(store.clone(), limits.cache_bytes)),
             store,
             keys: Arc::new(keys),
             limits,

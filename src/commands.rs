@@ -90,6 +90,7 @@ async fn serve_command(
         ingest_bytes: serve.max_ingest_bytes,
         max_groups: serve.max_groups,
         request_timeout: serve.request_timeout,
+        cache_bytes: serve.cache_bytes,
     };
     let listener = tokio::net::TcpListener::bind(serve.addr)
         .await

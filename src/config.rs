@@ -124,6 +124,12 @@ pub struct Serve {
     /// Idempotency-Key gets it. 90s, 5m …
     #[arg(long, env = "DPGATE_REQUEST_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+    /// Most bytes of dataset snapshots (rows as columns) held in memory;
+    /// least recently used ones are dropped first, and a dataset larger
+    /// than this is streamed from the database on every pass. 0 holds
+    /// none.
+    #[arg(long, env = "DPGATE_CACHE_BYTES", default_value_t = crate::snapshots::DEFAULT_CACHE_BYTES)]
+    pub cache_bytes: u64,
     /// Serve Prometheus metrics at `/metrics` on this address, a listener
     /// of its own (off unless set). Per-route latencies are a side channel:
     /// keep this address off the network analysts reach.

@@ -19,4 +19,5 @@ pub mod error;
 pub mod ingest;
 pub mod ledger;
 pub mod releases;
+pub mod snapshots;
 pub mod store;

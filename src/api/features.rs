@@ -3,6 +3,7 @@
 //! and features are public (only labels are protected), so they may leave
 //! the server as they are; under `row` they are private and never do.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -11,17 +12,18 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use dpgate_api_types::{NDJSON, PrivacyUnit, Problem};
-use uuid::Uuid;
+use futures_util::StreamExt;
 
 use super::datasets::load_visible;
 use super::extract::Caller;
 use crate::app::AppState;
-use crate::dataset::{ROW_ID, Schema};
+use crate::dataset::{DatasetRecord, ROW_ID, Schema};
 use crate::error::ApiError;
-use crate::store::{Store, StoredInputs};
+use crate::snapshots::{Columns, Snapshots};
+use crate::store::StoreError;
 
-/// Rows read from the store per chunk of the response.
-const CHUNK_ROWS: u32 = 5000;
+/// Rows per chunk of the response.
+const PIECE_ROWS: usize = 5000;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Format {
@@ -46,11 +48,11 @@ fn format(headers: &HeaderMap) -> Format {
 /// share of its declared range, so only its first digits are known: it is
 /// rounded to the decimal place of that precision (0.1, not
 /// 0.10000000149011612), which moves it by less than the storage did.
-fn raw(schema: &Schema, row: &StoredInputs) -> impl Iterator<Item = f64> {
+fn raw<'r>(schema: &'r Schema, features: &'r [f32]) -> impl Iterator<Item = f64> + 'r {
     schema
         .features
         .iter()
-        .zip(&row.features)
+        .zip(features)
         .map(|(column, scaled)| {
             let range = column.max - column.min;
             decimal_round(
@@ -77,15 +79,16 @@ fn decimal_round(value: f64, resolution: f64) -> f64 {
     }
 }
 
-fn encode(format: Format, schema: &Schema, rows: &[StoredInputs]) -> Vec<u8> {
+/// Rows `rows` of `block`, encoded.
+fn encode(format: Format, schema: &Schema, block: &Columns, rows: Range<usize>) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows.len() * (16 + 12 * schema.k()));
     match format {
         Format::Csv => {
             let mut writer = csv::Writer::from_writer(&mut out);
             for row in rows {
                 let mut record = csv::StringRecord::new();
-                record.push_field(&row.row_id);
-                for value in raw(schema, row) {
+                record.push_field(block.id(row));
+                for value in raw(schema, block.features(row)) {
                     record.push_field(&value.to_string());
                 }
                 writer
@@ -99,8 +102,9 @@ fn encode(format: Format, schema: &Schema, rows: &[StoredInputs]) -> Vec<u8> {
         Format::Ndjson => {
             for row in rows {
                 let mut object = serde_json::Map::new();
-                object.insert(ROW_ID.to_owned(), row.row_id.clone().into());
-                for (column, value) in schema.features.iter().zip(raw(schema, row)) {
+                object.insert(ROW_ID.to_owned(), block.id(row).into());
+                for (column, value) in schema.features.iter().zip(raw(schema, block.features(row)))
+                {
                     object.insert(column.name.clone(), value.into());
                 }
                 out.extend_from_slice(serde_json::Value::Object(object).to_string().as_bytes());
@@ -128,39 +132,44 @@ fn header_line(format: Format, schema: &Schema) -> Vec<u8> {
     out
 }
 
-/// Pages through the snapshot of the dataset at `version` rows in row id
-/// order, one response chunk per page; labels and measures are never read.
-fn stream(
-    store: Arc<dyn Store>,
-    dataset: Uuid,
-    version: u64,
-    schema: Schema,
+/// The snapshot of `dataset` in row id order, one response chunk per
+/// [`PIECE_ROWS`] rows: from the snapshot in memory if it is held, else
+/// streamed from the store without the outcomes (never loaded: loading
+/// reads labels).
+async fn stream(
+    snapshots: &Snapshots,
+    dataset: DatasetRecord,
     format: Format,
-) -> Body {
+) -> Result<Body, StoreError> {
+    let blocks = match snapshots.held(dataset.id, dataset.n_rows) {
+        Some(columns) => futures_util::stream::once(async move { Ok(columns) }).boxed(),
+        None => snapshots
+            .blocks(&dataset, false)
+            .await?
+            .map(|block| block.map(Arc::new))
+            .boxed(),
+    };
+    let (id, schema) = (dataset.id, Arc::new(dataset.schema));
     let first = Bytes::from(header_line(format, &schema));
-    let pages = futures_util::stream::unfold(Some(None::<String>), move |cursor| {
-        let (store, schema) = (store.clone(), schema.clone());
-        async move {
-            let after = cursor?;
-            match store
-                .row_inputs(dataset, version, after.as_deref(), CHUNK_ROWS)
-                .await
-            {
-                Err(error) => {
-                    tracing::error!(%dataset, error = %error, "feature export failed");
-                    Some((Err(std::io::Error::other(error.to_string())), None))
-                }
-                Ok(rows) if rows.is_empty() => None,
-                Ok(rows) => {
-                    let next = (rows.len() == CHUNK_ROWS as usize)
-                        .then(|| rows.last().map(|row| row.row_id.clone()));
-                    Some((Ok(Bytes::from(encode(format, &schema, &rows))), next))
-                }
+    let pieces = blocks.flat_map(move |block| {
+        let schema = schema.clone();
+        let pieces: Vec<Result<Bytes, std::io::Error>> = match block {
+            Err(error) => {
+                tracing::error!(dataset = %id, error = %error, "feature export failed");
+                vec![Err(std::io::Error::other(error.to_string()))]
             }
-        }
+            Ok(block) => (0..block.len())
+                .step_by(PIECE_ROWS)
+                .map(|start| {
+                    let rows = start..(start + PIECE_ROWS).min(block.len());
+                    Ok(Bytes::from(encode(format, &schema, &block, rows)))
+                })
+                .collect(),
+        };
+        futures_util::stream::iter(pieces)
     });
     let head = futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) });
-    Body::from_stream(futures_util::StreamExt::chain(head, pages))
+    Ok(Body::from_stream(head.chain(pieces)))
 }
 
 /// The feature matrix (no labels), in row id order and in the units the
@@ -203,13 +212,7 @@ pub async fn export(
         Format::Csv => "text/csv; charset=utf-8",
         Format::Ndjson => NDJSON,
     };
-    let body = stream(
-        state.store.clone(),
-        dataset.id,
-        dataset.n_rows,
-        dataset.schema,
-        format,
-    );
+    let body = stream(&state.snapshots, dataset, format).await?;
     let mut response = body.into_response();
     response
         .headers_mut()

@@ -100,7 +100,7 @@ pub async fn create(
         max_groups: state.limits.max_groups,
     };
     Ok(
-        match releases::release(state.store.clone(), &state.tasks, ask, request).await? {
+        match releases::release(state.snapshots.clone(), &state.tasks, ask, request).await? {
             Outcome::Created(body) => json(StatusCode::CREATED, body),
             Outcome::Replayed(body) => json(StatusCode::OK, body),
             Outcome::Priced(release) => (StatusCode::OK, axum::Json(*release)).into_response(),

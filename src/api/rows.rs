@@ -1,6 +1,7 @@
 //! `POST /v1/datasets/{id}/rows`: streamed uploads, one transaction each.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
@@ -14,8 +15,10 @@ use super::body::media_type;
 use super::datasets::load_visible;
 use super::extract::Admin;
 use crate::app::AppState;
+use crate::dataset::DatasetRecord;
 use crate::error::ApiError;
 use crate::ingest::{self, ChannelReader, Format, MAX_REPORTED_ERRORS, RowRecord};
+use crate::snapshots::{Builder, Columns, Shape, Snapshots};
 use crate::store::IngestSession;
 
 fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
@@ -90,6 +93,49 @@ async fn store_batches(
     Ok(Vec::new())
 }
 
+/// The snapshot an upload to `dataset` extends, if it is in memory (or
+/// the dataset is empty): then the upload's rows are kept as they are
+/// parsed, and the new version is held without reading it back.
+fn warm_base(snapshots: &Snapshots, dataset: &DatasetRecord) -> Option<Arc<Columns>> {
+    if dataset.n_rows == 0 {
+        return Some(Arc::new(Columns::empty(Shape::of(&dataset.schema), true)));
+    }
+    snapshots.held(dataset.id, dataset.n_rows)
+}
+
+fn keep_rows(builder: &mut Builder, batch: &[RowRecord]) -> Result<(), String> {
+    for row in batch {
+        builder.push(
+            &row.row_id,
+            row.label,
+            &row.features,
+            &row.measures,
+            &row.dimensions,
+        )?;
+    }
+    Ok(())
+}
+
+/// Holds the version `record` just committed: `base` and the upload's
+/// rows, merged in row id order.
+async fn keep_warm(
+    snapshots: &Arc<Snapshots>,
+    record: &DatasetRecord,
+    base: Arc<Columns>,
+    added: Builder,
+) {
+    let (snapshots, id, version) = (snapshots.clone(), record.id, record.n_rows);
+    let merged = tokio::task::spawn_blocking(move || {
+        let merged = base.merge(&added.finish_sorted()?)?;
+        snapshots.keep(id, version, merged);
+        Ok::<_, String>(())
+    })
+    .await;
+    if let Ok(Err(error)) | Err(error) = merged.map_err(|error| error.to_string()) {
+        tracing::warn!(dataset = %id, %error, "the new version was not kept in memory");
+    }
+}
+
 /// Appends rows (CSV with a header, or NDJSON) to a dataset. The whole upload
 /// is one transaction: any bad line stores nothing.
 #[utoipa::path(
@@ -136,21 +182,33 @@ pub async fn upload(
     let (batch_sender, mut batches) = tokio::sync::mpsc::channel::<Vec<RowRecord>>(2);
     let schema = dataset.schema.clone();
     let span = tracing::Span::current();
+    let base = warm_base(&state.snapshots, &dataset);
+    let shape = Shape::of(&schema);
+    let mut added = base.is_some().then(|| Columns::builder(shape, true, 0));
+    let (snapshots, version) = (state.snapshots.clone(), dataset.n_rows);
     let parser = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        ingest::parse(format, ChannelReader::new(chunks), &schema, |batch| {
+        let summary = ingest::parse(format, ChannelReader::new(chunks), &schema, |batch| {
+            if let Some(builder) = &mut added {
+                let rows = version + (builder.len() + batch.len()) as u64;
+                if !snapshots.fits(shape, rows) || keep_rows(builder, &batch).is_err() {
+                    added = None;
+                }
+            }
             batch_sender.blocking_send(batch).is_ok()
-        })
+        });
+        (summary, added)
     });
     let mut session = state.store.begin_ingest(dataset.id).await?;
     let (pumped, stored) = tokio::join!(
         pump(body, chunk_sender, limit),
         store_batches(session.as_mut(), &mut batches, dataset.n_rows > 0),
     );
-    let summary = parser
+    let (summary, added) = parser
         .await
-        .map_err(|error| ApiError::Internal(anyhow::anyhow!("the parser failed: {error}")))?
-        .map_err(|error| ApiError::Malformed(format!("reading the body: {error}")))?;
+        .map_err(|error| ApiError::Internal(anyhow::anyhow!("the parser failed: {error}")))?;
+    let summary =
+        summary.map_err(|error| ApiError::Malformed(format!("reading the body: {error}")))?;
     pumped?;
     let duplicates = stored?;
     let lines = if summary.errors.is_empty() {
@@ -172,6 +230,13 @@ pub async fn upload(
         .stats
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("an upload without sums")))?;
     let record = session.commit(summary.rows, &stats).await?;
+    // The version just committed is the base plus these rows only if no
+    // other upload committed since the base was read.
+    if let (Some(base), Some(added)) = (base, added)
+        && record.n_rows == dataset.n_rows + summary.rows
+    {
+        keep_warm(&state.snapshots, &record, base, added).await;
+    }
     metrics::counter!("dpgate_ingested_rows_total").increment(summary.rows);
     tracing::info!(dataset = %record.id, rows = summary.rows, "rows ingested");
     Ok(Json(IngestReport {

@@ -38,9 +38,10 @@ use uuid::Uuid;
 use crate::budget::{self, AnalystRecord, Refusal};
 use crate::dataset::{DatasetRecord, spent_view};
 use crate::dp::{self, Charge, Delta, Epsilon};
-use crate::store::{Debit, DebitOutcome, Decide, Store, StoreError};
+use crate::snapshots::Snapshots;
+use crate::store::{Debit, DebitOutcome, Decide, StoreError};
 use kinds::Kind;
-pub use plan::{Knobs, Planned, Price, Snapshot};
+pub use plan::{Knobs, Pass, Planned, Price, Snapshot};
 
 /// How often a release is priced again when rows arrive between its
 /// pricing and its debit (pricing reads no rows, so a retry is cheap).
@@ -241,11 +242,12 @@ fn fingerprint(request: &api::ReleaseRequest) -> Result<(String, String), serde_
 
 /// Makes (or prices, or replays) one release.
 pub async fn release(
-    store: Arc<dyn Store>,
+    data: Arc<Snapshots>,
     tasks: &TaskTracker,
     ask: Ask<'_>,
     request: api::ReleaseRequest,
 ) -> Result<Outcome, ReleaseError> {
+    let store = data.store().clone();
     let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
     let knobs = Knobs {
         epsilon: Epsilon::new(request.epsilon()).map_err(invalid)?,
@@ -271,7 +273,7 @@ pub async fn release(
             .await?
             .ok_or(ReleaseError::NoDataset)?;
         let mut planned = kind.plan(&dataset, &knobs)?;
-        let snapshot = Snapshot::new(store.clone(), dataset.clone());
+        let snapshot = Snapshot::new(data.clone(), dataset.clone());
         let Some(loss) = planned.price().loss.clone() else {
             return complete::free(planned, snapshot, &summary, ask.dry_run).await;
         };
@@ -313,7 +315,7 @@ pub async fn release(
             Box::new(move |locked, analyst| budget::admit(locked, analyst, &charge).ok());
         match store.debit(&debit, decide).await? {
             DebitOutcome::Debited(after) => {
-                let snapshot = Snapshot::new(store.clone(), *after);
+                let snapshot = Snapshot::new(data.clone(), *after);
                 return complete::spawn(store, tasks, debit, summary, planned, snapshot).await;
             }
             DebitOutcome::Refused(refused) => {

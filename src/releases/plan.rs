@@ -10,11 +10,9 @@ use dpgate_api_types as api;
 use super::{Failure, ReleaseError, pacing};
 use crate::dataset::DatasetRecord;
 use crate::dp::{Delta, Epsilon, Mechanism, OsNoise, PrivacyLoss};
-use crate::store::{Store, StoreError, StoredInputs, StoredRow};
-
-/// Rows fetched per query: large enough that round trips do not dominate,
-/// small enough to keep one page's memory modest.
-const PAGE_ROWS: u32 = 10_000;
+use crate::snapshots::{Columns, Snapshots};
+use crate::store::BlockStream;
+use futures_util::StreamExt;
 
 /// What a release costs and how noisy it is: everything its response says
 /// except the released numbers.
@@ -131,104 +129,116 @@ pub trait Planned: Send {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure>;
 }
 
+/// A pass over a snapshot's rows, block by block in row id order; what it
+/// accumulates stays in it.
+pub trait Pass: Send + 'static {
+    fn visit(&mut self, block: &Columns) -> Result<(), String>;
+}
+
 /// A dataset at one version: the rows it held when the release was priced.
 /// Rows are append-only and versioned, so the snapshot reads the same rows
 /// however many uploads commit meanwhile.
 #[derive(Clone)]
 pub struct Snapshot {
-    store: Arc<dyn Store>,
+    data: Arc<Snapshots>,
     dataset: DatasetRecord,
 }
 
 impl Snapshot {
     /// The snapshot of `dataset` as it was read (`n_rows` is its version).
-    pub fn new(store: Arc<dyn Store>, dataset: DatasetRecord) -> Self {
-        Snapshot { store, dataset }
+    pub fn new(data: Arc<Snapshots>, dataset: DatasetRecord) -> Self {
+        Snapshot { data, dataset }
     }
 
     pub fn dataset(&self) -> &DatasetRecord {
         &self.dataset
     }
 
-    /// Visits every row, outcomes included, in row id order. Only for a
-    /// release whose debit has committed.
-    pub async fn rows(
-        &self,
-        mut visit: impl FnMut(&StoredRow) -> Result<(), String> + Send,
-    ) -> Result<(), Failure> {
-        let (id, version) = (self.dataset.id, self.dataset.n_rows);
-        let seen = pages(
-            |after| {
-                let store = self.store.clone();
-                async move { store.rows(id, version, after.as_deref(), PAGE_ROWS).await }
-            },
-            |row: &StoredRow| row.row_id.clone(),
-            |row| visit(row).map_err(Failure::Corrupt),
-        )
-        .await?;
-        self.complete(seen).map_err(Failure::Corrupt)
+    /// The whole snapshot in memory, outcomes included, loading it if need
+    /// be; `None` if it is too large to hold (use [`Snapshot::scan`]).
+    /// Only for a release whose debit has committed.
+    pub async fn columns(&self) -> Result<Option<Arc<Columns>>, Failure> {
+        Ok(self.data.load(&self.dataset).await?)
     }
 
-    /// Visits every row without its outcomes, in row id order.
-    pub async fn inputs(
-        &self,
-        mut visit: impl FnMut(&StoredInputs) -> Result<(), String> + Send,
-    ) -> Result<(), ReleaseError> {
-        let (id, version) = (self.dataset.id, self.dataset.n_rows);
-        let seen = pages(
-            |after| {
-                let store = self.store.clone();
-                async move {
-                    store
-                        .row_inputs(id, version, after.as_deref(), PAGE_ROWS)
-                        .await
-                }
-            },
-            |row: &StoredInputs| row.row_id.clone(),
-            |row| visit(row).map_err(|error| ReleaseError::Internal(anyhow::anyhow!(error))),
-        )
-        .await?;
-        self.complete(seen)
-            .map_err(|error| ReleaseError::Internal(anyhow::anyhow!(error)))
+    /// The snapshot in memory if it is held already, without reading the
+    /// store: what checks before a debit may use for public columns.
+    pub fn held(&self) -> Option<Arc<Columns>> {
+        self.data.held(self.dataset.id, self.dataset.n_rows)
     }
 
-    fn complete(&self, seen: u64) -> Result<(), String> {
-        if seen == self.dataset.n_rows {
-            Ok(())
-        } else {
-            Err(format!(
-                "the snapshot of {} rows read back {seen}",
-                self.dataset.n_rows
-            ))
+    /// Runs `visit` over every row, outcomes included, on a blocking
+    /// thread: once over the whole snapshot in memory, or block by block
+    /// as the store streams it (blocks of [`crate::snapshots::STREAM_ROWS`], so passes
+    /// chunked by [`Columns::chunks`] fold the same chunks in the same
+    /// order either way). Gives the pass back. Only for a release whose
+    /// debit has committed.
+    pub async fn scan<V: Pass>(&self, visit: V) -> Result<V, Failure> {
+        match self.columns().await? {
+            Some(columns) => visit_on(visit, columns).await?.map_err(Failure::Corrupt),
+            None => {
+                let blocks = self.data.blocks(&self.dataset, true).await?;
+                stream(visit, blocks, self.dataset.n_rows)
+                    .await?
+                    .map_err(Failure::Corrupt)
+            }
+        }
+    }
+
+    /// Runs `visit` over every row's public columns (row id, features,
+    /// dimensions): the snapshot held in memory if it is, else streamed
+    /// from the store without the outcomes. Never loads the snapshot, so
+    /// it reads no label and no measure.
+    pub async fn scan_inputs<V: Pass>(&self, visit: V) -> Result<V, ReleaseError> {
+        let internal = |error: String| ReleaseError::Internal(anyhow::anyhow!(error));
+        let visited = match self.held() {
+            Some(columns) => visit_on(visit, columns).await,
+            None => {
+                let blocks = self.data.blocks(&self.dataset, false).await?;
+                stream(visit, blocks, self.dataset.n_rows).await
+            }
+        };
+        match visited {
+            Ok(result) => result.map_err(internal),
+            Err(Failure::Store(error)) => Err(error.into()),
+            Err(other) => Err(internal(other.to_string())),
         }
     }
 }
 
-/// Reads every page `fetch` returns, keyset-paged by row id, visiting each
-/// item; the number of items seen.
-async fn pages<T, E, F, Fut>(
-    mut fetch: F,
-    key: impl Fn(&T) -> String,
-    mut visit: impl FnMut(&T) -> Result<(), E>,
-) -> Result<u64, E>
-where
-    E: From<StoreError>,
-    F: FnMut(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<T>, StoreError>>,
-{
-    let mut after: Option<String> = None;
+/// `visit` on `columns` on a blocking thread: the pass back, or why it
+/// failed.
+async fn visit_on<V: Pass>(
+    mut visit: V,
+    columns: Arc<Columns>,
+) -> Result<Result<V, String>, Failure> {
+    let span = tracing::Span::current();
+    Ok(tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        visit.visit(&columns).map(|()| visit)
+    })
+    .await?)
+}
+
+/// `visit` on every block of `blocks`, which must hold `rows` rows.
+async fn stream<V: Pass>(
+    mut visit: V,
+    mut blocks: BlockStream,
+    rows: u64,
+) -> Result<Result<V, String>, Failure> {
     let mut seen = 0u64;
-    loop {
-        let page = fetch(after.take()).await?;
-        for item in &page {
-            visit(item)?;
-        }
-        seen += page.len() as u64;
-        match page.last() {
-            Some(last) if page.len() == PAGE_ROWS as usize => after = Some(key(last)),
-            _ => return Ok(seen),
-        }
+    while let Some(block) = blocks.next().await {
+        let block = Arc::new(block?);
+        seen += block.len() as u64;
+        visit = match visit_on(visit, block).await? {
+            Ok(visit) => visit,
+            Err(error) => return Ok(Err(error)),
+        };
     }
+    if seen != rows {
+        return Ok(Err(format!("the snapshot of {rows} rows read back {seen}")));
+    }
+    Ok(Ok(visit))
 }
 
 /// `mechanism`'s noise on `exact`, drawn from the OS CSPRNG on a blocking

@@ -168,36 +168,81 @@ macro_rules! common_store {
                 .transpose()
         }
 
-        /// Up to `limit` rows of the snapshot at `version` after `after`,
-        /// with `columns` besides the row id. A page is a seek into the
-        /// primary key (dataset_pk, row_id) and a walk along it: the
-        /// dataset's pk is a constant (not a join, which made Postgres sort
-        /// every remaining row per page), and the range has no `IS NULL OR`
-        /// (which kept SQLite from seeking). Row ids are never empty, so ""
-        /// starts at the first row.
-        async fn page<T>(
-            pool: &sqlx::Pool<$db>,
-            columns: &str,
+        /// Reads the snapshot at `version` into blocks on a task of its
+        /// own, sending each as it fills (see `Store::row_blocks`). One
+        /// query walks the primary key (dataset_pk, row_id), whose order is
+        /// byte order on both databases (the `row_order` migration).
+        async fn stream_blocks(
+            pool: sqlx::Pool<$db>,
             id: uuid::Uuid,
             version: u64,
-            after: Option<&str>,
-            limit: u32,
-        ) -> Result<Vec<T>, $crate::store::StoreError>
-        where
-            T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
-        {
+            shape: $crate::snapshots::Shape,
+            outcomes: bool,
+            block_rows: usize,
+        ) -> Result<$crate::store::BlockStream, $crate::store::StoreError> {
+            use futures_util::StreamExt;
+            use sqlx::Row;
+            use $crate::snapshots::Columns;
+            let version = $crate::store::records::signed("snapshot version", version)?;
+            let columns = if outcomes {
+                "features, dimensions, CAST(label AS INTEGER) AS label, measures"
+            } else {
+                "features, dimensions"
+            };
             let sql = format!(
                 "SELECT row_id, {columns} FROM rows \
-                 WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) AND row_id > $2 \
-                 AND version < $3 ORDER BY dataset_pk, row_id LIMIT $4"
+                 WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) AND version < $2 \
+                 ORDER BY dataset_pk, row_id"
             );
-            Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(id.to_string())
-                .bind(after.unwrap_or(""))
-                .bind($crate::store::records::signed("snapshot version", version)?)
-                .bind(i64::from(limit))
-                .fetch_all(pool)
-                .await?)
+            let (sender, receiver) = tokio::sync::mpsc::channel(1);
+            tokio::spawn(async move {
+                let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(id.to_string())
+                    .bind(version)
+                    .fetch(&pool);
+                let mut block = Columns::builder(shape, outcomes, block_rows);
+                let mut sent = false;
+                // The last row id of the blocks sent: order is checked across them too.
+                let mut last = String::new();
+                let corrupt = |detail: String| $crate::store::StoreError::Corrupt { what: "row", detail };
+                while let Some(row) = rows.next().await {
+                    let decoded = row.map_err($crate::store::StoreError::from).and_then(|row| {
+                        let id: &str = row.try_get(0)?;
+                        if block.is_empty() && id.as_bytes() <= last.as_bytes() {
+                            return Err(corrupt("stored rows arrived out of row id order".to_owned()));
+                        }
+                        let (label, measures): (i32, &[u8]) = if outcomes {
+                            (row.try_get(3)?, row.try_get(4)?)
+                        } else {
+                            (0, &[])
+                        };
+                        let label = u8::try_from(label).unwrap_or(u8::MAX);
+                        block
+                            .push(id, label, row.try_get(1)?, measures, row.try_get(2)?)
+                            .map_err(corrupt)
+                    });
+                    if let Err(error) = decoded {
+                        let _ = sender.send(Err(error)).await;
+                        return;
+                    }
+                    if block.len() == block_rows {
+                        let full = std::mem::replace(&mut block, Columns::builder(shape, outcomes, block_rows))
+                            .finish()
+                            .map_err(corrupt);
+                        if let Ok(full) = &full {
+                            last = full.id(full.len() - 1).to_owned();
+                        }
+                        if sender.send(full).await.is_err() {
+                            return;
+                        }
+                        sent = true;
+                    }
+                }
+                if !block.is_empty() || !sent {
+                    let _ = sender.send(block.finish().map_err(corrupt)).await;
+                }
+            });
+            Ok(tokio_stream::wrappers::ReceiverStream::new(receiver))
         }
 
         fn map_unique(
@@ -303,30 +348,15 @@ macro_rules! common_store {
                 self.open_ingest(id).await
             }
 
-            async fn rows(
+            async fn row_blocks(
                 &self,
                 id: uuid::Uuid,
                 version: u64,
-                after: Option<&str>,
-                limit: u32,
-            ) -> Result<Vec<$crate::store::StoredRow>, $crate::store::StoreError> {
-                use $crate::store::records::RowRow;
-                let columns = "CAST(label AS INTEGER) AS label, features, measures, dimensions";
-                let rows: Vec<RowRow> = page(&self.pool, columns, id, version, after, limit).await?;
-                Ok(rows.into_iter().map(RowRow::into_row).collect())
-            }
-
-            async fn row_inputs(
-                &self,
-                id: uuid::Uuid,
-                version: u64,
-                after: Option<&str>,
-                limit: u32,
-            ) -> Result<Vec<$crate::store::StoredInputs>, $crate::store::StoreError> {
-                use $crate::store::records::InputsRow;
-                let rows: Vec<InputsRow> =
-                    page(&self.pool, "features, dimensions", id, version, after, limit).await?;
-                Ok(rows.into_iter().map(InputsRow::into_inputs).collect())
+                shape: $crate::snapshots::Shape,
+                outcomes: bool,
+                block_rows: usize,
+            ) -> Result<$crate::store::BlockStream, $crate::store::StoreError> {
+                stream_blocks(self.pool.clone(), id, version, shape, outcomes, block_rows).await
             }
 
             async fn debit(

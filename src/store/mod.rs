@@ -22,6 +22,7 @@ use crate::dataset::{DatasetRecord, WalrStats};
 use crate::dp::{Charge, Composition};
 use crate::ingest::RowRecord;
 use crate::ledger::LedgerRecord;
+use crate::snapshots::{Columns, Shape};
 
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -118,30 +119,8 @@ pub struct StoredRelease {
     pub failure: Option<String>,
 }
 
-/// One stored row, decoded, its outcomes included: private under every
-/// privacy unit, read only for a release whose debit has committed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredRow {
-    pub row_id: String,
-    pub label: u8,
-    /// Scaled into [0, 1], schema order.
-    pub features: Vec<f32>,
-    /// Clamped to their bounds, schema order.
-    pub measures: Vec<f64>,
-    /// Indices into each dimension's declared values, schema order.
-    pub dimensions: Vec<u32>,
-}
-
-/// One stored row without its outcomes (label and measures): what the
-/// `label` privacy unit leaves public.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredInputs {
-    pub row_id: String,
-    /// Scaled into [0, 1], schema order.
-    pub features: Vec<f32>,
-    /// Indices into each dimension's declared values, schema order.
-    pub dimensions: Vec<u32>,
-}
+/// A snapshot's rows in blocks, in row id order, as the store reads them.
+pub type BlockStream = tokio_stream::wrappers::ReceiverStream<Result<Columns, StoreError>>;
 
 /// An upload in progress: one transaction, rolled back if dropped.
 #[async_trait]
@@ -178,26 +157,19 @@ pub trait Store: Send + Sync {
     /// Opens an upload transaction, locking the dataset against other writers.
     async fn begin_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError>;
 
-    /// Up to `limit` rows of the snapshot at `version` rows (see the
-    /// `snapshots` migration) with `row_id > after`, in row id order, their
-    /// outcomes included: every private scan of the data pages through
-    /// this, so memory stays bounded.
-    async fn rows(
+    /// Streams the snapshot at `version` rows (see the `snapshots`
+    /// migration) in one query, in row id (byte) order, decoded into blocks
+    /// of `block_rows` rows of `shape`, with the outcomes (labels and
+    /// measures, private) only if `outcomes`. Reading runs ahead of the
+    /// consumer by one block; dropping the stream stops it.
+    async fn row_blocks(
         &self,
         id: Uuid,
         version: u64,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<StoredRow>, StoreError>;
-
-    /// [`Store::rows`] without the outcomes, which are never read.
-    async fn row_inputs(
-        &self,
-        id: Uuid,
-        version: u64,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<StoredInputs>, StoreError>;
+        shape: Shape,
+        outcomes: bool,
+        block_rows: usize,
+    ) -> Result<BlockStream, StoreError>;
 
     /// The check-and-debit transaction (see the module documentation).
     async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError>;

@@ -47,6 +47,23 @@ fn copy_tuples(pk: i64, version: i64, rows: &[RowRecord]) -> Vec<u8> {
     out
 }
 
+/// Uploads of at least this many rows are followed by a vacuum.
+const VACUUM_AFTER_ROWS: u64 = 50_000;
+
+/// Vacuums and analyses `rows` in the background. Rows fresh from COPY
+/// carry no hint bits: the first query to read them would check each one's
+/// transaction and rewrite every page (21 s for 1M × 32 on this project's
+/// test machine), so the first release after an upload would pay for it.
+/// The vacuum pays instead, off any request; it skips pages already
+/// all-visible, so it costs about the new rows.
+async fn vacuum(pool: PgPool) {
+    let started = std::time::Instant::now();
+    match sqlx::query("VACUUM (ANALYZE) rows").execute(&pool).await {
+        Ok(_) => tracing::info!(seconds = started.elapsed().as_secs_f64(), "rows vacuumed"),
+        Err(error) => tracing::warn!(%error, "vacuuming rows after an upload failed"),
+    }
+}
+
 impl PostgresStore {
     /// Locks the dataset's row until the transaction ends.
     const LOCK: &'static str = " FOR UPDATE";
@@ -203,11 +220,17 @@ impl IngestSession for PostgresIngest {
         if self.messages.send(commit).await.is_err() {
             return Err(self.failure().await);
         }
-        match (&mut self.task).await {
-            Ok(result) => result,
-            Err(error) => Err(StoreError::Conflict(format!(
-                "the upload task failed: {error}"
-            ))),
+        let record = match (&mut self.task).await {
+            Ok(result) => result?,
+            Err(error) => {
+                return Err(StoreError::Conflict(format!(
+                    "the upload task failed: {error}"
+                )));
+            }
+        };
+        if rows >= VACUUM_AFTER_ROWS {
+            tokio::spawn(vacuum(self.pool.clone()));
         }
+        Ok(record)
     }
 }

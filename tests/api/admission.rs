@@ -15,10 +15,15 @@ use uuid::Uuid;
 use crate::counting::Counting;
 use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, spawn_app_over, unavailable};
 
-/// A server whose store counts its row reads.
+/// A server whose store counts its row reads. It holds no snapshot in
+/// memory, so every read reaches the store and is counted.
 async fn counted(backend: Backend) -> (TestApp, Arc<Counting>) {
     let mut counting = None;
-    let app = spawn_app_over(backend, Limits::default(), |store| {
+    let limits = Limits {
+        cache_bytes: 0,
+        ..Limits::default()
+    };
+    let app = spawn_app_over(backend, limits, |store| {
         let counter = Counting::new(store);
         counting = Some(counter.clone());
         counter

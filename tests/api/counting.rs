@@ -11,9 +11,10 @@ use async_trait::async_trait;
 use dpgate::budget::{AnalystRecord, Change};
 use dpgate::dataset::DatasetRecord;
 use dpgate::ledger::LedgerRecord;
+use dpgate::snapshots::Shape;
 use dpgate::store::{
-    BudgetOutcome, Debit, DebitOutcome, Decide, IngestSession, NewDataset, Store, StoreError,
-    StoredInputs, StoredRelease, StoredRow,
+    BlockStream, BudgetOutcome, Debit, DebitOutcome, Decide, IngestSession, NewDataset, Store,
+    StoreError, StoredRelease,
 };
 use dpgate_api_types::ReleaseSummary;
 use uuid::Uuid;
@@ -21,11 +22,11 @@ use uuid::Uuid;
 /// The real store, with read counters.
 pub struct Counting {
     inner: Arc<dyn Store>,
-    /// Pages of rows read with their outcomes.
+    /// Reads of rows with their outcomes.
     outcome_reads: AtomicU64,
-    /// Pages of rows read without them.
+    /// Reads of rows without them.
     input_reads: AtomicU64,
-    /// How long each page of private rows takes to read.
+    /// How long each read of private rows takes to start.
     delay: Duration,
     /// Whether every read of private rows fails, as a database that went
     /// away after the debit would.
@@ -37,7 +38,7 @@ impl Counting {
         Self::slowed(inner, Duration::ZERO)
     }
 
-    /// A store whose every page of private rows takes `delay` longer: a
+    /// A store whose every read of private rows takes `delay` longer: a
     /// release that reads rows stays in its after-debit work for a while.
     pub fn slowed(inner: Arc<dyn Store>, delay: Duration) -> Arc<Self> {
         Arc::new(Counting {
@@ -96,33 +97,29 @@ impl Store for Counting {
         self.inner.begin_ingest(id).await
     }
 
-    async fn rows(
+    async fn row_blocks(
         &self,
         id: Uuid,
         version: u64,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<StoredRow>, StoreError> {
-        self.outcome_reads.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(self.delay).await;
-        if self.broken {
-            return Err(StoreError::Corrupt {
-                what: "row",
-                detail: "the test store fails every read of private rows".to_owned(),
-            });
+        shape: Shape,
+        outcomes: bool,
+        block_rows: usize,
+    ) -> Result<BlockStream, StoreError> {
+        if outcomes {
+            self.outcome_reads.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+            if self.broken {
+                return Err(StoreError::Corrupt {
+                    what: "row",
+                    detail: "the test store fails every read of private rows".to_owned(),
+                });
+            }
+        } else {
+            self.input_reads.fetch_add(1, Ordering::SeqCst);
         }
-        self.inner.rows(id, version, after, limit).await
-    }
-
-    async fn row_inputs(
-        &self,
-        id: Uuid,
-        version: u64,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<StoredInputs>, StoreError> {
-        self.input_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.row_inputs(id, version, after, limit).await
+        self.inner
+            .row_blocks(id, version, shape, outcomes, block_rows)
+            .await
     }
 
     async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError> {

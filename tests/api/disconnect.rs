@@ -1,9 +1,10 @@
 //! A paid release is never lost to its connection: once debited it is made
 //! on a task of its own, so a client that goes away (or a request timeout)
 //! leaves it stored for the retry with the same Idempotency-Key, which gets
-//! it with 200 and spends nothing more. The store under test takes a second
-//! per page of private rows, so every release that reads rows is still
-//! being made well after its debit, whatever the machine's load.
+//! it with 200 and spends nothing more. The store under test takes three
+//! seconds to start each read of private rows, and nothing is held in
+//! memory, so every release that reads rows is still being made well after
+//! its debit, whatever the machine's load.
 
 use std::time::Duration;
 
@@ -20,15 +21,16 @@ use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, spawn_app_over, un
 const KEY: &str = "slow-model";
 const MODEL: &str = r#"{"kind": "model/output-perturbation", "epsilon": 1, "lambda": 0.01}"#;
 
-/// A server (with `timeout`) whose private row reads take a second a page,
-/// and a dataset of 25,000 rows (three pages).
+/// A server (with `timeout`) whose private row reads take three seconds
+/// to start, and a dataset of 25,000 rows.
 async fn slow(backend: Backend, timeout: Duration) -> (TestApp, Uuid) {
     let limits = Limits {
         request_timeout: timeout,
+        cache_bytes: 0,
         ..Limits::default()
     };
     let app = spawn_app_over(backend, limits, |store| {
-        Counting::slowed(store, Duration::from_secs(1))
+        Counting::slowed(store, Duration::from_secs(3))
     })
     .await;
     let dataset = app
@@ -110,7 +112,7 @@ async fn a_request_timeout_after_the_debit_leaves_the_release_for_the_retry(
         return;
     }
     // Pricing, admission and the debit read no rows: well inside 1.5 s;
-    // the model then reads three slow pages.
+    // the model's read of the rows then takes three seconds to start.
     let (app, dataset) = slow(backend, Duration::from_millis(1500)).await;
     let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset]);
     let timed_out = post(&app, dataset, &token).send().await.unwrap();

@@ -24,7 +24,12 @@ async fn a_release_that_fails_after_its_debit_keeps_it_and_answers_the_same_fail
     if unavailable(backend) {
         return;
     }
-    let app = spawn_app_over(backend, Limits::default(), |store| Counting::broken(store)).await;
+    // Nothing held in memory: the release reads the (broken) store.
+    let limits = Limits {
+        cache_bytes: 0,
+        ..Limits::default()
+    };
+    let app = spawn_app_over(backend, limits, |store| Counting::broken(store)).await;
     let dataset = app
         .dataset(ads_dataset("ads", "label", "basic", 10.0))
         .await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
+use dpgate::snapshots::Snapshots;
 use dpgate::store::{self, Store};
 use dpgate_client::Client;
 use dpgate_client::types::{CreateDataset, Dataset};
@@ -61,6 +62,8 @@ pub struct TestApp {
     pub address: String,
     pub database_url: String,
     pub store: Arc<dyn Store>,
+    /// The server's snapshots in memory.
+    pub snapshots: Arc<Snapshots>,
     pub keys: Keys,
     /// A client with an admin token.
     pub admin: Client,
@@ -124,6 +127,7 @@ pub async fn spawn_app_over(
         .expect("a free port");
     let address = format!("http://{}", listener.local_addr().expect("bound"));
     let state = AppState::new(store.clone(), keys.clone(), limits);
+    let snapshots = state.snapshots.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, dpgate::api::router(state))
             .await
@@ -138,6 +142,7 @@ pub async fn spawn_app_over(
         address,
         database_url,
         store,
+        snapshots,
         keys,
         server,
         postgres_database,

@@ -23,6 +23,7 @@ mod openapi;
 mod outcomes;
 mod race;
 mod refusals;
+mod snapshots;
 mod store;
 mod strict_input;
 mod supplied;

@@ -5,8 +5,10 @@ use dpgate::budget::{AnalystRecord, Change};
 use dpgate::dataset::{DatasetRecord, WalrStats};
 use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
 use dpgate::ingest::RowRecord;
+use dpgate::snapshots::{Columns, Shape};
 use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, NewDataset, Store, StoreError};
 use dpgate_client::types::{CreateDataset, LedgerEvent};
+use futures_util::StreamExt;
 use uuid::Uuid;
 
 use crate::helpers::{ads_dataset, backends, spawn_app};
@@ -59,6 +61,24 @@ fn admit(charge: Charge) -> dpgate::store::Decide {
     })
 }
 
+/// Every block of the snapshot of `dataset` at `version`.
+async fn blocks(
+    store: &dyn Store,
+    dataset: &DatasetRecord,
+    version: u64,
+    outcomes: bool,
+    block_rows: usize,
+) -> Vec<Columns> {
+    let shape = Shape::of(&dataset.schema);
+    store
+        .row_blocks(dataset.id, version, shape, outcomes, block_rows)
+        .await
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+        .await
+}
+
 async fn conformance(store: &dyn Store) {
     let dataset = record("conformance");
     let new = NewDataset {
@@ -81,13 +101,8 @@ async fn conformance(store: &dyn Store) {
     session.insert(&[row("a", 1), row("b", 0)]).await.unwrap();
     drop(session);
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 0);
-    assert!(
-        store
-            .rows(dataset.id, 0, None, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    let empty = blocks(store, &dataset, 0, true, 10).await;
+    assert_eq!((empty.len(), empty[0].len()), (1, 0));
 
     let mut stats = WalrStats::empty(2);
     stats.add(1, &[0.5, 0.25]);
@@ -112,28 +127,45 @@ async fn conformance(store: &dyn Store) {
         "{refused:?}"
     );
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 2);
-    let stored = store.rows(dataset.id, 2, None, 10).await.unwrap();
-    let labels: Vec<_> = stored
-        .iter()
-        .map(|r| (r.row_id.as_str(), r.label))
-        .collect();
-    assert_eq!(labels, vec![("a", 1), ("b", 0)]);
+    let stored = blocks(store, &dataset, 2, true, 10).await;
+    assert_eq!(stored.len(), 1);
+    let (a, b) = (stored[0].row(0), stored[0].row(1));
+    assert_eq!((a.id, a.label, b.id, b.label), ("a", 1, "b", 0));
     assert_eq!(
-        (
-            &stored[0].features,
-            &stored[0].measures,
-            &stored[0].dimensions
-        ),
-        (&vec![0.5, 0.25], &vec![7.0], &vec![1])
+        (a.features, a.measures, a.dimensions),
+        (&[0.5f32, 0.25][..], &[7.0][..], &[1u32][..])
     );
-    // Keyset paging: strictly after the given row id.
-    let page = store.rows(dataset.id, 2, Some("a"), 10).await.unwrap();
-    assert_eq!(page.len(), 1);
-    assert_eq!(page[0].row_id, "b");
-    assert_eq!(store.rows(dataset.id, 2, None, 1).await.unwrap().len(), 1);
+    // Blocks of one row each; without outcomes, none are read.
+    let small = blocks(store, &dataset, 2, false, 1).await;
+    assert_eq!(small.len(), 2);
+    assert_eq!((small[0].id(0), small[1].id(0)), ("a", "b"));
+    assert!(small.iter().all(|block| !block.has_outcomes()));
+    assert_eq!(small[1].features(0), &[0.5, 0.25]);
+    // Rows come in byte order of their ids, whatever the database's
+    // collation, and a version reads only the rows it held.
+    let mut session = store.begin_ingest(dataset.id).await.unwrap();
+    session
+        .insert(&[row("é", 1), row("B", 0), row("Z", 1), row("aa", 0)])
+        .await
+        .unwrap();
+    session.commit(4, &WalrStats::empty(2)).await.unwrap();
+    let ids = |blocks: Vec<Columns>| -> Vec<String> {
+        blocks
+            .iter()
+            .flat_map(|block| (0..block.len()).map(|row| block.id(row).to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        ids(blocks(store, &dataset, 6, false, 4).await),
+        vec!["B", "Z", "a", "aa", "b", "é"]
+    );
+    assert_eq!(
+        ids(blocks(store, &dataset, 2, true, 4).await),
+        vec!["a", "b"]
+    );
 
     // Debits: every outcome.
-    let first = debit(dataset.id, 2, Some("k1"));
+    let first = debit(dataset.id, 6, Some("k1"));
     assert!(matches!(
         store
             .debit(&debit(Uuid::new_v4(), 2, None), admit(first.charge.clone()))
@@ -197,7 +229,7 @@ async fn conformance(store: &dyn Store) {
         store.release_by_key(dataset.id, "bea", "k1").await.unwrap(),
         None
     );
-    let mut retry = debit(dataset.id, 2, Some("k1"));
+    let mut retry = debit(dataset.id, 6, Some("k1"));
     retry.request_hash = "h2".to_owned();
     let DebitOutcome::Replay(replayed) = store
         .debit(&retry, admit(retry.charge.clone()))
@@ -211,7 +243,7 @@ async fn conformance(store: &dyn Store) {
         (first.release_id, "h1")
     );
 
-    let second = debit(dataset.id, 2, None);
+    let second = debit(dataset.id, 6, None);
     assert!(matches!(
         store
             .debit(&second, admit(second.charge.clone()))

@@ -5,6 +5,9 @@ use dpgate_client::ReleaseOptions;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{LedgerEvent, ReleaseRequest, ReleaseResult};
 
+use dpgate::snapshots::{Columns, Shape};
+use futures_util::StreamExt;
+
 use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
 
 #[tokio::test]
@@ -50,16 +53,21 @@ async fn the_walk_through_works_end_to_end() {
         let release = released.release;
         assert_eq!((release.kind.as_str(), release.n), ("walr", 650));
         // Label unit: Δ = max √(1 + ‖x‖²)/N with both scaled features ≤ 1.
-        let stored = app
+        let record = app.store.dataset(dataset.id).await.unwrap().unwrap();
+        let stored: Vec<Columns> = app
             .store
-            .rows(dataset.id, 650, None, u32::MAX)
+            .row_blocks(dataset.id, 650, Shape::of(&record.schema), true, 1000)
             .await
-            .unwrap();
-        let max_norm = stored
-            .iter()
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        let stored = &stored[0];
+        assert_eq!(stored.len(), 650);
+        let max_norm = (0..stored.len())
             .map(|row| {
-                1.0 + row
-                    .features
+                1.0 + stored
+                    .features(row)
                     .iter()
                     .map(|v| f64::from(*v).powi(2))
                     .sum::<f64>()
@@ -71,7 +79,8 @@ async fn the_walk_through_works_end_to_end() {
             panic!("a WALR result");
         };
         assert_eq!(result.noisy_dot.len(), 2);
-        let exact_intercept = stored.iter().filter(|row| row.label == 1).count() as f64 / 650.0;
+        let exact_intercept =
+            stored.labels().iter().filter(|&&label| label == 1).count() as f64 / 650.0;
         let noisy_intercept = result.noisy_intercept.expect("the intercept term");
         // 6σ away has probability 2e-9.
         assert!((noisy_intercept - exact_intercept).abs() < 6.0 * release.sigma);

@@ -66,8 +66,8 @@ use dpgate_api_types::{self as api, PrivacyUnit};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::{Delta, Mechanism};
 use crate::releases::plan::{noise, require_rows};
-use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
-use crate::store::StoredRow;
+use crate::releases::{Failure, Knobs, Pass, Planned, Price, ReleaseError, Snapshot};
+use crate::snapshots::{Columns, Row};
 
 /// Most statistics one request may ask for.
 pub const MAX_STATISTICS: usize = 16;
@@ -305,9 +305,9 @@ impl Tally {
     }
 
     /// Adds one stored row (measures are clamped on ingest).
-    pub fn add(&mut self, query: &Query, row: &StoredRow) -> Result<(), String> {
+    pub fn add(&mut self, query: &Query, row: Row<'_>) -> Result<(), String> {
         let width = query.quantities.len();
-        let cell = query.cell(&row.row_id, &row.dimensions)?;
+        let cell = query.cell(row.id, row.dimensions)?;
         let sums = &mut self.sums[cell * width..(cell + 1) * width];
         for (sum, quantity) in sums.iter_mut().zip(&query.quantities) {
             *sum += match quantity {
@@ -317,8 +317,46 @@ impl Tally {
                     .measures
                     .get(*index)
                     .copied()
-                    .ok_or_else(|| format!("row {} has a malformed measure", row.row_id))?,
+                    .ok_or_else(|| format!("row {} has a malformed measure", row.id))?,
             };
+        }
+        Ok(())
+    }
+
+    /// Adds another tally of the same query, cell by cell.
+    pub fn absorb(&mut self, other: &Tally) {
+        for (sum, part) in self.sums.iter_mut().zip(&other.sums) {
+            *sum += part;
+        }
+    }
+}
+
+/// A pass tallying a query over a snapshot: each chunk of rows on its own
+/// core, the chunks' tallies added in row order (so the sums do not depend
+/// on the thread count).
+struct Tallying {
+    query: Query,
+    tally: Tally,
+    /// Counts only, from the rows' dimensions (their outcomes unread).
+    counts_only: bool,
+}
+
+impl Pass for Tallying {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        let query = &self.query;
+        let parts = block.chunks(|rows| {
+            let mut part = query.tally();
+            for row in rows {
+                if self.counts_only {
+                    part.count(query, block.id(row), block.dimensions(row))?;
+                } else {
+                    part.add(query, block.row(row))?;
+                }
+            }
+            Ok::<_, String>(part)
+        });
+        for part in parts {
+            self.tally.absorb(&part?);
         }
         Ok(())
     }
@@ -626,6 +664,11 @@ impl Planned for Aggregate {
             ..
         } = *self;
         let mut tally = query.tally();
+        let pass = |counts_only| Tallying {
+            query: query.clone(),
+            tally: query.tally(),
+            counts_only,
+        };
         let (noisy, noise_std) = match mechanism {
             // Counts only, public under the unit: from N, or from the rows'
             // dimensions (never their outcomes).
@@ -634,14 +677,15 @@ impl Planned for Aggregate {
                 (Vec::new(), 0.0)
             }
             None => {
-                snapshot
-                    .inputs(|row| tally.count(&query, &row.row_id, &row.dimensions))
+                tally = snapshot
+                    .scan_inputs(pass(true))
                     .await
-                    .map_err(|error| Failure::Corrupt(error.to_string()))?;
+                    .map_err(|error| Failure::Corrupt(error.to_string()))?
+                    .tally;
                 (Vec::new(), 0.0)
             }
             Some(mechanism) => {
-                snapshot.rows(|row| tally.add(&query, row)).await?;
+                tally = snapshot.scan(pass(false)).await?.tally;
                 let noise_std = mechanism.noise_std();
                 let exact = calibration.private_values(&tally);
                 (noise(mechanism, exact).await?, noise_std)

@@ -16,12 +16,13 @@ use dpgate_api_types as api;
 use dpgate_learn::{FitError, Objective};
 use ndarray::{Array1, Array2, ArrayView1};
 use rand::Rng;
+use rayon::prelude::*;
 
 use crate::dataset::Schema;
 use crate::dp::erm::{self, ObjectivePerturbation, SOLVE_TOLERANCE};
 use crate::dp::{self, DpError, Epsilon, Mechanism};
-use crate::releases::{Failure, Snapshot};
-use crate::store::StoredRow;
+use crate::releases::{Failure, Pass, Snapshot};
+use crate::snapshots::{CHUNK_ROWS, Columns};
 
 /// −ln P of a noise draw beyond the bounds the lattice is sized for:
 /// 2^−64 per release.
@@ -108,7 +109,7 @@ pub struct Design {
     pub fit_intercept: bool,
 }
 
-/// Collects rows into a [`Design`] as a scan delivers them.
+/// Collects a snapshot's rows into a [`Design`], block by block.
 #[derive(Debug)]
 pub struct DesignBuilder {
     values: Vec<f64>,
@@ -131,25 +132,6 @@ impl DesignBuilder {
         }
     }
 
-    /// Adds one row given its 0/1 label and scaled features.
-    pub fn push(&mut self, label: u8, features: &[f32]) {
-        self.values.extend(
-            features
-                .iter()
-                .take(self.k)
-                .map(|&value| f64::from(value) * self.scale),
-        );
-        if self.fit_intercept {
-            self.values.push(self.scale);
-        }
-        self.labels.push(2.0 * f64::from(label) - 1.0);
-    }
-
-    /// Adds one stored row.
-    pub fn push_row(&mut self, row: &StoredRow) {
-        self.push(row.label, &row.features);
-    }
-
     pub fn build(self) -> Result<Design, String> {
         let d = columns(self.k, self.fit_intercept);
         let x = Array2::from_shape_vec((self.labels.len(), d), self.values)
@@ -159,6 +141,41 @@ impl DesignBuilder {
             y: Array1::from(self.labels),
             fit_intercept: self.fit_intercept,
         })
+    }
+}
+
+impl Pass for DesignBuilder {
+    /// Appends the block's rows, scaled, each chunk of rows written by
+    /// its own core.
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        if block.shape().features != self.k {
+            return Err("the rows do not have the schema's features".to_owned());
+        }
+        let d = columns(self.k, self.fit_intercept);
+        let (scale, fit_intercept) = (self.scale, self.fit_intercept);
+        let start = self.values.len();
+        self.values.resize(start + block.len() * d, 0.0);
+        self.values[start..]
+            .par_chunks_mut(CHUNK_ROWS * d)
+            .enumerate()
+            .for_each(|(chunk, out)| {
+                for (offset, row) in out.chunks_exact_mut(d).enumerate() {
+                    let features = block.features(chunk * CHUNK_ROWS + offset);
+                    for (value, &feature) in row.iter_mut().zip(features) {
+                        *value = f64::from(feature) * scale;
+                    }
+                    if fit_intercept {
+                        row[d - 1] = scale;
+                    }
+                }
+            });
+        self.labels.extend(
+            block
+                .labels()
+                .iter()
+                .map(|&label| 2.0 * f64::from(label) - 1.0),
+        );
+        Ok(())
     }
 }
 
@@ -330,14 +347,12 @@ pub async fn fit_on(
 /// The training set of a model, read from the snapshot (after the debit).
 async fn design(snapshot: &Snapshot, fit_intercept: bool) -> Result<Design, Failure> {
     let dataset = snapshot.dataset();
-    let mut builder = DesignBuilder::new(dataset.schema.k(), dataset.n_rows, fit_intercept);
+    let builder = DesignBuilder::new(dataset.schema.k(), dataset.n_rows, fit_intercept);
     snapshot
-        .rows(|row| {
-            builder.push_row(row);
-            Ok(())
-        })
-        .await?;
-    builder.build().map_err(Failure::Corrupt)
+        .scan(builder)
+        .await?
+        .build()
+        .map_err(Failure::Corrupt)
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::snapshots::{Columns, OwnedRow, Shape};
 use dpgate_learn::auc;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -46,9 +47,21 @@ fn requests_are_checked_before_any_data_is_read() {
 #[test]
 fn every_possible_row_has_norm_at_most_one() {
     for fit_intercept in [true, false] {
+        let shape = Shape {
+            features: 3,
+            measures: 0,
+            dimensions: 0,
+        };
+        let row = |id: &str, label, features: &[f32]| OwnedRow {
+            id: id.to_owned(),
+            label,
+            features: features.to_vec(),
+            measures: vec![],
+            dimensions: vec![],
+        };
+        let rows = [row("a", 1, &[1.0, 1.0, 1.0]), row("b", 0, &[0.0, 0.5, 1.0])];
         let mut builder = DesignBuilder::new(3, 2, fit_intercept);
-        builder.push(1, &[1.0, 1.0, 1.0]);
-        builder.push(0, &[0.0, 0.5, 1.0]);
+        builder.visit(&Columns::of_rows(shape, &rows)).unwrap();
         let design = builder.build().unwrap();
         let norm = |i: usize| design.x.row(i).dot(&design.x.row(i)).sqrt();
         assert!((norm(0) - 1.0).abs() < 1e-15, "{fit_intercept}");
@@ -156,10 +169,9 @@ fn test_auc(weights: &[f64], intercept: f64, test: &dpgate_learn::synthetic::Syn
 fn design_of(data: &dpgate_learn::synthetic::Synthetic) -> Design {
     let (n, k) = data.x.dim();
     let mut builder = DesignBuilder::new(k, n as u64, true);
-    for (row, &label) in data.x.rows().into_iter().zip(&data.y) {
-        let features: Vec<f32> = row.iter().map(|&v| v as f32).collect();
-        builder.push(label, &features);
-    }
+    builder
+        .visit(&Columns::of_labelled(data.x.view(), &data.y))
+        .unwrap();
     builder.build().unwrap()
 }
 

@@ -27,8 +27,9 @@ use super::walr;
 use crate::dataset::DatasetRecord;
 use crate::dp::Mechanism;
 use crate::releases::plan::{noise, require_rows};
-use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
-use crate::store::StoredRow;
+use crate::releases::{Failure, Knobs, Pass, Planned, Price, ReleaseError, Snapshot};
+use crate::snapshots::{Columns, chunked};
+use rayon::prelude::*;
 
 /// Most values (rows × k) one release may supply: 128 MiB as f64.
 pub const MAX_VALUES: usize = 16 << 20;
@@ -125,35 +126,51 @@ impl Supplied {
     }
 
     /// Which supplied rows the dataset holds, from row ids alone.
-    pub fn presence(&self) -> Presence<'_> {
+    pub fn presence(self: &Arc<Self>) -> Presence {
         Presence {
-            supplied: self,
             found: vec![false; self.rows()],
+            supplied: self.clone(),
         }
     }
 
     /// A join of the stored rows' labels onto the supplied vectors.
-    pub fn join(&self) -> Join<'_> {
+    pub fn join(self: &Arc<Self>) -> Join {
         Join {
-            supplied: self,
-            label_sums: vec![0.0; self.k],
-            label_sum: 0.0,
+            labels: vec![0; self.rows()],
+            found: vec![false; self.rows()],
             joined: 0,
+            supplied: self.clone(),
         }
+    }
+
+    /// Where each supplied row is in `columns` (by supplied position),
+    /// looked up on all cores.
+    fn positions(&self, columns: &Columns) -> Vec<(usize, Option<usize>)> {
+        self.index
+            .par_iter()
+            .map(|(id, &position)| (position, columns.position(id)))
+            .collect()
     }
 }
 
 /// Marks the supplied row ids found among the stored ones.
 #[derive(Debug)]
-pub struct Presence<'s> {
-    supplied: &'s Supplied,
+pub struct Presence {
+    supplied: Arc<Supplied>,
     found: Vec<bool>,
 }
 
-impl Presence<'_> {
+impl Presence {
     pub fn add(&mut self, row_id: &str) {
         if let Some(&position) = self.supplied.index.get(row_id) {
             self.found[position] = true;
+        }
+    }
+
+    /// Looks every supplied row id up in a snapshot held in memory.
+    pub fn look_up(&mut self, columns: &Columns) {
+        for (position, stored) in self.supplied.positions(columns) {
+            self.found[position] = stored.is_some();
         }
     }
 
@@ -177,46 +194,91 @@ impl Presence<'_> {
     }
 }
 
-/// The running Σ yᵢ·(1, vᵢ) over the stored rows seen so far.
+impl Pass for Presence {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        for row in 0..block.len() {
+            self.add(block.id(row));
+        }
+        Ok(())
+    }
+}
+
+/// The stored labels of the supplied rows, by supplied position.
 #[derive(Debug)]
-pub struct Join<'s> {
-    supplied: &'s Supplied,
-    label_sums: Vec<f64>,
-    label_sum: f64,
+pub struct Join {
+    supplied: Arc<Supplied>,
+    labels: Vec<u8>,
+    found: Vec<bool>,
     joined: usize,
 }
 
-impl Join<'_> {
-    /// Adds a stored row if it was supplied: yᵢ·vᵢ for either label.
-    pub fn add(&mut self, row: &StoredRow) {
-        let Some(&position) = self.supplied.index.get(row.row_id.as_str()) else {
+impl Join {
+    /// Takes a stored row's label if its row was supplied.
+    pub fn add(&mut self, row_id: &str, label: u8) {
+        let Some(&position) = self.supplied.index.get(row_id) else {
             return;
         };
-        let label = f64::from(row.label);
-        self.label_sum += label;
-        for (sum, value) in self
-            .label_sums
-            .iter_mut()
-            .zip(self.supplied.vector(position))
-        {
-            *sum += label * value;
+        self.labels[position] = label;
+        if !self.found[position] {
+            self.found[position] = true;
+            self.joined += 1;
         }
-        self.joined += 1;
     }
 
-    /// (1/N_s)·Σ yᵢ·vᵢ, then (1/N_s)·Σ yᵢ if `intercept`; an error if not
-    /// every supplied row was joined.
+    /// Takes every supplied row's label from a snapshot held in memory.
+    pub fn look_up(&mut self, columns: &Columns) {
+        let labels = columns.labels();
+        for (position, stored) in self.supplied.positions(columns) {
+            if let Some(row) = stored {
+                self.labels[position] = labels[row];
+                self.found[position] = true;
+                self.joined += 1;
+            }
+        }
+    }
+
+    /// (1/N_s)·Σ yᵢ·vᵢ, then (1/N_s)·Σ yᵢ if `intercept`, summed in
+    /// supplied order (fixed chunks, on all cores, added in order); an
+    /// error if not every supplied row was joined.
     pub fn exact(self, intercept: bool) -> Result<Vec<f64>, String> {
-        let n = self.supplied.rows();
+        let supplied = &self.supplied;
+        let (n, k) = (supplied.rows(), supplied.k);
         if self.joined != n {
             return Err(format!("{} of {n} supplied rows joined", self.joined));
         }
+        let parts = chunked(n, |positions| {
+            let mut sums = vec![0.0; k + 1];
+            for position in positions {
+                let label = f64::from(self.labels[position]);
+                for (sum, value) in sums.iter_mut().zip(supplied.vector(position)) {
+                    *sum += label * value;
+                }
+                sums[k] += label;
+            }
+            sums
+        });
+        let mut sums = vec![0.0; k + 1];
+        for part in parts {
+            for (sum, value) in sums.iter_mut().zip(part) {
+                *sum += value;
+            }
+        }
         let n = n as f64;
-        let mut values: Vec<f64> = self.label_sums.iter().map(|sum| sum / n).collect();
+        let mut values: Vec<f64> = sums[..k].iter().map(|sum| sum / n).collect();
         if intercept {
-            values.push(self.label_sum / n);
+            values.push(sums[k] / n);
         }
         Ok(values)
+    }
+}
+
+impl Pass for Join {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        let labels = block.labels();
+        for (row, &label) in labels.iter().enumerate() {
+            self.add(block.id(row), label);
+        }
+        Ok(())
     }
 }
 
@@ -273,25 +335,30 @@ impl Planned for SuppliedWalr {
     }
 
     async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
-        let mut presence = self.rows.presence();
-        snapshot
-            .inputs(|row| {
-                presence.add(&row.row_id);
-                Ok(())
-            })
-            .await?;
+        let presence = match snapshot.held() {
+            Some(columns) => {
+                let mut presence = self.rows.presence();
+                presence.look_up(&columns);
+                presence
+            }
+            None => snapshot.scan_inputs(self.rows.presence()).await?,
+        };
         presence.check().map_err(ReleaseError::Invalid)
     }
 
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
-        let mut join = self.rows.join();
-        snapshot
-            .rows(|row| {
-                join.add(row);
-                Ok(())
-            })
-            .await?;
-        let exact = join.exact(self.intercept).map_err(Failure::Corrupt)?;
+        let join = match snapshot.columns().await? {
+            Some(columns) => {
+                let mut join = self.rows.join();
+                join.look_up(&columns);
+                join
+            }
+            None => snapshot.scan(self.rows.join()).await?,
+        };
+        let intercept = self.intercept;
+        let exact = tokio::task::spawn_blocking(move || join.exact(intercept))
+            .await?
+            .map_err(Failure::Corrupt)?;
         let noisy = noise(self.mechanism, exact).await?;
         Ok(api::ReleaseResult::Walr(walr::result(
             noisy,
@@ -308,16 +375,6 @@ mod tests {
         SuppliedRow {
             row_id: id.to_owned(),
             x: x.to_vec(),
-        }
-    }
-
-    fn stored(id: &str, label: u8) -> StoredRow {
-        StoredRow {
-            row_id: id.to_owned(),
-            label,
-            features: vec![0.5],
-            measures: vec![],
-            dimensions: vec![],
         }
     }
 
@@ -350,26 +407,27 @@ mod tests {
             row("c", &[0.6, 0.0]),
             row("d", &[1.0, 1.0]),
         ];
-        let supplied = Supplied::parse(rows).unwrap();
+        let supplied = Arc::new(Supplied::parse(rows).unwrap());
         // √(1 + 1 + 1) / 3 from row d.
         assert!((supplied.sensitivity(true) - 3f64.sqrt() / 3.0).abs() < 1e-15);
         assert!((supplied.sensitivity(false) - 2f64.sqrt() / 3.0).abs() < 1e-15);
         assert_eq!(supplied.dims(true), 3);
         let mut join = supplied.join();
         for (id, label) in [("a", 1), ("b", 1), ("c", 0), ("d", 1)] {
-            join.add(&stored(id, label));
+            join.add(id, label);
         }
         let exact = join.exact(true).unwrap();
         assert_eq!(exact, vec![1.2 / 3.0, 2.0 / 3.0, 2.0 / 3.0]);
         let mut partial = supplied.join();
-        partial.add(&stored("a", 1));
+        partial.add("a", 1);
         assert!(partial.exact(false).is_err());
     }
 
     #[test]
     fn presence_names_the_missing_row_ids_without_labels() {
-        let supplied =
-            Supplied::parse(vec![row("a", &[0.2]), row("c", &[0.6]), row("b", &[0.1])]).unwrap();
+        let supplied = Arc::new(
+            Supplied::parse(vec![row("a", &[0.2]), row("c", &[0.6]), row("b", &[0.1])]).unwrap(),
+        );
         let mut presence = supplied.presence();
         presence.add("a");
         presence.add("z");

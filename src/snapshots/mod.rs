@@ -1,0 +1,308 @@
+//! The data plane: datasets held in memory as columns, one immutable
+//! snapshot per (dataset, version).
+//!
+//! A dataset's version is its row count: rows are append-only and carry
+//! the version they were added at, so the snapshot at N rows is a fixed set
+//! whatever uploads follow, and every release computes on the one version
+//! its debit was checked against. A snapshot is loaded once, by the first
+//! release that needs it while the others wait for that load (no
+//! thundering herd), shared through an `Arc`, and kept warm by the upload
+//! that makes the next version. Memory is bounded (`DPGATE_CACHE_BYTES`):
+//! least recently used snapshots are dropped first, and a dataset whose
+//! snapshot would not fit the bound is streamed from the store in blocks.
+//!
+//! Loading a snapshot reads the outcomes (labels, measures), so only work
+//! after a debit loads one; checks before it read public columns, from a
+//! snapshot already held or from the store.
+
+mod columns;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use tokio::sync::OnceCell;
+use uuid::Uuid;
+
+use crate::dataset::DatasetRecord;
+use crate::store::{BlockStream, Store, StoreError};
+#[cfg(test)]
+pub use columns::OwnedRow;
+pub use columns::{Builder, CHUNK_ROWS, Columns, Row, Shape, chunked};
+
+/// Rows per block when a snapshot is streamed: a multiple of
+/// [`CHUNK_ROWS`], so that a streamed pass sums in the same chunks as a
+/// pass over the snapshot in memory.
+pub const STREAM_ROWS: usize = 4 * CHUNK_ROWS;
+
+/// The default bound on snapshot memory.
+pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
+
+type Key = (Uuid, u64);
+
+/// Held snapshots and the store they come from.
+pub struct Snapshots {
+    store: Arc<dyn Store>,
+    bound: u64,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    slots: HashMap<Key, Slot>,
+    /// Bytes of the loaded snapshots in `slots`.
+    held: u64,
+    /// Ticks on every use, for least-recently-used eviction.
+    clock: u64,
+}
+
+struct Slot {
+    cell: Arc<OnceCell<Arc<Columns>>>,
+    /// 0 until loaded.
+    bytes: u64,
+    used: u64,
+}
+
+impl Snapshots {
+    /// Snapshots of `store`'s datasets, holding at most `bound` bytes (0
+    /// streams every pass).
+    pub fn new(store: Arc<dyn Store>, bound: u64) -> Self {
+        Snapshots {
+            store,
+            bound,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Nothing panics while holding the lock; a poisoned one still holds
+        // consistent bookkeeping.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The snapshot of `dataset` at `version` if it is in memory; never
+    /// reads the store.
+    pub fn held(&self, dataset: Uuid, version: u64) -> Option<Arc<Columns>> {
+        let mut state = self.state();
+        state.clock += 1;
+        let clock = state.clock;
+        let slot = state.slots.get_mut(&(dataset, version))?;
+        slot.used = clock;
+        slot.cell.get().cloned()
+    }
+
+    /// Whether `rows` rows of `shape` may be held at all.
+    pub fn fits(&self, shape: Shape, rows: u64) -> bool {
+        let bytes = u64::try_from(shape.row_bytes(true)).unwrap_or(u64::MAX);
+        self.bound > 0 && rows.saturating_mul(bytes) <= self.bound
+    }
+
+    /// The snapshot of `dataset` as read (its `n_rows` is the version), in
+    /// memory: held, or loaded now by this caller or one it waits for.
+    /// `None` if it would not fit the bound: stream it with
+    /// [`Snapshots::blocks`]. It holds the outcomes: only after a debit.
+    pub async fn load(&self, dataset: &DatasetRecord) -> Result<Option<Arc<Columns>>, StoreError> {
+        let shape = Shape::of(&dataset.schema);
+        if !self.fits(shape, dataset.n_rows) {
+            metrics::counter!("dpgate_snapshot_streamed_total").increment(1);
+            return Ok(None);
+        }
+        let key = (dataset.id, dataset.n_rows);
+        let cell = {
+            let mut state = self.state();
+            state.clock += 1;
+            let used = state.clock;
+            let slot = state.slots.entry(key).or_insert_with(|| Slot {
+                cell: Arc::new(OnceCell::new()),
+                bytes: 0,
+                used,
+            });
+            slot.used = used;
+            slot.cell.clone()
+        };
+        let mut loaded = None;
+        let result = cell
+            .get_or_try_init(|| async {
+                let started = Instant::now();
+                let columns = Arc::new(self.read(dataset, shape).await?);
+                loaded = Some(started.elapsed());
+                Ok::<_, StoreError>(columns)
+            })
+            .await;
+        let columns = match result {
+            Ok(columns) => columns.clone(),
+            Err(error) => {
+                self.forget(key, &cell);
+                return Err(error);
+            }
+        };
+        match loaded {
+            Some(took) => {
+                metrics::counter!("dpgate_snapshot_misses_total").increment(1);
+                metrics::histogram!("dpgate_snapshot_load_seconds").record(took.as_secs_f64());
+                self.settle(key, &columns);
+            }
+            None => metrics::counter!("dpgate_snapshot_hits_total").increment(1),
+        }
+        Ok(Some(columns))
+    }
+
+    /// Keeps `columns`, built without reading the store (by the upload
+    /// that made `version`), if they fit.
+    pub fn keep(&self, dataset: Uuid, version: u64, columns: Columns) {
+        if !self.fits(columns.shape(), version) {
+            return;
+        }
+        let cell = Arc::new(OnceCell::new_with(Some(Arc::new(columns))));
+        let key = (dataset, version);
+        {
+            let mut state = self.state();
+            state.clock += 1;
+            let used = state.clock;
+            remove(&mut state, key);
+            state.slots.insert(
+                key,
+                Slot {
+                    cell: cell.clone(),
+                    bytes: 0,
+                    used,
+                },
+            );
+        }
+        if let Some(columns) = cell.get() {
+            self.settle(key, columns);
+        }
+    }
+
+    /// Streams the snapshot of `dataset` from the store in blocks of
+    /// [`STREAM_ROWS`], with the outcomes only if `outcomes`.
+    pub async fn blocks(
+        &self,
+        dataset: &DatasetRecord,
+        outcomes: bool,
+    ) -> Result<BlockStream, StoreError> {
+        self.store
+            .row_blocks(
+                dataset.id,
+                dataset.n_rows,
+                Shape::of(&dataset.schema),
+                outcomes,
+                STREAM_ROWS,
+            )
+            .await
+    }
+
+    /// Reads the whole snapshot in one streaming query.
+    async fn read(&self, dataset: &DatasetRecord, shape: Shape) -> Result<Columns, StoreError> {
+        let rows = usize::try_from(dataset.n_rows).unwrap_or(usize::MAX);
+        let mut blocks = self
+            .store
+            .row_blocks(dataset.id, dataset.n_rows, shape, true, rows.max(1))
+            .await?;
+        let mut whole: Option<Columns> = None;
+        while let Some(block) = blocks.next().await {
+            let block = block?;
+            whole = Some(match whole {
+                None => block,
+                Some(earlier) => earlier
+                    .merge(&block)
+                    .map_err(|detail| StoreError::Corrupt {
+                        what: "snapshot",
+                        detail,
+                    })?,
+            });
+        }
+        let whole = whole.unwrap_or_else(|| Columns::empty(shape, true));
+        if whole.len() as u64 != dataset.n_rows {
+            return Err(StoreError::Corrupt {
+                what: "snapshot",
+                detail: format!(
+                    "the snapshot of {} rows read back {}",
+                    dataset.n_rows,
+                    whole.len()
+                ),
+            });
+        }
+        Ok(whole)
+    }
+
+    /// Drops a slot whose load failed (a later caller tries again).
+    fn forget(&self, key: Key, cell: &Arc<OnceCell<Arc<Columns>>>) {
+        let mut state = self.state();
+        if state
+            .slots
+            .get(&key)
+            .is_some_and(|slot| Arc::ptr_eq(&slot.cell, cell) && slot.cell.get().is_none())
+        {
+            state.slots.remove(&key);
+        }
+    }
+
+    /// Accounts a snapshot just loaded or kept: drops the dataset's older
+    /// versions (no release can be priced on them again), does not keep it
+    /// if a newer one is held, and evicts the least recently used until
+    /// the bound holds.
+    fn settle(&self, key: Key, columns: &Columns) {
+        let mut state = self.state();
+        let (dataset, version) = key;
+        if state
+            .slots
+            .keys()
+            .any(|&(other, newer)| other == dataset && newer > version)
+        {
+            remove(&mut state, key);
+            return;
+        }
+        let older: Vec<Key> = state
+            .slots
+            .keys()
+            .filter(|&&(other, older)| other == dataset && older < version)
+            .copied()
+            .collect();
+        for old in older {
+            remove(&mut state, old);
+        }
+        let bytes = columns.bytes() as u64;
+        if let Some(slot) = state.slots.get_mut(&key)
+            && slot.bytes == 0
+        {
+            slot.bytes = bytes;
+            state.held += bytes;
+        }
+        while state.held > self.bound {
+            let Some(victim) = state
+                .slots
+                .iter()
+                .filter(|(_, slot)| slot.bytes > 0)
+                .min_by_key(|(_, slot)| slot.used)
+                .map(|(key, _)| *key)
+            else {
+                break;
+            };
+            remove(&mut state, victim);
+            metrics::counter!("dpgate_snapshot_evictions_total").increment(1);
+        }
+        metrics::gauge!("dpgate_snapshot_bytes").set(state.held as f64);
+    }
+
+    /// Bytes of snapshots held.
+    pub fn held_bytes(&self) -> u64 {
+        self.state().held
+    }
+}
+
+fn remove(state: &mut State, key: Key) {
+    if let Some(slot) = state.slots.remove(&key) {
+        state.held -= slot.bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests;
