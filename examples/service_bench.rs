@@ -11,9 +11,13 @@
 //! 2. WALR release latency: the first release, the median of 20, then the
 //!    spread of 200 (what an observer of response times sees), and what
 //!    holding a 64-dimensional noise draw to its public deadline costs;
-//! 3. releases per second with 32 concurrent analysts until the budget runs
+//! 3. the releases that read every row (both model learners, an aggregate
+//!    of a count and a mean by two dimensions): warm (the upload kept the
+//!    snapshot in memory), the fit alone in process, cold on a second
+//!    server over the same database, and a snapshot load alone;
+//! 4. releases per second with 32 concurrent analysts until the budget runs
 //!    out;
-//! 4. the latency of a refused model release on two datasets that differ
+//! 5. the latency of a refused model release on two datasets that differ
 //!    in one label (it must not depend on the data: nothing is read).
 
 // A benchmark driver: failing loudly on any error is what it should do.
@@ -26,6 +30,9 @@ use std::time::{Duration, Instant};
 
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
+use dpgate::releases::Pass;
+use dpgate::releases::kinds::model::{DesignBuilder, solve};
+use dpgate::snapshots::Snapshots;
 use dpgate_client::types::{CreateDataset, ReleaseRequest};
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use futures_util::StreamExt;
@@ -42,7 +49,12 @@ fn env_number(name: &str, default: usize) -> usize {
 fn write_csv(path: &std::path::Path, rows: usize, features: usize) -> u64 {
     let mut file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let names: Vec<String> = (0..features).map(|j| format!("f{j}")).collect();
-    writeln!(file, "row_id,converted,{}", names.join(",")).unwrap();
+    writeln!(
+        file,
+        "row_id,converted,{},value,campaign,device",
+        names.join(",")
+    )
+    .unwrap();
     // A deterministic stream of features in [0, 1] and labels at a 20% rate.
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut next = || {
@@ -62,7 +74,13 @@ fn write_csv(path: &std::path::Path, rows: usize, features: usize) -> u64 {
                 (next() % 1_000_000) as f64 / 1_000_000.0
             ));
         }
-        line.push('\n');
+        let value = next() % 10_000;
+        let (campaign, device) = (next() % 4, next() % 3);
+        line.push_str(&format!(
+            ",{}.{:02},c{campaign},d{device}\n",
+            value / 100,
+            value % 100
+        ));
         file.write_all(line.as_bytes()).unwrap();
     }
     file.flush().unwrap();
@@ -171,6 +189,11 @@ async fn loaded(
         "name": name, "privacy_unit": "label",
         "features": (0..features).map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1})).collect::<Vec<_>>(),
         "label": "converted",
+        "measures": [{"name": "value", "min": 0, "max": 100}],
+        "dimensions": [
+            {"name": "campaign", "values": ["c0", "c1", "c2", "c3"]},
+            {"name": "device", "values": ["d0", "d1", "d2"]}
+        ],
         "budget": {"epsilon": epsilon, "delta": 1e-3}, "accountant": "basic"
     }))
     .unwrap();
@@ -183,6 +206,76 @@ async fn loaded(
         .await
         .unwrap();
     dataset.id
+}
+
+/// A server over `store` on a random port: its snapshots and address.
+async fn serve(store: Arc<dyn dpgate::store::Store>, keys: &Keys) -> (Arc<Snapshots>, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let limits = Limits {
+        ingest_bytes: 1 << 34,
+        ..Limits::default()
+    };
+    let state = AppState::new(store, keys.clone(), limits);
+    let snapshots = state.snapshots.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, dpgate::api::router(state))
+            .await
+            .unwrap()
+    });
+    (snapshots, address)
+}
+
+/// The releases that read every row.
+fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
+    [
+        (
+            "model/output-perturbation",
+            ReleaseRequest::OutputPerturbation {
+                epsilon: 1.0,
+                delta: None,
+                lambda: 1e-4,
+                fit_intercept: true,
+            },
+        ),
+        (
+            "model/objective-perturbation",
+            ReleaseRequest::ObjectivePerturbation {
+                epsilon: 1.0,
+                delta: None,
+                lambda: 1e-4,
+                fit_intercept: true,
+            },
+        ),
+        (
+            "aggregate count, mean:value by campaign × device",
+            ReleaseRequest::Aggregate {
+                epsilon: 1.0,
+                delta: Some(1e-9),
+                statistics: vec!["count".to_owned(), "mean:value".to_owned()],
+                group_by: vec!["campaign".to_owned(), "device".to_owned()],
+                mechanism: dpgate_client::types::AggregateMechanism::Gaussian,
+            },
+        ),
+    ]
+}
+
+/// The fit of the warm output-perturbation release, in process on the
+/// snapshot the server holds: the time a release cannot beat.
+async fn fit_in_process(snapshots: &Snapshots, admin: &Client, id: uuid::Uuid) {
+    let view = admin.dataset(id).await.unwrap();
+    let columns = snapshots.held(id, view.n_rows).expect("the upload kept it");
+    let started = Instant::now();
+    let mut builder = DesignBuilder::new(columns.shape().features, view.n_rows, true);
+    builder.visit(&columns).unwrap();
+    let design = builder.build().unwrap();
+    let built = started.elapsed();
+    let started = Instant::now();
+    solve(&design, 1e-4, None).unwrap();
+    println!(
+        "in process: design from the snapshot {built:.2?}, fit (λ = 1e-4) {:.2?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::main]
@@ -202,21 +295,7 @@ async fn main() {
     let (url, postgres) = database(&dir).await;
     let store = dpgate::store::connect(&url).await.unwrap();
     let keys = Keys::from_secret("bench-secret-of-at-least-thirty-two-bytes").unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = format!("http://{}", listener.local_addr().unwrap());
-    let state = AppState::new(
-        store,
-        keys.clone(),
-        Limits {
-            ingest_bytes: 1 << 34,
-            ..Limits::default()
-        },
-    );
-    tokio::spawn(async move {
-        axum::serve(listener, dpgate::api::router(state))
-            .await
-            .unwrap()
-    });
+    let (snapshots, address) = serve(store.clone(), &keys).await;
     let hour = Duration::from_secs(3600);
     let admin = Client::new(
         &address,
@@ -277,81 +356,94 @@ async fn main() {
     println!("walr response time over 200: median {middle:.2?}, p99 {p99:.2?}, std {std:.2?}");
     pacing_cost();
 
-    // Releases that read every row: a model fit (both learners) and an
-    // aggregate, each timed end to end over HTTP.
-    let heavy = [
-        (
-            "model/output-perturbation",
-            ReleaseRequest::OutputPerturbation {
-                epsilon: 1.0,
-                delta: None,
-                lambda: 1e-4,
-                fit_intercept: true,
-            },
-        ),
-        (
-            "model/objective-perturbation",
-            ReleaseRequest::ObjectivePerturbation {
-                epsilon: 1.0,
-                delta: None,
-                lambda: 1e-4,
-                fit_intercept: true,
-            },
-        ),
-        (
-            "aggregate mean:converted",
-            ReleaseRequest::Aggregate {
-                epsilon: 1.0,
-                delta: Some(1e-9),
-                statistics: vec!["mean:converted".to_owned()],
-                group_by: vec![],
-                mechanism: dpgate_client::types::AggregateMechanism::Gaussian,
-            },
-        ),
-    ];
-    for (name, request) in heavy {
+    // Releases that read every row, each timed end to end over HTTP: warm
+    // (the upload kept the snapshot in memory), then cold on a second
+    // server over the same database (its first release loads the snapshot).
+    let heavy = heavy_releases();
+    for (name, request) in &heavy {
         let started = Instant::now();
         analyst
-            .release(dataset.id, &request, &options)
+            .release(dataset.id, request, &options)
             .await
             .unwrap();
-        println!("{name}: {:.2?} for {rows} rows", started.elapsed());
+        println!("warm {name}: {:.2?} for {rows} rows", started.elapsed());
     }
+    let mut aggregates = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        analyst
+            .release(dataset.id, &heavy[2].1, &options)
+            .await
+            .unwrap();
+        aggregates.push(started.elapsed());
+    }
+    println!(
+        "warm {}: median of 20 {:.2?}",
+        heavy[2].0,
+        median(aggregates)
+    );
+    fit_in_process(&snapshots, &admin, dataset.id).await;
+    let (cold, cold_address) = serve(store.clone(), &keys).await;
+    let cold_analyst = Client::new(
+        &cold_address,
+        Some(
+            keys.mint(Role::Analyst, "ana", &[dataset.id], hour)
+                .unwrap(),
+        ),
+    );
+    let started = Instant::now();
+    cold_analyst
+        .release(dataset.id, &heavy[0].1, &options)
+        .await
+        .unwrap();
+    println!(
+        "cold {}: {:.2?} (the snapshot loaded in it)",
+        heavy[0].0,
+        started.elapsed()
+    );
+    let started = Instant::now();
+    cold_analyst
+        .release(dataset.id, &heavy[0].1, &options)
+        .await
+        .unwrap();
+    println!("then warm on that server: {:.2?}", started.elapsed());
+    drop(cold);
+    let started = Instant::now();
+    let record = store.dataset(dataset.id).await.unwrap().unwrap();
+    let loads = dpgate::snapshots::Snapshots::new(store.clone(), u64::MAX);
+    let snapshot = loads.load(&record).await.unwrap().unwrap();
+    println!(
+        "snapshot load alone: {} rows, {:.0} MB, in {:.2?}",
+        snapshot.len(),
+        snapshot.bytes() as f64 / 1e6,
+        started.elapsed()
+    );
 
     // Budget for exactly 2,000 more releases of ε = 0.01 (basic): 32
     // analysts race until every one of them is refused.
-    let throughput: CreateDataset = serde_json::from_value(serde_json::json!({
-        "name": "throughput", "privacy_unit": "label",
-        "features": (0..features).map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1})).collect::<Vec<_>>(),
-        "label": "converted",
-        "budget": {"epsilon": 20, "delta": 1e-3}, "accountant": "basic"
-    }))
-    .unwrap();
-    let target = admin.create_dataset(&throughput).await.unwrap();
-    let sample: String = std::fs::read_to_string(&csv)
+    let sample = dir.path().join("sample.csv");
+    let head: String = std::fs::read_to_string(&csv)
         .unwrap()
         .lines()
         .take(10_001)
         .map(|line| format!("{line}\n"))
         .collect();
-    admin
-        .upload_rows(target.id, UploadFormat::Csv, sample)
-        .await
-        .unwrap();
+    std::fs::write(&sample, head).unwrap();
+    let target = loaded(&admin, "throughput", features, 20.0, &sample).await;
     let made = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let tasks = futures_util::stream::iter(0..ANALYSTS)
         .map(|index| {
             let client = admin.with_token(
                 &keys
-                    .mint(Role::Analyst, &format!("a{index}"), &[target.id], hour)
+                    .mint(Role::Analyst, &format!("a{index}"), &[target], hour)
                     .unwrap(),
             );
             let made = made.clone();
             let walr = walr.clone();
             tokio::spawn(async move {
                 while client
-                    .release(target.id, &walr, &ReleaseOptions::default())
+                    .release(target, &walr, &ReleaseOptions::default())
                     .await
                     .is_ok()
                 {
