@@ -126,7 +126,12 @@ async fn keep_warm(
 ) {
     let (snapshots, id, version) = (snapshots.clone(), record.id, record.n_rows);
     let merged = tokio::task::spawn_blocking(move || {
-        let merged = base.merge(&added.finish_sorted()?)?;
+        let added = added.finish_sorted()?;
+        let merged = if base.is_empty() {
+            added
+        } else {
+            base.merge(&added)?
+        };
         snapshots.keep(id, version, merged);
         Ok::<_, String>(())
     })
