@@ -1,10 +1,21 @@
 use dpgate_learn::synthetic::logistic_data;
-use dpgate_learn::{Objective, auc};
+use dpgate_learn::{Objective, auc, log1p_exp, sigmoid};
 use ndarray::{Array1, Array2, s};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use super::*;
+
+/// The augmented rows x̃ = (x, 1) when fitting an intercept.
+fn augmented(x: ndarray::ArrayView2<'_, f64>, intercept: bool) -> Array2<f64> {
+    if !intercept {
+        return x.to_owned();
+    }
+    let (rows, k) = x.dim();
+    let mut out = Array2::<f64>::ones((rows, k + 1));
+    out.slice_mut(s![.., ..k]).assign(&x);
+    out
+}
 
 /// The exact (noiseless) release over the rows: (1/N)·Σ yᵢ·xᵢ, (1/N)·Σ yᵢ.
 fn exact_dot(x: &Array2<f64>, y: &[u8]) -> NoisyDot {
@@ -227,4 +238,89 @@ fn bad_input_is_refused() {
         run(data.x.view(), &good, &huge),
         TrainError::Diverged(_)
     ));
+}
+
+#[test]
+fn the_model_is_bitwise_the_same_on_one_thread_and_on_two() {
+    // 20,500 rows: minibatches of 1000 are three full chunks of work and a
+    // short one, the last minibatch is short, and a full batch is 81 chunks.
+    let data = logistic_data(20_500, 8, 18);
+    let noisy = exact_dot(&data.x, &data.y);
+    for batch_size in [1000, usize::MAX] {
+        let config = TrainerConfig {
+            epochs: 5,
+            batch_size,
+            ..TrainerConfig::default()
+        };
+        let on_threads = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let trained = pool
+                .install(|| train(data.x.view(), &noisy, &config, |_| {}))
+                .unwrap();
+            let bits: Vec<u64> = theta(&trained).iter().map(|v| v.to_bits()).collect();
+            (bits, trained)
+        };
+        let (one, trained) = on_threads(1);
+        let (two, again) = on_threads(2);
+        assert_eq!(one, two, "batch size {batch_size}");
+        assert_eq!(trained, again);
+    }
+}
+
+#[test]
+fn the_first_bad_feature_in_row_order_is_reported() {
+    let mut x = logistic_data(1_000, 3, 19).x;
+    x[(900, 0)] = f64::NAN;
+    x[(300, 2)] = -0.5;
+    x[(300, 1)] = f64::INFINITY;
+    let noisy = NoisyDot {
+        dot: vec![0.1; 3],
+        intercept: Some(0.2),
+    };
+    assert_eq!(
+        train(x.view(), &noisy, &TrainerConfig::default(), |_| {}).unwrap_err(),
+        TrainError::Feature {
+            row: 300,
+            column: 1
+        }
+    );
+}
+
+#[test]
+fn with_no_features_the_intercept_fits_the_released_rate() {
+    let x = Array2::<f64>::zeros((1_000, 0));
+    let noisy = NoisyDot {
+        dot: Vec::new(),
+        intercept: Some(0.2),
+    };
+    let config = TrainerConfig {
+        decay: 0.0,
+        tolerance: 1e-12,
+        ..TrainerConfig::default()
+    };
+    let trained = train(x.view(), &noisy, &config, |_| {}).unwrap();
+    let intercept = trained.intercept.unwrap();
+    assert!(trained.converged && trained.weights.is_empty());
+    assert!(
+        (sigmoid(intercept) - 0.2).abs() < 1e-9,
+        "σ(b) = {}",
+        sigmoid(intercept)
+    );
+}
+
+#[test]
+fn one_exponential_gives_bitwise_the_sigmoid_and_softplus_of_dpgate_learn() {
+    let mut rng = ChaCha8Rng::seed_from_u64(20);
+    let extremes = [
+        0.0, -0.0, 1e-20, -1e-20, 36.0, -37.0, 709.0, -745.0, 800.0, -800.0,
+    ];
+    let random = (0..10_000).map(|_| (rng.random::<f64>() - 0.5) * 100.0);
+    for z in extremes.into_iter().chain(random) {
+        let (p, softplus) = sigmoid_softplus(z);
+        assert_eq!(p.to_bits(), sigmoid(z).to_bits(), "σ({z})");
+        assert_eq!(softplus.to_bits(), log1p_exp(z).to_bits(), "softplus({z})");
+    }
 }
