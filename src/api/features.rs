@@ -132,7 +132,7 @@ fn header_line(format: Format, schema: &Schema) -> Vec<u8> {
     out
 }
 
-/// The snapshot of `dataset` in row id order, one response chunk per
+/// The snapshot of `dataset` in stored order, one response chunk per
 /// [`PIECE_ROWS`] rows: from the snapshot in memory if it is held, else
 /// streamed from the store without the outcomes (never loaded: loading
 /// reads labels).
@@ -172,7 +172,7 @@ async fn stream(
     Ok(Body::from_stream(head.chain(pieces)))
 }
 
-/// The feature matrix (no labels), in row id order and in the units the
+/// The feature matrix (no labels), in stored order and in the units the
 /// features were uploaded in: CSV `row_id,<features…>` by default,
 /// NDJSON when the `Accept` header asks for `application/x-ndjson`.
 /// Only for datasets whose privacy unit is `label`.

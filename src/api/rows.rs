@@ -116,8 +116,8 @@ fn keep_rows(builder: &mut Builder, batch: &[RowRecord]) -> Result<(), String> {
     Ok(())
 }
 
-/// Holds the version `record` just committed: `base` and the upload's
-/// rows, merged in row id order.
+/// Holds the version `record` just committed: `base` followed by the
+/// upload's rows, as they are stored.
 async fn keep_warm(
     snapshots: &Arc<Snapshots>,
     record: &DatasetRecord,
@@ -125,18 +125,18 @@ async fn keep_warm(
     added: Builder,
 ) {
     let (snapshots, id, version) = (snapshots.clone(), record.id, record.n_rows);
-    let merged = tokio::task::spawn_blocking(move || {
-        let added = added.finish_sorted()?;
-        let merged = if base.is_empty() {
+    let kept = tokio::task::spawn_blocking(move || {
+        let added = added.finish();
+        let next = if base.is_empty() {
             added
         } else {
-            base.merge(&added)?
+            base.joined(&added)?
         };
-        snapshots.keep(id, version, merged);
+        snapshots.keep(id, version, next);
         Ok::<_, String>(())
     })
     .await;
-    if let Ok(Err(error)) | Err(error) = merged.map_err(|error| error.to_string()) {
+    if let Ok(Err(error)) | Err(error) = kept.map_err(|error| error.to_string()) {
         tracing::warn!(dataset = %id, %error, "the new version was not kept in memory");
     }
 }

@@ -11,7 +11,8 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{Failure, Outcome, Planned, ReleaseError, Snapshot, Summary, response};
-use crate::store::{Debit, Store, StoredRelease};
+use crate::snapshots::Snapshots;
+use crate::store::{Debit, DebitOutcome, Decide, Store, StoredRelease};
 
 /// How long a retry waits for the release its key names to be finished by
 /// another request (of this process or another replica).
@@ -83,38 +84,56 @@ fn failed(release: Uuid) -> String {
     )
 }
 
-/// Computes, stores and returns a debited release on a task the request
-/// does not own: if the client goes away, the release is still finished
-/// and stored for the retry.
-pub(super) async fn spawn(
-    store: Arc<dyn Store>,
+/// What became of a release sent to its debit.
+pub(super) enum Debited {
+    /// Debited, then made (or failed, and recorded so).
+    Made(Result<Outcome, ReleaseError>),
+    /// Not debited: refused, replayed, stale or gone.
+    Not(DebitOutcome),
+}
+
+/// Debits a release and, if that commits, computes, stores and returns
+/// it, all on a task the request does not own: if the client goes away
+/// after the debit is sent, the release is still finished and stored for
+/// the retry.
+pub(super) async fn debit_and_make(
+    data: Arc<Snapshots>,
     tasks: &TaskTracker,
     debit: Debit,
+    decide: Decide,
     summary: Summary,
     planned: Box<dyn Planned>,
-    snapshot: Snapshot,
-) -> Result<Outcome, ReleaseError> {
+) -> Result<Debited, ReleaseError> {
+    let store = data.store().clone();
     let span =
         tracing::info_span!("release", dataset = %debit.dataset, release = %debit.release_id);
     let task = tasks.spawn(
         async move {
+            let after = match store.debit(&debit, decide).await? {
+                DebitOutcome::Debited(after) => after,
+                other => return Ok(Debited::Not(other)),
+            };
+            let snapshot = Snapshot::new(data, *after);
             let release = debit.release_id;
-            match make(debit, &summary, planned, snapshot).await {
-                Ok(text) => {
-                    store.complete_release(release, &text).await?;
-                    tracing::info!("release made");
-                    metrics::counter!("dpgate_releases_total", "kind" => summary.kind).increment(1);
-                    Ok(Outcome::Created(text))
-                }
-                Err(failure) => {
-                    tracing::error!(error = %failure, "a debited release failed");
-                    metrics::counter!("dpgate_release_failures_total", "kind" => summary.kind)
-                        .increment(1);
-                    let detail = failed(release);
-                    store.fail_release(release, &detail).await?;
-                    Err(ReleaseError::Failed { release, detail })
-                }
-            }
+            Ok(Debited::Made(
+                match make(debit, &summary, planned, snapshot).await {
+                    Ok(text) => {
+                        store.complete_release(release, &text).await?;
+                        tracing::info!("release made");
+                        metrics::counter!("dpgate_releases_total", "kind" => summary.kind)
+                            .increment(1);
+                        Ok(Outcome::Created(text))
+                    }
+                    Err(failure) => {
+                        tracing::error!(error = %failure, "a debited release failed");
+                        metrics::counter!("dpgate_release_failures_total", "kind" => summary.kind)
+                            .increment(1);
+                        let detail = failed(release);
+                        store.fail_release(release, &detail).await?;
+                        Err(ReleaseError::Failed { release, detail })
+                    }
+                },
+            ))
         }
         .instrument(span),
     );

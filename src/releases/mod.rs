@@ -313,23 +313,31 @@ pub async fn release(
         };
         let decide: Decide =
             Box::new(move |locked, analyst| budget::admit(locked, analyst, &charge).ok());
-        match store.debit(&debit, decide).await? {
-            DebitOutcome::Debited(after) => {
-                let snapshot = Snapshot::new(data.clone(), *after);
-                return complete::spawn(store, tasks, debit, summary, planned, snapshot).await;
-            }
-            DebitOutcome::Refused(refused) => {
+        let made = complete::debit_and_make(
+            data.clone(),
+            tasks,
+            debit.clone(),
+            decide,
+            summary.clone(),
+            planned,
+        )
+        .await?;
+        match made {
+            complete::Debited::Made(outcome) => return outcome,
+            complete::Debited::Not(DebitOutcome::Refused(refused)) => {
                 let (locked, analyst) = *refused;
                 let refusal = budget::admit(&locked, &analyst, &debit.charge)
                     .err()
                     .unwrap_or(Refusal::Budget(locked.spent()));
                 return Err(exhausted(&locked, refusal));
             }
-            DebitOutcome::Replay(stored) => {
+            complete::Debited::Not(DebitOutcome::Replay(stored)) => {
                 return complete::replay(store.as_ref(), stored, &request_hash).await;
             }
-            DebitOutcome::Stale => continue,
-            DebitOutcome::NoDataset => return Err(ReleaseError::NoDataset),
+            complete::Debited::Not(DebitOutcome::Stale) => continue,
+            complete::Debited::Not(DebitOutcome::NoDataset | DebitOutcome::Debited(_)) => {
+                return Err(ReleaseError::NoDataset);
+            }
         }
     }
     Err(ReleaseError::Conflict(

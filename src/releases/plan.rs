@@ -129,7 +129,7 @@ pub trait Planned: Send {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure>;
 }
 
-/// A pass over a snapshot's rows, block by block in row id order; what it
+/// A pass over a snapshot's rows, block by block in stored order; what it
 /// accumulates stays in it.
 pub trait Pass: Send + 'static {
     fn visit(&mut self, block: &Columns) -> Result<(), String>;

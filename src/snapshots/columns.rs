@@ -1,17 +1,21 @@
-//! A run of a dataset's rows held as columns, in row id order.
+//! A run of a dataset's rows held as columns, in stored order.
 //!
 //! Features are one row-major f32 matrix: every learner and every
 //! aggregate walks a row at a time (xᵢ·w, a row's cell), so a row's values
 //! sit together; a column-major layout would make each row touch k cache
-//! lines. Row ids are kept sorted (by their bytes), which is both the
-//! canonical order every pass sums in and the index of the supplied-vector
-//! join (a binary search).
+//! lines. Rows stay in the order they were stored (upload by upload, each
+//! in arrival order): that is the order every pass sums in, fixed by the
+//! committed uploads alone, and a snapshot is built by appending stored
+//! blocks without sorting. The supplied-vector join finds ids through an
+//! index (ids sorted by their bytes), built the first time it is asked.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 
+use super::stored::Stored;
 use crate::dataset::Schema;
 
 /// Rows per chunk of a parallel pass. Chunks start at fixed multiples of
@@ -38,9 +42,10 @@ impl Shape {
         }
     }
 
-    /// Bytes a row takes in memory, besides its id's text.
+    /// Bytes a row takes in memory, besides its id's text: its id's end,
+    /// its place in the id index, its values.
     pub fn row_bytes(&self, outcomes: bool) -> usize {
-        let inputs = size_of::<u64>() + 4 * self.features + 4 * self.dimensions;
+        let inputs = size_of::<u64>() + size_of::<u32>() + 4 * self.features + 4 * self.dimensions;
         if outcomes {
             inputs + 1 + 8 * self.measures
         } else {
@@ -62,10 +67,10 @@ pub struct Row<'c> {
     pub dimensions: &'c [u32],
 }
 
-/// Rows as columns, sorted by row id. Built with or without the outcomes
+/// Rows as columns, in stored order. Built with or without the outcomes
 /// (labels and measures): a block read for public columns only never holds
 /// them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Columns {
     shape: Shape,
     outcomes: bool,
@@ -77,6 +82,28 @@ pub struct Columns {
     features: Vec<f32>,
     measures: Vec<f64>,
     dimensions: Vec<u32>,
+    /// Rows in byte order of their ids, once [`Columns::position`] needs it.
+    index: OnceLock<Vec<u32>>,
+}
+
+/// Runs are equal when their rows are (the index is derived from them).
+impl PartialEq for Columns {
+    fn eq(&self, other: &Columns) -> bool {
+        (
+            self.shape,
+            self.outcomes,
+            &self.ids,
+            &self.id_ends,
+            &self.labels,
+        ) == (
+            other.shape,
+            other.outcomes,
+            &other.ids,
+            &other.id_ends,
+            &other.labels,
+        ) && (&self.features, &self.measures, &self.dimensions)
+            == (&other.features, &other.measures, &other.dimensions)
+    }
 }
 
 impl Columns {
@@ -96,8 +123,8 @@ impl Columns {
                     0
                 }),
                 dimensions: Vec::with_capacity(capacity * shape.dimensions),
+                index: OnceLock::new(),
             },
-            sorted: true,
         }
     }
 
@@ -123,9 +150,10 @@ impl Columns {
         self.outcomes
     }
 
-    /// Memory held.
+    /// Memory held, the id index counted whether built or not.
     pub fn bytes(&self) -> usize {
         self.ids.capacity()
+            + 4 * self.id_ends.capacity()
             + 8 * self.id_ends.capacity()
             + self.labels.capacity()
             + 4 * self.features.capacity()
@@ -177,18 +205,24 @@ impl Columns {
         }
     }
 
-    /// Where the row with id `id` is.
+    /// Where the row with id `id` is: a binary search of the id index,
+    /// which the first call builds (on all cores).
     pub fn position(&self, id: &str) -> Option<usize> {
-        let (mut low, mut high) = (0, self.len());
-        while low < high {
-            let middle = low + (high - low) / 2;
-            match self.id(middle).as_bytes().cmp(id.as_bytes()) {
-                std::cmp::Ordering::Less => low = middle + 1,
-                std::cmp::Ordering::Greater => high = middle,
-                std::cmp::Ordering::Equal => return Some(middle),
-            }
-        }
-        None
+        let index = self.index.get_or_init(|| {
+            let mut order: Vec<u32> = (0..self.len())
+                .map(|row| u32::try_from(row).expect("BUG: a run holds at most 2^32 rows"))
+                .collect();
+            order.par_sort_unstable_by(|&a, &b| {
+                self.id(a as usize)
+                    .as_bytes()
+                    .cmp(self.id(b as usize).as_bytes())
+            });
+            order
+        });
+        index
+            .binary_search_by(|&row| self.id(row as usize).as_bytes().cmp(id.as_bytes()))
+            .ok()
+            .map(|at| index[at] as usize)
     }
 
     /// `part` of every chunk of [`CHUNK_ROWS`] rows, computed on all
@@ -197,34 +231,16 @@ impl Columns {
         chunked(self.len(), part)
     }
 
-    /// This run and `later`'s rows in one run, in row id order; an error
-    /// naming a row id both hold.
-    pub fn merge(&self, later: &Columns) -> Result<Columns, String> {
+    /// This run followed by `later`'s rows: the next version of a dataset
+    /// whose upload stored `later`.
+    pub fn joined(&self, later: &Columns) -> Result<Columns, String> {
         if self.shape != later.shape || self.outcomes != later.outcomes {
-            return Err("cannot merge runs of different shapes".to_owned());
+            return Err("cannot join runs of different shapes".to_owned());
         }
-        let mut merged = Columns::builder(self.shape, self.outcomes, self.len() + later.len());
-        let (mut a, mut b) = (0, 0);
-        while a < self.len() || b < later.len() {
-            let take_first = match (a < self.len(), b < later.len()) {
-                (true, true) => match self.id(a).as_bytes().cmp(later.id(b).as_bytes()) {
-                    std::cmp::Ordering::Less => true,
-                    std::cmp::Ordering::Greater => false,
-                    std::cmp::Ordering::Equal => {
-                        return Err(format!("row id {:?} is stored twice", self.id(a)));
-                    }
-                },
-                (first, _) => first,
-            };
-            if take_first {
-                merged.copy_from(self, a);
-                a += 1;
-            } else {
-                merged.copy_from(later, b);
-                b += 1;
-            }
-        }
-        Ok(merged.columns)
+        let mut joined = Columns::builder(self.shape, self.outcomes, self.len() + later.len());
+        joined.extend(self, 0..self.len());
+        joined.extend(later, 0..later.len());
+        Ok(joined.columns)
     }
 }
 
@@ -266,7 +282,13 @@ pub fn chunked<P: Send>(len: usize, part: impl Fn(Range<usize>) -> P + Sync + Se
 #[derive(Debug)]
 pub struct Builder {
     columns: Columns,
-    sorted: bool,
+}
+
+/// Little-endian 4-byte words.
+fn words(bytes: &[u8]) -> impl Iterator<Item = [u8; 4]> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|word| [word[0], word[1], word[2], word[3]])
 }
 
 impl Builder {
@@ -304,24 +326,12 @@ impl Builder {
         if id.is_empty() {
             return Err("a stored row id is empty".to_owned());
         }
-        if let Some(last) = self.columns.len().checked_sub(1)
-            && self.columns.id(last).as_bytes() >= id.as_bytes()
-        {
-            self.sorted = false;
-        }
         self.columns.ids.push_str(id);
         self.columns.id_ends.push(self.columns.ids.len() as u64);
         let c = &mut self.columns;
-        c.features.extend(
-            features
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        );
-        c.dimensions.extend(
-            dimensions
-                .chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        );
+        c.features.extend(words(features).map(f32::from_le_bytes));
+        c.dimensions
+            .extend(words(dimensions).map(u32::from_le_bytes));
         if outcomes {
             c.labels.push(label);
             c.measures.extend(
@@ -333,49 +343,83 @@ impl Builder {
         Ok(())
     }
 
-    fn copy_from(&mut self, from: &Columns, row: usize) {
+    /// Appends rows `rows` of a stored block (of this run's shape, with
+    /// the outcomes if this run keeps them).
+    pub fn append_stored(&mut self, block: &Stored<'_>, rows: Range<usize>) {
+        let shape = self.columns.shape;
+        let (k, m, p) = (shape.features, shape.measures, shape.dimensions);
+        let first = if rows.start == 0 {
+            0
+        } else {
+            block.id_end(rows.start - 1)
+        };
+        let last = if rows.is_empty() {
+            first
+        } else {
+            block.id_end(rows.end - 1)
+        };
         let c = &mut self.columns;
-        c.ids.push_str(from.id(row));
-        c.id_ends.push(c.ids.len() as u64);
-        c.features.extend_from_slice(from.features(row));
-        c.dimensions.extend_from_slice(from.dimensions(row));
+        let base = c.ids.len() as u64;
+        c.ids.push_str(&block.ids[first..last]);
+        c.id_ends.extend(
+            rows.clone()
+                .map(|row| base + (block.id_end(row) - first) as u64),
+        );
+        c.features.extend(
+            words(&block.features[4 * k * rows.start..4 * k * rows.end]).map(f32::from_le_bytes),
+        );
+        c.dimensions.extend(
+            words(&block.dimensions[4 * p * rows.start..4 * p * rows.end]).map(u32::from_le_bytes),
+        );
+        if c.outcomes {
+            c.labels
+                .extend_from_slice(&block.labels[rows.start..rows.end]);
+            c.measures.extend(
+                block.measures[8 * m * rows.start..8 * m * rows.end]
+                    .chunks_exact(8)
+                    .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
+            );
+        }
+    }
+
+    /// Appends rows `rows` of `from`.
+    fn extend(&mut self, from: &Columns, rows: Range<usize>) {
+        let (k, m, p) = (
+            from.shape.features,
+            from.shape.measures,
+            from.shape.dimensions,
+        );
+        let first = if rows.start == 0 {
+            0
+        } else {
+            from.id_ends[rows.start - 1]
+        };
+        let last = if rows.is_empty() {
+            first
+        } else {
+            from.id_ends[rows.end - 1]
+        };
+        let c = &mut self.columns;
+        let base = c.ids.len() as u64;
+        c.ids.push_str(&from.ids[first as usize..last as usize]);
+        c.id_ends.extend(
+            from.id_ends[rows.clone()]
+                .iter()
+                .map(|end| base + (end - first)),
+        );
+        c.features
+            .extend_from_slice(&from.features[k * rows.start..k * rows.end]);
+        c.dimensions
+            .extend_from_slice(&from.dimensions[p * rows.start..p * rows.end]);
         if from.outcomes {
-            let m = from.shape.measures;
-            c.labels.push(from.labels[row]);
+            c.labels.extend_from_slice(&from.labels[rows.clone()]);
             c.measures
-                .extend_from_slice(&from.measures[row * m..(row + 1) * m]);
+                .extend_from_slice(&from.measures[m * rows.start..m * rows.end]);
         }
     }
 
-    /// The run, which must have arrived in strictly increasing row id
-    /// order (as the stores read it).
-    pub fn finish(self) -> Result<Columns, String> {
-        if !self.sorted {
-            return Err("stored rows arrived out of row id order".to_owned());
-        }
-        Ok(self.columns)
-    }
-
-    /// The run sorted by row id, whatever order the rows arrived in (an
-    /// upload's); an error naming a row id that came twice.
-    pub fn finish_sorted(self) -> Result<Columns, String> {
-        if self.sorted {
-            return Ok(self.columns);
-        }
-        let columns = self.columns;
-        let mut order: Vec<usize> = (0..columns.len()).collect();
-        order.par_sort_unstable_by(|&a, &b| columns.id(a).as_bytes().cmp(columns.id(b).as_bytes()));
-        if let Some(pair) = order
-            .windows(2)
-            .find(|pair| columns.id(pair[0]) == columns.id(pair[1]))
-        {
-            return Err(format!("row id {:?} is stored twice", columns.id(pair[0])));
-        }
-        let mut sorted = Columns::builder(columns.shape, columns.outcomes, columns.len());
-        for row in order {
-            sorted.copy_from(&columns, row);
-        }
-        Ok(sorted.columns)
+    pub fn finish(self) -> Columns {
+        self.columns
     }
 }
 
@@ -405,7 +449,7 @@ impl OwnedRow {
 
 #[cfg(test)]
 impl Columns {
-    /// A run of `rows` (in any order, with unique ids), outcomes included.
+    /// A run of `rows` in their order (with unique ids), outcomes included.
     pub fn of_rows(shape: Shape, rows: &[OwnedRow]) -> Columns {
         let bytes = |values: &[f32]| {
             values
@@ -431,7 +475,7 @@ impl Columns {
                 )
                 .expect("rows of the shape");
         }
-        builder.finish_sorted().expect("unique row ids")
+        builder.finish()
     }
 }
 

@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::snapshots::{BLOCK_ROWS, Packed, RawBlock};
 
 const SHAPE: Shape = Shape {
     features: 2,
@@ -27,7 +28,7 @@ fn run(ids: &[&str]) -> Columns {
     for (i, id) in ids.iter().enumerate() {
         push(&mut builder, id, (i % 2) as u8, i as f32 / 10.0).expect("well formed");
     }
-    builder.finish_sorted().expect("unique ids")
+    builder.finish()
 }
 
 #[test]
@@ -73,36 +74,114 @@ fn inputs_only_runs_hold_no_outcomes() {
     builder
         .push("r", 9, &encoded(&[0.5, 0.5]), &[], &[0; 4])
         .expect("inputs are well formed");
-    let columns = builder.finish().expect("one row is sorted");
+    let columns = builder.finish();
     assert!(!columns.has_outcomes());
-    // An id's text, its end, two features, one dimension: no outcomes.
-    assert!(columns.bytes() <= 8 + 8 + 8 + 4, "{}", columns.bytes());
+    // An id's text, its end, its index entry, two features, one
+    // dimension: no outcomes.
+    assert!(columns.bytes() <= 8 + 8 + 4 + 8 + 4, "{}", columns.bytes());
 }
 
 #[test]
-fn stored_order_must_be_increasing() {
-    let mut builder = Columns::builder(SHAPE, true, 2);
-    push(&mut builder, "b", 0, 0.5).expect("well formed");
-    push(&mut builder, "a", 0, 0.5).expect("well formed");
+fn stored_blocks_decode_in_any_cut() {
+    let rows = ["a", "é", "bb", "c"];
+    let mut packed = Packed::default();
+    for (i, id) in rows.iter().enumerate() {
+        packed.push(&crate::ingest::RowRecord {
+            line: 2,
+            row_id: (*id).to_owned(),
+            label: (i % 2) as u8,
+            features: encoded(&[i as f32, 1.0]),
+            measures: (i as f64).to_le_bytes().to_vec(),
+            dimensions: (i as u32).to_le_bytes().to_vec(),
+        });
+    }
+    let stored = Stored::check(packed.raw(), SHAPE, true).expect("well formed");
+    let mut whole = Columns::builder(SHAPE, true, 4);
+    whole.append_stored(&stored, 0..4);
+    let whole = whole.finish();
+    let mut cut = Columns::builder(SHAPE, true, 4);
+    for range in [0..1, 1..1, 1..3, 3..4] {
+        cut.append_stored(&stored, range);
+    }
+    assert_eq!(cut.finish(), whole);
     assert_eq!(
-        builder.finish(),
-        Err("stored rows arrived out of row id order".to_owned())
+        (0..4).map(|row| whole.id(row)).collect::<Vec<_>>(),
+        rows.to_vec()
+    );
+    let third = whole.row(2);
+    assert_eq!(
+        (
+            third.label,
+            third.features,
+            third.measures,
+            third.dimensions
+        ),
+        (0, &[2.0f32, 1.0][..], &[2.0][..], &[2u32][..])
+    );
+    // Without the outcomes, only the inputs are kept.
+    let inputs = Stored::check(packed.raw(), SHAPE, false).expect("well formed");
+    let mut public = Columns::builder(SHAPE, false, 4);
+    public.append_stored(&inputs, 1..4);
+    let public = public.finish();
+    assert!(!public.has_outcomes());
+    assert_eq!(
+        (public.id(0), public.features(2)),
+        ("é", &[3.0f32, 1.0][..])
     );
 }
 
 #[test]
-fn duplicates_are_named_when_sorting_and_merging() {
-    let mut builder = Columns::builder(SHAPE, true, 2);
-    push(&mut builder, "z", 0, 0.5).expect("well formed");
-    push(&mut builder, "z", 1, 0.5).expect("well formed");
+fn malformed_blocks_are_refused() {
+    let mut packed = Packed::default();
+    packed.push(&crate::ingest::RowRecord {
+        line: 2,
+        row_id: "r".to_owned(),
+        label: 1,
+        features: encoded(&[0.5, 0.5]),
+        measures: 1.0f64.to_le_bytes().to_vec(),
+        dimensions: 0u32.to_le_bytes().to_vec(),
+    });
+    let raw = packed.raw();
+    let check = |raw| Stored::check(raw, SHAPE, true).map(|_| ());
+    assert!(check(raw).is_ok());
+    let short = RawBlock {
+        features: &raw.features[1..],
+        ..raw
+    };
+    assert!(check(short).unwrap_err().contains("features"));
+    let label = RawBlock {
+        labels: &[2],
+        ..raw
+    };
     assert_eq!(
-        builder.finish_sorted(),
-        Err("row id \"z\" is stored twice".to_owned())
+        check(label).unwrap_err(),
+        "a stored label is neither 0 nor 1"
     );
-    assert_eq!(
-        run(&["a", "c"]).merge(&run(&["c"])),
-        Err("row id \"c\" is stored twice".to_owned())
-    );
+    let zero_end = RawBlock {
+        id_ends: &[0, 0, 0, 0],
+        ..raw
+    };
+    assert!(check(zero_end).unwrap_err().contains("ends at 0"));
+    let past = RawBlock { ids: b"rx", ..raw };
+    assert!(check(past).unwrap_err().contains("past"));
+    let split_char = RawBlock {
+        ids: "é".as_bytes(),
+        id_ends: &[1, 0, 0, 0],
+        ..raw
+    };
+    assert!(check(split_char).is_err());
+    let too_many = RawBlock {
+        rows: BLOCK_ROWS as i64 + 1,
+        ..raw
+    };
+    assert!(check(too_many).is_err());
+    // Without the outcomes, labels and measures are not looked at.
+    let no_outcomes = RawBlock {
+        labels: &[],
+        measures: &[],
+        ..raw
+    };
+    assert!(Stored::check(no_outcomes, SHAPE, false).is_ok());
 }
 
 #[test]
@@ -121,25 +200,24 @@ fn chunks_cover_every_row_once_in_order() {
 }
 
 proptest! {
-    /// Sorting an upload and merging it into what was stored gives the run
-    /// a store would read back: every id once, in byte order, each with its
-    /// own values; and every id is found where it is.
+    /// A version joined from uploads keeps every row in stored order, and
+    /// the index finds every id where it is, and no other.
     #[test]
-    fn merged_runs_are_sorted_and_indexed(
-        ids in proptest::collection::btree_set("[a-zé0-9]{1,6}", 1..60),
+    fn joined_runs_keep_order_and_index_every_id(
+        ids in proptest::collection::hash_set("[a-zé0-9]{1,6}", 1..60),
         split in 0usize..60,
     ) {
         let ids: Vec<String> = ids.into_iter().collect();
         let split = split.min(ids.len());
-        // The later upload arrives in reverse order.
         let earlier: Vec<&str> = ids[..split].iter().map(String::as_str).collect();
-        let later: Vec<&str> = ids[split..].iter().rev().map(String::as_str).collect();
-        let merged = run(&earlier).merge(&run(&later)).expect("disjoint ids");
-        prop_assert_eq!(merged.len(), ids.len());
+        let later: Vec<&str> = ids[split..].iter().map(String::as_str).collect();
+        let joined = run(&earlier).joined(&run(&later)).expect("same shape");
+        prop_assert_eq!(joined.len(), ids.len());
         for (position, id) in ids.iter().enumerate() {
-            prop_assert_eq!(merged.id(position), id.as_str());
-            prop_assert_eq!(merged.position(id), Some(position));
+            prop_assert_eq!(joined.id(position), id.as_str());
+            prop_assert_eq!(joined.position(id), Some(position));
         }
-        prop_assert_eq!(merged.position("~"), None);
+        prop_assert_eq!(joined.position("~"), None);
+        prop_assert_eq!(joined.position(""), None);
     }
 }

@@ -16,6 +16,7 @@
 //! snapshot already held or from the store.
 
 mod columns;
+mod stored;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +31,7 @@ use crate::store::{BlockStream, Store, StoreError};
 #[cfg(test)]
 pub use columns::OwnedRow;
 pub use columns::{Builder, CHUNK_ROWS, Columns, Row, Shape, chunked};
+pub use stored::{BLOCK_ROWS, Packed, RawBlock, Stored};
 
 /// Rows per block when a snapshot is streamed: a multiple of
 /// [`CHUNK_ROWS`], so that a streamed pass sums in the same chunks as a
@@ -212,7 +214,7 @@ impl Snapshots {
             whole = Some(match whole {
                 None => block,
                 Some(earlier) => earlier
-                    .merge(&block)
+                    .joined(&block)
                     .map_err(|detail| StoreError::Corrupt {
                         what: "snapshot",
                         detail,

@@ -163,8 +163,8 @@ async fn a_new_version_replaces_the_old_one() {
     // A version kept by its upload counts like a loaded one.
     let kept = append(store, &new, 150, 1).await;
     let merged = added
-        .merge(&Columns::empty(added.shape(), true))
-        .expect("merges");
+        .joined(&Columns::empty(added.shape(), true))
+        .expect("joins");
     let bytes = merged.bytes() as u64;
     snapshots.keep(kept.id, 151, merged);
     assert!(snapshots.held(kept.id, 150).is_none());

@@ -1,13 +1,16 @@
 //! The queries both backends share. The SQL is written once, with `$N`
 //! placeholders (which SQLite accepts as well as Postgres), and
 //! [`common_store!`] expands it for one sqlx database type, generating the
-//! `Store` implementation around four backend hooks every backend defines as
+//! `Store` implementation around the backend hooks every backend defines as
 //! inherent items:
 //!
 //! - `LOCK`: the clause that locks a dataset row for the transaction;
 //! - `begin_write()`: a transaction that may write;
 //! - `stored_signing_key(fresh)`: see [`super::Store::signing_key`];
-//! - `open_ingest(id)`: see [`super::Store::begin_ingest`].
+//! - `uploaded(rows)`: what to do after an upload of `rows` rows commits;
+//! - `UPGRADE_LOCK`, `HAS_LEGACY_ROWS`: a statement that keeps other
+//!   processes out of the start-up upgrade, and a query saying whether rows
+//!   stored before the `row_blocks` migration are there to convert.
 
 /// Expands the shared `Store` implementation for `$store` over `$db`.
 macro_rules! common_store {
@@ -168,10 +171,10 @@ macro_rules! common_store {
                 .transpose()
         }
 
-        /// Reads the snapshot at `version` into blocks on a task of its
-        /// own, sending each as it fills (see `Store::row_blocks`). One
-        /// query walks the primary key (dataset_pk, row_id), whose order is
-        /// byte order on both databases (the `row_order` migration).
+        /// Reads the snapshot at `version` on a task of its own, re-cut
+        /// into blocks of `block_rows` and sent as each fills (see
+        /// `Store::row_blocks`): one query over the stored blocks, in the
+        /// order they were stored.
         async fn stream_blocks(
             pool: sqlx::Pool<$db>,
             id: uuid::Uuid,
@@ -182,67 +185,407 @@ macro_rules! common_store {
         ) -> Result<$crate::store::BlockStream, $crate::store::StoreError> {
             use futures_util::StreamExt;
             use sqlx::Row;
-            use $crate::snapshots::Columns;
+            use $crate::snapshots::{Columns, RawBlock, Stored};
             let version = $crate::store::records::signed("snapshot version", version)?;
-            let columns = if outcomes {
-                "features, dimensions, CAST(label AS INTEGER) AS label, measures"
-            } else {
-                "features, dimensions"
-            };
+            let outcome_columns = if outcomes { "labels, measures" } else { "NULL, NULL" };
             let sql = format!(
-                "SELECT row_id, {columns} FROM rows \
-                 WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) AND version < $2 \
-                 ORDER BY dataset_pk, row_id"
+                "SELECT row_count, ids, id_ends, features, dimensions, {outcome_columns} \
+                 FROM row_blocks WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) \
+                 AND version < $2 ORDER BY version, seq"
             );
             let (sender, receiver) = tokio::sync::mpsc::channel(1);
             tokio::spawn(async move {
-                let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                let mut stored = sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(id.to_string())
                     .bind(version)
                     .fetch(&pool);
-                let mut block = Columns::builder(shape, outcomes, block_rows);
+                let fresh = || Columns::builder(shape, outcomes, block_rows);
+                let mut block = fresh();
                 let mut sent = false;
-                // The last row id of the blocks sent: order is checked across them too.
-                let mut last = String::new();
-                let corrupt = |detail: String| $crate::store::StoreError::Corrupt { what: "row", detail };
-                while let Some(row) = rows.next().await {
+                let corrupt = |detail: String| $crate::store::StoreError::Corrupt { what: "row block", detail };
+                while let Some(row) = stored.next().await {
                     let decoded = row.map_err($crate::store::StoreError::from).and_then(|row| {
-                        let id: &str = row.try_get(0)?;
-                        if block.is_empty() && id.as_bytes() <= last.as_bytes() {
-                            return Err(corrupt("stored rows arrived out of row id order".to_owned()));
-                        }
-                        let (label, measures): (i32, &[u8]) = if outcomes {
-                            (row.try_get(3)?, row.try_get(4)?)
-                        } else {
-                            (0, &[])
+                        let raw = RawBlock {
+                            rows: row.try_get(0)?,
+                            ids: row.try_get(1)?,
+                            id_ends: row.try_get(2)?,
+                            features: row.try_get(3)?,
+                            dimensions: row.try_get(4)?,
+                            labels: row.try_get::<Option<&[u8]>, _>(5)?.unwrap_or_default(),
+                            measures: row.try_get::<Option<&[u8]>, _>(6)?.unwrap_or_default(),
                         };
-                        let label = u8::try_from(label).unwrap_or(u8::MAX);
-                        block
-                            .push(id, label, row.try_get(1)?, measures, row.try_get(2)?)
-                            .map_err(corrupt)
-                    });
-                    if let Err(error) = decoded {
-                        let _ = sender.send(Err(error)).await;
-                        return;
-                    }
-                    if block.len() == block_rows {
-                        let full = std::mem::replace(&mut block, Columns::builder(shape, outcomes, block_rows))
-                            .finish()
-                            .map_err(corrupt);
-                        if let Ok(full) = &full {
-                            last = full.id(full.len() - 1).to_owned();
+                        let stored = Stored::check(raw, shape, outcomes).map_err(corrupt)?;
+                        let mut full = Vec::new();
+                        let mut at = 0;
+                        while at < stored.rows {
+                            let take = (block_rows - block.len()).min(stored.rows - at);
+                            block.append_stored(&stored, at..at + take);
+                            at += take;
+                            if block.len() == block_rows {
+                                full.push(std::mem::replace(&mut block, fresh()).finish());
+                            }
                         }
-                        if sender.send(full).await.is_err() {
+                        Ok(full)
+                    });
+                    match decoded {
+                        Err(error) => {
+                            let _ = sender.send(Err(error)).await;
                             return;
                         }
-                        sent = true;
+                        Ok(full) => {
+                            for columns in full {
+                                if sender.send(Ok(columns)).await.is_err() {
+                                    return;
+                                }
+                                sent = true;
+                            }
+                        }
                     }
                 }
                 if !block.is_empty() || !sent {
-                    let _ = sender.send(block.finish().map_err(corrupt)).await;
+                    let _ = sender.send(Ok(block.finish())).await;
                 }
             });
             Ok(tokio_stream::wrappers::ReceiverStream::new(receiver))
+        }
+
+        /// An upload: its rows packed into blocks, written inside one
+        /// transaction that holds the dataset's write lock.
+        struct BlockIngest {
+            tx: sqlx::Transaction<'static, $db>,
+            store: $store,
+            pk: i64,
+            id: uuid::Uuid,
+            /// The dataset version its rows are stored under.
+            version: i64,
+            /// Blocks written so far.
+            written: i64,
+            pending: $crate::snapshots::Packed,
+            /// The row ids stored before this upload, read at its first
+            /// check (the lock keeps them current).
+            stored_ids: Option<std::collections::HashSet<Box<str>>>,
+        }
+
+        impl BlockIngest {
+            async fn open(store: &$store, id: uuid::Uuid) -> Result<Self, $crate::store::StoreError> {
+                let mut tx = store.begin_write().await?;
+                let (pk, record) = dataset_in(&mut tx, id, true)
+                    .await?
+                    .ok_or_else(|| $crate::store::StoreError::Conflict("the dataset vanished".to_owned()))?;
+                Ok(BlockIngest {
+                    tx,
+                    store: store.clone(),
+                    pk,
+                    id,
+                    version: $crate::store::records::signed("row count", record.n_rows)?,
+                    written: 0,
+                    pending: Default::default(),
+                    stored_ids: None,
+                })
+            }
+
+            /// The row ids stored before this upload, read once.
+            async fn stored_ids(&mut self) -> Result<&std::collections::HashSet<Box<str>>, $crate::store::StoreError> {
+                if self.stored_ids.is_none() {
+                    self.stored_ids = Some(self.read_ids().await?);
+                }
+                Ok(self.stored_ids.get_or_insert_default())
+            }
+
+            /// Every row id stored before this upload.
+            async fn read_ids(&mut self) -> Result<std::collections::HashSet<Box<str>>, $crate::store::StoreError> {
+                use futures_util::TryStreamExt;
+                let mut ids = std::collections::HashSet::new();
+                let mut blocks = sqlx::query_as::<_, (Vec<u8>, Vec<u8>)>(
+                    "SELECT ids, id_ends FROM row_blocks WHERE dataset_pk = $1 AND version < $2",
+                )
+                .bind(self.pk)
+                .bind(self.version)
+                .fetch(&mut *self.tx);
+                while let Some((text, ends)) = blocks.try_next().await? {
+                    let corrupt = |detail: String| $crate::store::StoreError::Corrupt { what: "row ids", detail };
+                    let text = String::from_utf8(text).map_err(|error| corrupt(error.to_string()))?;
+                    let mut start = 0;
+                    for word in ends.chunks_exact(4) {
+                        let end = u32::from_le_bytes([word[0], word[1], word[2], word[3]]) as usize;
+                        let id = text
+                            .get(start..end)
+                            .ok_or_else(|| corrupt(format!("an id ends at {end}")))?;
+                        ids.insert(Box::from(id));
+                        start = end;
+                    }
+                }
+                Ok(ids)
+            }
+
+            /// Writes the pending block, if it holds rows.
+            async fn flush(&mut self) -> Result<(), $crate::store::StoreError> {
+                if self.pending.rows > 0 {
+                    let block = std::mem::take(&mut self.pending);
+                    write_block(&mut self.tx, self.pk, self.version, self.written, block).await?;
+                    self.written += 1;
+                }
+                Ok(())
+            }
+        }
+
+        /// Stores one block of an upload's rows: the `seq`th of the upload
+        /// that made dataset `pk`'s `version`.
+        async fn write_block(
+            conn: &mut Connection,
+            pk: i64,
+            version: i64,
+            seq: i64,
+            block: $crate::snapshots::Packed,
+        ) -> Result<(), $crate::store::StoreError> {
+            sqlx::query(
+                "INSERT INTO row_blocks (dataset_pk, version, seq, row_count, ids, id_ends, \
+                 labels, features, measures, dimensions) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(pk)
+            .bind(version)
+            .bind(seq)
+            .bind(block.rows as i64)
+            .bind(block.ids)
+            .bind(block.id_ends)
+            .bind(block.labels)
+            .bind(block.features)
+            .bind(block.measures)
+            .bind(block.dimensions)
+            .execute(&mut *conn)
+            .await?;
+            Ok(())
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::IngestSession for BlockIngest {
+            async fn existing(&mut self, row_ids: &[&str]) -> Result<Vec<String>, $crate::store::StoreError> {
+                let stored = self.stored_ids().await?;
+                Ok(row_ids
+                    .iter()
+                    .filter(|id| stored.contains(**id))
+                    .map(|id| (*id).to_owned())
+                    .collect())
+            }
+
+            /// Refuses a row id already stored (the parser has refused one
+            /// that comes twice in the upload).
+            async fn insert(&mut self, rows: &[$crate::ingest::RowRecord]) -> Result<(), $crate::store::StoreError> {
+                if self.version > 0 {
+                    let stored = self.stored_ids().await?;
+                    if let Some(row) = rows.iter().find(|row| stored.contains(row.row_id.as_str())) {
+                        return Err($crate::store::StoreError::Conflict(format!(
+                            "row id {:?} is already stored",
+                            row.row_id
+                        )));
+                    }
+                }
+                for row in rows {
+                    self.pending.push(row);
+                    if self.pending.is_full() {
+                        self.flush().await?;
+                    }
+                }
+                Ok(())
+            }
+
+            async fn commit(
+                mut self: Box<Self>,
+                rows: u64,
+                stats: &$crate::dataset::WalrStats,
+            ) -> Result<$crate::dataset::DatasetRecord, $crate::store::StoreError> {
+                self.flush().await?;
+                let record = add_upload(&mut self.tx, self.id, rows, stats).await?;
+                self.tx.commit().await?;
+                self.store.uploaded(rows);
+                Ok(record)
+            }
+        }
+
+        /// Converts rows stored one per database row (before the
+        /// `row_blocks` migration) into blocks, each upload's rows in row
+        /// id order (the order they were read in then), and drops their
+        /// table: once, at start-up, under `UPGRADE_LOCK`.
+        async fn upgrade_row_storage(store: &$store) -> Result<(), $crate::store::StoreError> {
+            let mut tx = store.begin_write().await?;
+            sqlx::query(<$store>::UPGRADE_LOCK).execute(&mut *tx).await?;
+            let legacy: bool = sqlx::query_scalar(<$store>::HAS_LEGACY_ROWS)
+                .fetch_one(&mut *tx)
+                .await?;
+            if !legacy {
+                return Ok(());
+            }
+            let uploads: Vec<(i64, i64)> =
+                sqlx::query_as("SELECT DISTINCT dataset_pk, version FROM rows ORDER BY 1, 2")
+                    .fetch_all(&mut *tx)
+                    .await?;
+            for (pk, version) in uploads {
+                let rows: Vec<(String, i64, Vec<u8>, Vec<u8>, Vec<u8>)> = sqlx::query_as(
+                    "SELECT row_id, CAST(label AS BIGINT), features, measures, dimensions \
+                     FROM rows WHERE dataset_pk = $1 AND version = $2 ORDER BY row_id",
+                )
+                .bind(pk)
+                .bind(version)
+                .fetch_all(&mut *tx)
+                .await?;
+                let mut block = $crate::snapshots::Packed::default();
+                let mut seq = 0;
+                for (row_id, label, features, measures, dimensions) in rows {
+                    block.push(&$crate::ingest::RowRecord {
+                        line: 0,
+                        row_id,
+                        label: u8::try_from(label).unwrap_or(u8::MAX),
+                        features,
+                        measures,
+                        dimensions,
+                    });
+                    if block.is_full() {
+                        write_block(&mut tx, pk, version, seq, std::mem::take(&mut block)).await?;
+                        seq += 1;
+                    }
+                }
+                if block.rows > 0 {
+                    write_block(&mut tx, pk, version, seq, block).await?;
+                }
+            }
+            sqlx::query("DROP TABLE rows").execute(&mut *tx).await?;
+            tx.commit().await?;
+            tracing::info!("rows converted to blocks");
+            Ok(())
+        }
+
+        /// Makes a batch of debits of dataset `id` in one transaction and
+        /// answers each (see `super::debits`).
+        async fn write_debits(
+            store: &$store,
+            id: uuid::Uuid,
+            batch: Vec<$crate::store::debits::Pending>,
+        ) {
+            let (debits, replies): (Vec<_>, Vec<_>) = batch
+                .into_iter()
+                .map(|pending| ((pending.debit, pending.decide), pending.reply))
+                .unzip();
+            match debit_all(store, id, debits).await {
+                Ok(outcomes) => {
+                    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                        let _ = reply.send(Ok(outcome));
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(dataset = %id, %error, "a batch of debits failed");
+                    let detail = error.to_string();
+                    for reply in replies {
+                        let _ = reply.send(Err($crate::store::StoreError::Batch(detail.clone())));
+                    }
+                }
+            }
+        }
+
+        /// The check-and-debit transaction for `debits` of dataset `id`, in
+        /// order: each decided under the lock against what the ones before
+        /// it left, all written and committed together.
+        async fn debit_all(
+            store: &$store,
+            id: uuid::Uuid,
+            debits: Vec<($crate::store::Debit, $crate::store::Decide)>,
+        ) -> Result<Vec<$crate::store::DebitOutcome>, $crate::store::StoreError> {
+            use std::collections::HashMap;
+            use $crate::budget::AnalystRecord;
+            use $crate::store::records::{signed, to_json};
+            use $crate::store::{DebitOutcome, StoredRelease};
+            let mut tx = store.begin_write().await?;
+            let Some((pk, mut record)) = dataset_in(&mut tx, id, true).await? else {
+                return Ok(debits.iter().map(|_| DebitOutcome::NoDataset).collect());
+            };
+            let dataset = id.to_string();
+            let mut analysts: HashMap<String, AnalystRecord> = HashMap::new();
+            // Keys used by debits of this batch: their releases, by analyst and key.
+            let mut keyed: HashMap<(String, String), StoredRelease> = HashMap::new();
+            let mut entries = Vec::new();
+            let mut made = Vec::new();
+            let mut outcomes = Vec::with_capacity(debits.len());
+            for (debit, decide) in debits {
+                if let Some(key) = &debit.idempotency_key {
+                    let earlier = match keyed.get(&(debit.analyst.clone(), key.clone())) {
+                        Some(release) => Some(release.clone()),
+                        None => find_release(&mut *tx, BY_KEY, [&dataset, &debit.analyst, key]).await?,
+                    };
+                    if let Some(earlier) = earlier {
+                        outcomes.push(DebitOutcome::Replay(earlier));
+                        continue;
+                    }
+                }
+                if record.n_rows != debit.expected_rows {
+                    outcomes.push(DebitOutcome::Stale);
+                    continue;
+                }
+                let analyst = match analysts.get(&debit.analyst) {
+                    Some(analyst) => analyst.clone(),
+                    None => analysts_in(&mut tx, pk, Some(&debit.analyst))
+                        .await?
+                        .pop()
+                        .unwrap_or_else(|| AnalystRecord::new(&debit.analyst)),
+                };
+                let Some((composition, own)) = decide(&record, &analyst) else {
+                    outcomes.push(DebitOutcome::Refused(Box::new((record.clone(), analyst))));
+                    continue;
+                };
+                record.composition = composition;
+                analysts.insert(debit.analyst.clone(), AnalystRecord { composition: own, ..analyst });
+                entries.push($crate::ledger::NewEntry::release(
+                    debit.release_id,
+                    &debit.analyst,
+                    &debit.charge,
+                    &debit.created_at,
+                )?);
+                if let Some(key) = &debit.idempotency_key {
+                    keyed.insert(
+                        (debit.analyst.clone(), key.clone()),
+                        StoredRelease {
+                            id: debit.release_id,
+                            dataset: id,
+                            analyst: debit.analyst.clone(),
+                            request_hash: debit.request_hash.clone(),
+                            response: None,
+                            failure: None,
+                        },
+                    );
+                }
+                outcomes.push(DebitOutcome::Debited(Box::new(record.clone())));
+                made.push(debit);
+            }
+            if made.is_empty() {
+                return Ok(outcomes);
+            }
+            let chained = append_entries(&mut tx, pk, &id, entries).await?;
+            for (debit, entry) in made.iter().zip(&chained) {
+                sqlx::query(
+                    "INSERT INTO releases (id, dataset_pk, ledger_seq, analyst, kind, idempotency_key, \
+                     request_hash, request, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(debit.release_id.to_string())
+                .bind(pk)
+                .bind(signed("ledger sequence number", entry.seq)?)
+                .bind(&debit.analyst)
+                .bind(&debit.kind)
+                .bind(&debit.idempotency_key)
+                .bind(&debit.request_hash)
+                .bind(&debit.request)
+                .bind(&debit.created_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+            for analyst in analysts.values() {
+                put_analyst(&mut tx, pk, analyst).await?;
+            }
+            sqlx::query("UPDATE datasets SET composition = $1 WHERE pk = $2")
+                .bind(to_json(&record.composition)?)
+                .bind(pk)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(outcomes)
         }
 
         fn map_unique(
@@ -345,7 +688,7 @@ macro_rules! common_store {
                 &self,
                 id: uuid::Uuid,
             ) -> Result<Box<dyn $crate::store::IngestSession>, $crate::store::StoreError> {
-                self.open_ingest(id).await
+                Ok(Box::new(BlockIngest::open(self, id).await?))
             }
 
             async fn row_blocks(
@@ -364,61 +707,13 @@ macro_rules! common_store {
                 debit: &$crate::store::Debit,
                 decide: $crate::store::Decide,
             ) -> Result<$crate::store::DebitOutcome, $crate::store::StoreError> {
-                use $crate::store::DebitOutcome;
-                use $crate::store::records::{signed, to_json};
-                let mut tx = self.begin_write().await?;
-                let Some((pk, record)) = dataset_in(&mut tx, debit.dataset, true).await? else {
-                    return Ok(DebitOutcome::NoDataset);
-                };
-                if let Some(key) = &debit.idempotency_key {
-                    let dataset = debit.dataset.to_string();
-                    let existing = find_release(&mut *tx, BY_KEY, [&dataset, &debit.analyst, key]).await?;
-                    if let Some(existing) = existing {
-                        return Ok(DebitOutcome::Replay(existing));
-                    }
-                }
-                if record.n_rows != debit.expected_rows {
-                    return Ok(DebitOutcome::Stale);
-                }
-                let analyst = analysts_in(&mut tx, pk, Some(&debit.analyst))
-                    .await?
-                    .pop()
-                    .unwrap_or_else(|| $crate::budget::AnalystRecord::new(&debit.analyst));
-                let Some((composition, own)) = decide(&record, &analyst) else {
-                    return Ok(DebitOutcome::Refused(Box::new((record, analyst))));
-                };
-                let entry = $crate::ledger::NewEntry::release(
-                    debit.release_id,
-                    &debit.analyst,
-                    &debit.charge,
-                    &debit.created_at,
-                )?;
-                let entry = append_entries(&mut tx, pk, &debit.dataset, vec![entry])
-                    .await?
-                    .remove(0);
-                put_analyst(&mut tx, pk, &$crate::budget::AnalystRecord { composition: own, ..analyst }).await?;
-                sqlx::query(
-                    "INSERT INTO releases (id, dataset_pk, ledger_seq, analyst, kind, idempotency_key, \
-                     request_hash, request, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .bind(debit.release_id.to_string())
-                .bind(pk)
-                .bind(signed("ledger sequence number", entry.seq)?)
-                .bind(&debit.analyst)
-                .bind(&debit.kind)
-                .bind(&debit.idempotency_key)
-                .bind(&debit.request_hash)
-                .bind(&debit.request)
-                .bind(&debit.created_at)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query("UPDATE datasets SET composition = $1 WHERE pk = $2")
-                    .bind(to_json(&composition)?)
-                    .bind(pk)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(DebitOutcome::Debited(Box::new($crate::dataset::DatasetRecord { composition, ..record })))
+                let store = self.clone();
+                self.debits
+                    .submit(debit.clone(), decide, move |id, batch| {
+                        let store = store.clone();
+                        async move { write_debits(&store, id, batch).await }
+                    })
+                    .await
             }
 
             async fn analysts(

@@ -6,10 +6,12 @@
 //! dataset's budget row (SQLite `BEGIN IMMEDIATE`, Postgres `SELECT … FOR
 //! UPDATE`), asks the caller's [`Decide`] whether the release fits, and if so
 //! appends the hash-chained ledger entry, records the release and stores the
-//! new composition, all or nothing. Noise is drawn by the caller only after
-//! this commits, never inside it.
+//! new composition, all or nothing. Debits of one dataset that arrive
+//! together share one such transaction, each decided in turn ([`debits`]).
+//! Noise is drawn by the caller only after this commits, never inside it.
 
 mod common;
+mod debits;
 mod postgres;
 mod records;
 mod sqlite;
@@ -46,6 +48,10 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The batch of debits this one was in could not be written (nothing
+    /// of it was; the cause is logged once for the batch).
+    #[error("a batch of debits failed: {0}")]
+    Batch(String),
 }
 
 /// A new dataset and who creates it.
@@ -119,15 +125,18 @@ pub struct StoredRelease {
     pub failure: Option<String>,
 }
 
-/// A snapshot's rows in blocks, in row id order, as the store reads them.
+/// A snapshot's rows in blocks, in stored order (upload by upload, each
+/// in arrival order), as the store reads them.
 pub type BlockStream = tokio_stream::wrappers::ReceiverStream<Result<Columns, StoreError>>;
 
-/// An upload in progress: one transaction, rolled back if dropped.
+/// An upload in progress: one transaction holding the dataset's write
+/// lock, rolled back if dropped.
 #[async_trait]
 pub trait IngestSession: Send {
     /// Which of these row ids the dataset already has.
     async fn existing(&mut self, row_ids: &[&str]) -> Result<Vec<String>, StoreError>;
-    /// Stores a batch of rows.
+    /// Stores a batch of rows (whose ids are unique among themselves),
+    /// refusing one whose id is already stored.
     async fn insert(&mut self, rows: &[RowRecord]) -> Result<(), StoreError>;
     /// Adds the upload's row count and sums to the dataset and commits.
     async fn commit(
@@ -157,11 +166,12 @@ pub trait Store: Send + Sync {
     /// Opens an upload transaction, locking the dataset against other writers.
     async fn begin_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError>;
 
-    /// Streams the snapshot at `version` rows (see the `snapshots`
-    /// migration) in one query, in row id (byte) order, decoded into blocks
-    /// of `block_rows` rows of `shape`, with the outcomes (labels and
-    /// measures, private) only if `outcomes`. Reading runs ahead of the
-    /// consumer by one block; dropping the stream stops it.
+    /// Streams the snapshot at `version` rows (see the `row_blocks`
+    /// migration) in one query over its stored blocks, in stored order,
+    /// re-cut into blocks of `block_rows` rows of `shape` (the last may be
+    /// shorter), with the outcomes (labels and measures, private) only if
+    /// `outcomes`. Reading runs ahead of the consumer by one block;
+    /// dropping the stream stops it.
     async fn row_blocks(
         &self,
         id: Uuid,

@@ -5,7 +5,7 @@ use dpgate::budget::{AnalystRecord, Change};
 use dpgate::dataset::{DatasetRecord, WalrStats};
 use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
 use dpgate::ingest::RowRecord;
-use dpgate::snapshots::{Columns, Shape};
+use dpgate::snapshots::{BLOCK_ROWS, Columns, Shape};
 use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, NewDataset, Store, StoreError};
 use dpgate_client::types::{CreateDataset, LedgerEvent};
 use futures_util::StreamExt;
@@ -79,6 +79,45 @@ async fn blocks(
         .await
 }
 
+/// An upload of more rows than a stored block holds is stored in several
+/// and read back in one order however the reader cuts it.
+async fn many_blocks(store: &dyn Store) {
+    let dataset = record("many-blocks");
+    let new = NewDataset {
+        record: dataset.clone(),
+        actor: "admin".to_owned(),
+    };
+    store.create_dataset(&new).await.unwrap();
+    let rows = 2 * BLOCK_ROWS + 3;
+    let all: Vec<RowRecord> = (0..rows)
+        .map(|i| row(&format!("r{i}"), (i % 2) as u8))
+        .collect();
+    let mut session = store.begin_ingest(dataset.id).await.unwrap();
+    for batch in all.chunks(1000) {
+        session.insert(batch).await.unwrap();
+    }
+    session
+        .commit(rows as u64, &WalrStats::empty(2))
+        .await
+        .unwrap();
+    let read = blocks(store, &dataset, rows as u64, true, 10_000).await;
+    assert_eq!(
+        read.iter().map(Columns::len).collect::<Vec<_>>(),
+        vec![10_000, 10_000, 10_000, rows - 30_000]
+    );
+    let mut at = 0;
+    for block in &read {
+        for row in 0..block.len() {
+            assert_eq!(block.id(row), format!("r{at}"));
+            assert_eq!(block.row(row).label, (at % 2) as u8);
+            at += 1;
+        }
+    }
+    let whole = blocks(store, &dataset, rows as u64, false, rows).await;
+    assert_eq!((whole.len(), whole[0].len()), (1, rows));
+    assert_eq!(whole[0].position("r16384"), Some(16_384));
+}
+
 async fn conformance(store: &dyn Store) {
     let dataset = record("conformance");
     let new = NewDataset {
@@ -115,17 +154,13 @@ async fn conformance(store: &dyn Store) {
     let mut existing = session.existing(&["b", "c", "a"]).await.unwrap();
     existing.sort();
     assert_eq!(existing, vec!["a", "b"]);
-    // A stored row id is refused by the time the upload commits at the
-    // latest (a streaming COPY reports it at the end), and nothing is stored.
-    let refused = async move {
-        session.insert(&[row("a", 1)]).await?;
-        session.commit(1, &WalrStats::empty(2)).await.map(drop)
-    }
-    .await;
+    // A stored row id is refused, and nothing is stored.
+    let refused = session.insert(&[row("c", 0), row("a", 1)]).await;
     assert!(
-        matches!(refused, Err(StoreError::Conflict(_))),
+        matches!(&refused, Err(StoreError::Conflict(detail)) if detail.contains("\"a\"")),
         "{refused:?}"
     );
+    drop(session);
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 2);
     let stored = blocks(store, &dataset, 2, true, 10).await;
     assert_eq!(stored.len(), 1);
@@ -141,8 +176,9 @@ async fn conformance(store: &dyn Store) {
     assert_eq!((small[0].id(0), small[1].id(0)), ("a", "b"));
     assert!(small.iter().all(|block| !block.has_outcomes()));
     assert_eq!(small[1].features(0), &[0.5, 0.25]);
-    // Rows come in byte order of their ids, whatever the database's
-    // collation, and a version reads only the rows it held.
+    // Rows come in the order they were stored, upload after upload, across
+    // stored blocks and re-cut blocks alike, and a version reads only the
+    // rows it held.
     let mut session = store.begin_ingest(dataset.id).await.unwrap();
     session
         .insert(&[row("é", 1), row("B", 0), row("Z", 1), row("aa", 0)])
@@ -157,12 +193,13 @@ async fn conformance(store: &dyn Store) {
     };
     assert_eq!(
         ids(blocks(store, &dataset, 6, false, 4).await),
-        vec!["B", "Z", "a", "aa", "b", "é"]
+        vec!["a", "b", "é", "B", "Z", "aa"]
     );
     assert_eq!(
         ids(blocks(store, &dataset, 2, true, 4).await),
         vec!["a", "b"]
     );
+    many_blocks(store).await;
 
     // Debits: every outcome.
     let first = debit(dataset.id, 6, Some("k1"));
@@ -383,6 +420,111 @@ async fn conformance(store: &dyn Store) {
     store.revoke("jti-1", "2026-11-22T00:00:03Z").await.unwrap();
     assert!(store.is_revoked("jti-1").await.unwrap());
     store.ping().await.unwrap();
+}
+
+/// The old layout's table on each backend, as its migrations left it.
+fn legacy_table(backend: crate::helpers::Backend) -> &'static str {
+    match backend {
+        crate::helpers::Backend::Sqlite => {
+            "CREATE TABLE rows (dataset_pk INTEGER NOT NULL, row_id TEXT NOT NULL, \
+             label INTEGER NOT NULL, features BLOB NOT NULL, measures BLOB NOT NULL, \
+             dimensions BLOB NOT NULL, version INTEGER NOT NULL DEFAULT 0, \
+             PRIMARY KEY (dataset_pk, row_id)) WITHOUT ROWID"
+        }
+        crate::helpers::Backend::Postgres => {
+            "CREATE TABLE rows (dataset_pk BIGINT NOT NULL, row_id TEXT COLLATE \"C\" NOT NULL, \
+             label SMALLINT NOT NULL, features BYTEA NOT NULL, measures BYTEA NOT NULL, \
+             dimensions BYTEA NOT NULL, version BIGINT NOT NULL DEFAULT 0, \
+             PRIMARY KEY (dataset_pk, row_id))"
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Runs `statements` on the database at `url`, outside any store.
+async fn execute(
+    backend: crate::helpers::Backend,
+    url: &str,
+    statements: &[String],
+) -> Result<(), sqlx::Error> {
+    use sqlx::Connection;
+    match backend {
+        crate::helpers::Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(url).await?;
+            for statement in statements {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(statement.as_str()))
+                    .execute(&mut conn)
+                    .await?;
+            }
+        }
+        crate::helpers::Backend::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(url).await?;
+            for statement in statements {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(statement.as_str()))
+                    .execute(&mut conn)
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Rows stored one per database row, before the `row_blocks` migration,
+/// are converted into blocks on start-up: each upload's rows in row id
+/// order, as they were read then, and the old table is dropped.
+#[tokio::test]
+async fn rows_stored_before_blocks_are_converted_on_start_up() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let dataset = record("legacy");
+        let new = NewDataset {
+            record: dataset.clone(),
+            actor: "admin".to_owned(),
+        };
+        app.store.create_dataset(&new).await.unwrap();
+        let blob = |bytes: &[u8]| match backend {
+            crate::helpers::Backend::Sqlite => format!("X'{}'", hex(bytes)),
+            crate::helpers::Backend::Postgres => format!("'\\x{}'::bytea", hex(bytes)),
+        };
+        let mut statements = vec![legacy_table(backend).to_owned()];
+        for (id, label, version) in [("b", 0, 0), ("a", 1, 0), ("c", 1, 2)] {
+            let stored = row(id, label);
+            statements.push(format!(
+                "INSERT INTO rows (dataset_pk, row_id, label, features, measures, dimensions, \
+                 version) SELECT pk, '{id}', {label}, {}, {}, {}, {version} FROM datasets \
+                 WHERE name = 'legacy'",
+                blob(&stored.features),
+                blob(&stored.measures),
+                blob(&stored.dimensions)
+            ));
+        }
+        statements.push("UPDATE datasets SET n_rows = 3 WHERE name = 'legacy'".to_owned());
+        execute(backend, &app.database_url, &statements)
+            .await
+            .unwrap();
+        let restarted = dpgate::store::connect(&app.database_url).await.unwrap();
+        let read = blocks(restarted.as_ref(), &dataset, 3, true, 10).await;
+        let rows: Vec<(&str, u8)> = (0..read[0].len())
+            .map(|at| (read[0].id(at), read[0].row(at).label))
+            .collect();
+        assert_eq!(rows, vec![("a", 1), ("b", 0), ("c", 1)], "{backend:?}");
+        assert_eq!(read[0].features(2), &[0.5, 0.25]);
+        let before = blocks(restarted.as_ref(), &dataset, 2, true, 10).await;
+        assert_eq!(before[0].len(), 2, "{backend:?}");
+        let left = execute(
+            backend,
+            &app.database_url,
+            &["SELECT 1 FROM rows".to_owned()],
+        )
+        .await;
+        assert!(left.is_err(), "{backend:?}: the old table is dropped");
+        // A second start finds nothing to convert.
+        dpgate::store::connect(&app.database_url).await.unwrap();
+        app.finish().await;
+    }
 }
 
 #[tokio::test]
