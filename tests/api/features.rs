@@ -26,9 +26,9 @@ const ROWS: usize = 65_536 + 4_464;
 /// Two features on very different ranges.
 const BOUNDS: [(f64, f64); 2] = [(0.0, 1.0), (-5.0, 1e6)];
 
-fn dataset_request(unit: &str) -> serde_json::Value {
+fn dataset_request(name: &str, unit: &str) -> serde_json::Value {
     serde_json::json!({
-        "name": "ranges", "privacy_unit": unit,
+        "name": name, "privacy_unit": unit,
         "features": [
             {"name": "share", "min": BOUNDS[0].0, "max": BOUNDS[0].1},
             {"name": "spend", "min": BOUNDS[1].0, "max": BOUNDS[1].1},
@@ -97,7 +97,7 @@ async fn the_arrow_export_round_trips_to_the_csv_export() {
                 ..Limits::default()
             };
             let app = spawn_app_with(backend, limits).await;
-            let dataset = app.dataset(dataset_request("label")).await;
+            let dataset = app.dataset(dataset_request("ranges", "label")).await;
             app.admin
                 .upload_rows(dataset.id, UploadFormat::Csv, rows())
                 .await
@@ -224,8 +224,8 @@ async fn arrow_refusal(app: &TestApp, token: &str, id: Uuid) -> (StatusCode, ser
 async fn arrow_exports_are_refused_as_csv_ones_are_and_may_be_empty() {
     for backend in backends() {
         let app = spawn_app(backend).await;
-        let private = app.dataset(dataset_request("row")).await;
-        let empty = app.dataset(dataset_request("label")).await;
+        let private = app.dataset(dataset_request("private", "row")).await;
+        let empty = app.dataset(dataset_request("empty", "label")).await;
         app.admin
             .upload_rows(private.id, UploadFormat::Csv, rows())
             .await
@@ -279,7 +279,7 @@ async fn a_store_failing_mid_export_cuts_the_body_off() {
             ..Limits::default()
         };
         let app = spawn_app_over(backend, limits, |store| Counting::torn(store)).await;
-        let dataset = app.dataset(dataset_request("label")).await;
+        let dataset = app.dataset(dataset_request("ranges", "label")).await;
         app.admin
             .upload_rows(dataset.id, UploadFormat::Csv, rows())
             .await
