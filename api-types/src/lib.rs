@@ -30,5 +30,8 @@ pub const NDJSON: &str = "application/x-ndjson";
 /// Media type of CSV row uploads.
 pub const CSV: &str = "text/csv";
 
+/// Media type of the Arrow IPC stream format (the binary feature export).
+pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
 /// The request header that makes a release idempotent.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";

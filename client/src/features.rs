@@ -1,11 +1,16 @@
 //! Feature tables as the trainer reads them: `row_id` plus numeric columns
-//! from CSV (the server's `GET /features`, or the analyst's own file), and
-//! the affine scaling between their raw units and the [0, 1] space the
-//! release and the trainer work in.
+//! from an Arrow IPC stream or CSV (the server's `GET /features`, or the
+//! analyst's own CSV file), and the affine scaling between their raw units
+//! and the [0, 1] space the release and the trainer work in.
 
 use std::collections::HashSet;
 use std::io::Read;
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float32Type;
+use arrow_array::{Array, RecordBatch};
+use arrow_ipc::reader::StreamReader;
+use arrow_schema::{ArrowError, DataType};
 use dpgate_api_types::BoundedColumn;
 use ndarray::Array2;
 
@@ -26,16 +31,49 @@ pub struct FeatureTable {
 pub enum FeatureError {
     #[error("CSV: {0}")]
     Csv(#[from] csv::Error),
+    #[error("Arrow IPC: {0}")]
+    Arrow(#[from] ArrowError),
     #[error("the header must start with `row_id` and name at least one feature")]
     Header,
+    #[error("column {name:?} {reason}")]
+    Column { name: String, reason: String },
     #[error("the header names column {0:?} twice")]
     DuplicateColumn(String),
     #[error("line {line}: {reason}")]
     Line { line: u64, reason: String },
+    #[error("row {row:?}: {name} = {value} is not a finite number")]
+    NotFinite {
+        row: String,
+        name: String,
+        value: f32,
+    },
     #[error("row id {0:?} appears twice")]
     DuplicateRow(String),
     #[error("no rows")]
     Empty,
+    #[error("the features are {names:?}, the schema declares {declared:?}")]
+    Names {
+        names: Vec<String>,
+        declared: Vec<String>,
+    },
+}
+
+/// The feature names of a header `row_id,<name>,…`.
+fn feature_names<'h>(
+    mut header: impl Iterator<Item = &'h str>,
+) -> Result<Vec<String>, FeatureError> {
+    if header.next() != Some(ROW_ID) {
+        return Err(FeatureError::Header);
+    }
+    let names: Vec<String> = header.map(str::to_owned).collect();
+    if names.is_empty() {
+        return Err(FeatureError::Header);
+    }
+    let mut unique = HashSet::new();
+    if let Some(name) = names.iter().find(|name| !unique.insert(name.as_str())) {
+        return Err(FeatureError::DuplicateColumn(name.clone()));
+    }
+    Ok(names)
 }
 
 impl FeatureTable {
@@ -45,16 +83,7 @@ impl FeatureTable {
     /// A malformed header, line, value, or repeated row id.
     pub fn from_csv(reader: impl Read) -> Result<Self, FeatureError> {
         let mut csv = csv::Reader::from_reader(reader);
-        let header = csv.headers()?.clone();
-        let mut columns = header.iter();
-        if columns.next() != Some(ROW_ID) || header.len() < 2 {
-            return Err(FeatureError::Header);
-        }
-        let names: Vec<String> = columns.map(str::to_owned).collect();
-        let mut unique = HashSet::new();
-        if let Some(name) = names.iter().find(|name| !unique.insert(name.as_str())) {
-            return Err(FeatureError::DuplicateColumn(name.clone()));
-        }
+        let names = feature_names(csv.headers()?.iter())?;
         let mut row_ids = Vec::new();
         let mut values = Vec::new();
         let mut seen = HashSet::new();
@@ -85,6 +114,116 @@ impl FeatureTable {
             .map_err(|_| FeatureError::Header)?;
         Ok(FeatureTable { row_ids, names, x })
     }
+
+    /// Reads an Arrow IPC stream as `GET /features` sends it: a `row_id`
+    /// column (Utf8), then one Float32 column per feature, without nulls,
+    /// every value finite. The values are widened to f64 as they are
+    /// copied, a row at a time, into the row-major matrix.
+    ///
+    /// # Errors
+    /// An unreadable stream, columns other than those, a null or non-finite
+    /// value, a repeated row id, or no rows.
+    pub fn from_arrow(reader: impl Read) -> Result<Self, FeatureError> {
+        let stream = StreamReader::try_new_buffered(reader, None)?;
+        let schema = stream.schema();
+        let names = feature_names(schema.fields().iter().map(|field| field.name().as_str()))?;
+        let mut row_ids = Vec::new();
+        let mut values = Vec::new();
+        for batch in stream {
+            append_batch(&batch?, &names, &mut row_ids, &mut values)?;
+        }
+        if row_ids.is_empty() {
+            return Err(FeatureError::Empty);
+        }
+        let mut seen = HashSet::with_capacity(row_ids.len());
+        if let Some(id) = row_ids.iter().find(|id| !seen.insert(id.as_str())) {
+            return Err(FeatureError::DuplicateRow(id.clone()));
+        }
+        let x = Array2::from_shape_vec((row_ids.len(), names.len()), values)
+            .map_err(|_| FeatureError::Header)?;
+        Ok(FeatureTable { row_ids, names, x })
+    }
+
+    /// Checks that the columns are the `declared` features, in order.
+    ///
+    /// # Errors
+    /// [`FeatureError::Names`] if they are not.
+    pub fn expect_names(&self, declared: &[BoundedColumn]) -> Result<(), FeatureError> {
+        if self
+            .names
+            .iter()
+            .eq(declared.iter().map(|column| &column.name))
+        {
+            return Ok(());
+        }
+        Err(FeatureError::Names {
+            names: self.names.clone(),
+            declared: declared.iter().map(|column| column.name.clone()).collect(),
+        })
+    }
+}
+
+/// Column `index` of `batch`, named `name`, as the array type of `wanted`
+/// (`cast`), without nulls.
+fn column<'b, T: ?Sized>(
+    batch: &'b RecordBatch,
+    index: usize,
+    name: &str,
+    wanted: DataType,
+    cast: impl FnOnce(&'b dyn Array) -> Option<&'b T>,
+) -> Result<&'b T, FeatureError> {
+    let refuse = |reason: String| FeatureError::Column {
+        name: name.to_owned(),
+        reason,
+    };
+    let column = batch.column(index).as_ref();
+    if column.null_count() > 0 {
+        return Err(refuse(format!("has {} null values", column.null_count())));
+    }
+    cast(column).ok_or_else(|| refuse(format!("is {}, not {wanted}", column.data_type())))
+}
+
+/// Appends a batch of [`FeatureTable::from_arrow`]'s stream: its row ids,
+/// and its values row after row; refuses columns of other types, nulls and
+/// non-finite values.
+fn append_batch(
+    batch: &RecordBatch,
+    names: &[String],
+    row_ids: &mut Vec<String>,
+    values: &mut Vec<f64>,
+) -> Result<(), FeatureError> {
+    let ids = column(batch, 0, ROW_ID, DataType::Utf8, |array| {
+        array.as_string_opt::<i32>()
+    })?;
+    let columns = names
+        .iter()
+        .enumerate()
+        .map(|(j, name)| {
+            let array = column(batch, j + 1, name, DataType::Float32, |array| {
+                array.as_primitive_opt::<Float32Type>()
+            })?;
+            Ok(&array.values()[..])
+        })
+        .collect::<Result<Vec<&[f32]>, FeatureError>>()?;
+    // The first non-finite value in row order.
+    let bad = (columns.iter().enumerate())
+        .filter_map(|(j, values)| Some((values.iter().position(|v| !v.is_finite())?, j)))
+        .min();
+    if let Some((row, j)) = bad {
+        return Err(FeatureError::NotFinite {
+            row: ids.value(row).to_owned(),
+            name: names[j].clone(),
+            value: columns[j][row],
+        });
+    }
+    row_ids.extend(ids.iter().flatten().map(str::to_owned));
+    values.reserve(batch.num_rows() * names.len());
+    // Row by row, reading every column in step: the reads and the writes
+    // both run through memory in order.
+    for row in 0..batch.num_rows() {
+        values.extend(columns.iter().map(|column| f64::from(column[row])));
+    }
+    Ok(())
 }
 
 /// The map x ↦ (x − min)/(max − min) per column, and back.
@@ -144,6 +283,12 @@ impl Scaling {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, Float32Array, Float64Array, StringArray};
+    use arrow_ipc::writer::StreamWriter;
+    use arrow_schema::{Field, Schema};
+
     use super::*;
 
     #[test]
@@ -167,6 +312,149 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(error.contains(reason), "{text:?}: {error}");
+        }
+    }
+
+    /// An Arrow IPC stream of `batches`, each a row_id column and columns
+    /// named as in `fields` (`(name, type, nullable)`).
+    fn arrow_stream(fields: &[(&str, DataType, bool)], batches: &[Vec<ArrayRef>]) -> Vec<u8> {
+        let schema = Arc::new(Schema::new(
+            fields
+                .iter()
+                .map(|(name, kind, nullable)| Field::new(*name, kind.clone(), *nullable))
+                .collect::<Vec<_>>(),
+        ));
+        let mut writer = StreamWriter::try_new(Vec::new(), &schema).unwrap();
+        for columns in batches {
+            let batch = RecordBatch::try_new(schema.clone(), columns.clone()).unwrap();
+            writer.write(&batch).unwrap();
+        }
+        writer.into_inner().unwrap()
+    }
+
+    fn ids(ids: &[&str]) -> ArrayRef {
+        Arc::new(StringArray::from(ids.to_vec()))
+    }
+
+    fn f32s(values: &[f32]) -> ArrayRef {
+        Arc::new(Float32Array::from(values.to_vec()))
+    }
+
+    const SCHEMA: [(&str, DataType, bool); 3] = [
+        ("row_id", DataType::Utf8, false),
+        ("a", DataType::Float32, false),
+        ("b", DataType::Float32, false),
+    ];
+
+    #[test]
+    fn arrow_streams_read_into_tables_across_batches() {
+        let stream = arrow_stream(
+            &SCHEMA,
+            &[
+                vec![ids(&["r2", "r1"]), f32s(&[0.5, 1.0]), f32s(&[3.0, -2.0])],
+                vec![ids(&[]), f32s(&[]), f32s(&[])],
+                vec![ids(&["r0"]), f32s(&[0.1]), f32s(&[1e6])],
+            ],
+        );
+        let table = FeatureTable::from_arrow(&stream[..]).unwrap();
+        assert_eq!(table.row_ids, ["r2", "r1", "r0"]);
+        assert_eq!(table.names, ["a", "b"]);
+        // f32 widened exactly: 0.1f32, not 0.1.
+        let expected = ndarray::array![[0.5, 3.0], [1.0, -2.0], [f64::from(0.1f32), 1e6]];
+        assert_eq!(table.x, expected);
+        let declared = |names: &[&str]| -> Vec<BoundedColumn> {
+            names
+                .iter()
+                .map(|name| BoundedColumn {
+                    name: (*name).to_owned(),
+                    min: 0.0,
+                    max: 1.0,
+                })
+                .collect()
+        };
+        table.expect_names(&declared(&["a", "b"])).unwrap();
+        for wrong in [&["b", "a"][..], &["a"], &["a", "b", "c"], &["a", "B"]] {
+            let error = table.expect_names(&declared(wrong)).unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .contains("the features are [\"a\", \"b\"], the schema declares"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_arrow_streams_are_refused_with_the_reason() {
+        let good = || vec![ids(&["r1", "r2"]), f32s(&[0.5, 1.0]), f32s(&[3.0, -2.0])];
+        let renamed = |first: &'static str, second: &'static str| {
+            [
+                (first, DataType::Utf8, false),
+                (second, DataType::Float32, false),
+                ("b", DataType::Float32, false),
+            ]
+        };
+        let float64: ArrayRef = Arc::new(Float64Array::from(vec![0.5, 1.0]));
+        let null: ArrayRef = Arc::new(Float32Array::from(vec![Some(0.5), None]));
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (arrow_stream(&renamed("id", "a"), &[good()]), "header"),
+            (
+                arrow_stream(&renamed("row_id", "b"), &[good()]),
+                "\"b\" twice",
+            ),
+            (arrow_stream(&SCHEMA[..1], &[vec![ids(&["r1"])]]), "header"),
+            (
+                arrow_stream(
+                    &[
+                        ("row_id", DataType::Utf8, false),
+                        ("a", DataType::Float64, false),
+                        ("b", DataType::Float32, false),
+                    ],
+                    &[vec![ids(&["r1", "r2"]), float64, f32s(&[3.0, -2.0])]],
+                ),
+                "column \"a\" is Float64, not Float32",
+            ),
+            (
+                arrow_stream(
+                    &[
+                        ("row_id", DataType::Utf8, false),
+                        ("a", DataType::Float32, true),
+                        ("b", DataType::Float32, false),
+                    ],
+                    &[vec![ids(&["r1", "r2"]), null, f32s(&[3.0, -2.0])]],
+                ),
+                "column \"a\" has 1 null values",
+            ),
+            (
+                arrow_stream(
+                    &SCHEMA,
+                    &[vec![
+                        ids(&["r1", "r2"]),
+                        f32s(&[0.5, f32::INFINITY]),
+                        f32s(&[f32::NAN, 1.0]),
+                    ]],
+                ),
+                "row \"r1\": b = NaN is not a finite number",
+            ),
+            (
+                arrow_stream(
+                    &SCHEMA,
+                    &[
+                        good(),
+                        vec![ids(&["r3", "r1"]), f32s(&[0.0, 0.0]), f32s(&[0.0, 0.0])],
+                    ],
+                ),
+                "row id \"r1\" appears twice",
+            ),
+            (arrow_stream(&SCHEMA, &[]), "no rows"),
+            (b"row_id,a,b\nr1,0.5,3\n".to_vec(), "Arrow IPC"),
+            (Vec::new(), "Arrow IPC"),
+        ];
+        for (stream, reason) in cases {
+            let error = FeatureTable::from_arrow(&stream[..])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(reason), "{reason}: {error}");
         }
     }
 

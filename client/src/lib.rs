@@ -306,17 +306,53 @@ impl Client {
     pub async fn features_csv(
         &self,
         id: Uuid,
+        progress: impl FnMut(u64),
+    ) -> Result<Vec<u8>, ClientError> {
+        self.features(id, dpgate_api_types::CSV, progress).await
+    }
+
+    /// `GET /v1/datasets/{id}/features` as an Arrow IPC stream (`row_id`,
+    /// then a Float32 column per feature in the units they were uploaded
+    /// in; [`features::FeatureTable::from_arrow`] reads it), calling
+    /// `progress` with the bytes received so far.
+    pub async fn features_arrow(
+        &self,
+        id: Uuid,
+        progress: impl FnMut(u64),
+    ) -> Result<Vec<u8>, ClientError> {
+        self.features(id, dpgate_api_types::ARROW_STREAM, progress)
+            .await
+    }
+
+    /// `GET /v1/datasets/{id}/features` as `media`, whole.
+    async fn features(
+        &self,
+        id: Uuid,
+        media: &str,
         mut progress: impl FnMut(u64),
     ) -> Result<Vec<u8>, ClientError> {
         let request = self
             .request(Method::GET, &format!("/v1/datasets/{id}/features"))
-            .header(reqwest::header::ACCEPT, dpgate_api_types::CSV);
+            .header(reqwest::header::ACCEPT, media);
         let response = self.send_idempotent(request).await?;
         if !response.status().is_success() {
             let (status, value) = Self::problem_or::<serde_json::Value>(response).await?;
             return Err(ClientError::Unexpected {
                 status,
                 body: value.to_string(),
+            });
+        }
+        // A server that does not know the format answers in its default
+        // one; reading that as the format asked for would fail obscurely.
+        let sent = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default();
+        if !sent.starts_with(media) {
+            return Err(ClientError::Unexpected {
+                status: response.status(),
+                body: format!("asked for the features as {media}, the server sent {sent:?}"),
             });
         }
         let mut body = Vec::new();

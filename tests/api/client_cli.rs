@@ -9,6 +9,7 @@ use clap::Parser;
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::Role;
 use dpgate_client::cli::{Cli, run};
+use dpgate_client::model_file::ModelFile;
 use dpgate_client::types::{ProblemType, ReleaseRequest};
 use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
@@ -135,6 +136,7 @@ async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model() {
         let token = app.token(Role::Analyst, "ana", &[dataset.id]);
         let model = dir.path().join(format!("{backend:?}.json"));
         let out = model.to_str().unwrap();
+        // The server's features come as an Arrow stream by default.
         let trained = client(&app, &token, &spend_and_train(&id, out))
             .await
             .unwrap();
@@ -170,7 +172,9 @@ async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model() {
             (truth - own).abs() <= 0.02,
             "{backend:?}: AUC {own} vs {truth}"
         );
-        // Training again from the first release spends nothing more.
+        // Training again from the first release spends nothing more; from
+        // the features as CSV it makes the same model, but for the
+        // features' last digits (CSV rounds them to decimals, Arrow to f32).
         let release = trained["model"]["release_id"].as_str().unwrap();
         let again = dir.path().join("again.json");
         let args = [
@@ -179,10 +183,20 @@ async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model() {
             &id,
             "--release",
             release,
+            "--features-format",
+            "csv",
             "--out",
             again.to_str().unwrap(),
         ];
         client(&app, &token, &args).await.unwrap();
+        let (arrow, csv) = (
+            ModelFile::load(&model).unwrap(),
+            ModelFile::load(&again).unwrap(),
+        );
+        assert_eq!(csv.release_id, arrow.release_id);
+        for (a, c) in arrow.weights.iter().zip(&csv.weights) {
+            assert!((a - c).abs() < 1e-4, "{backend:?}: {a} vs {c}");
+        }
         let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
         assert_eq!(spent.epsilon_basic, 2.0, "{backend:?}");
         // Beyond the budget: the problem comes back typed, no model is written.
@@ -262,7 +276,7 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
     )
     .await
     .unwrap();
-    let saved = dpgate_client::model_file::ModelFile::load(&model).unwrap();
+    let saved = ModelFile::load(&model).unwrap();
     assert_eq!(
         (saved.weights.len(), saved.kind.as_str()),
         (K, "model/objective-perturbation")
@@ -283,6 +297,24 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
     let args = ["train", "--dataset", &id, "--epsilon", "1", "--out", "x"];
     let missing = client(&app, &analyst, &args).await.unwrap_err();
     assert!(missing.to_string().contains("--delta"), "{missing}");
+    // A format for the server's features makes no sense with one's own.
+    let args = [
+        "train",
+        "--dataset",
+        &id,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--features",
+        "own.csv",
+        "--features-format",
+        "csv",
+        "--out",
+        "x",
+    ];
+    let both = client(&app, &analyst, &args).await.unwrap_err();
+    assert!(both.to_string().contains("cannot be used with"), "{both}");
     assert_eq!(
         app.admin
             .dataset(dataset.id)

@@ -1,7 +1,8 @@
 //! A decorator over the real store that counts how often rows are read:
 //! with their outcomes (labels and measures, private) and without (row
 //! ids, features and dimensions), and can make the private reads slow or
-//! fail. Everything else passes straight through.
+//! fail, or the public ones fail after their first block. Everything else
+//! passes straight through.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +18,7 @@ use dpgate::store::{
     StoreError, StoredRelease,
 };
 use dpgate_api_types::ReleaseSummary;
+use futures_util::StreamExt;
 use uuid::Uuid;
 
 /// The real store, with read counters.
@@ -31,6 +33,9 @@ pub struct Counting {
     /// Whether every read of private rows fails, as a database that went
     /// away after the debit would.
     broken: bool,
+    /// Whether every read of public rows fails after its first block, as a
+    /// database that went away in the middle of a feature export would.
+    torn: bool,
 }
 
 impl Counting {
@@ -47,6 +52,7 @@ impl Counting {
             input_reads: AtomicU64::new(0),
             delay,
             broken: false,
+            torn: false,
         })
     }
 
@@ -59,6 +65,20 @@ impl Counting {
             input_reads: AtomicU64::new(0),
             delay: Duration::ZERO,
             broken: true,
+            torn: false,
+        })
+    }
+
+    /// A store whose every read of public rows sends its first block, then
+    /// fails.
+    pub fn torn(inner: Arc<dyn Store>) -> Arc<Self> {
+        Arc::new(Counting {
+            inner,
+            outcome_reads: AtomicU64::new(0),
+            input_reads: AtomicU64::new(0),
+            delay: Duration::ZERO,
+            broken: false,
+            torn: true,
         })
     }
 
@@ -117,9 +137,25 @@ impl Store for Counting {
         } else {
             self.input_reads.fetch_add(1, Ordering::SeqCst);
         }
-        self.inner
+        let mut blocks = self
+            .inner
             .row_blocks(id, version, shape, outcomes, block_rows)
-            .await
+            .await?;
+        if outcomes || !self.torn {
+            return Ok(blocks);
+        }
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            if let Some(first) = blocks.next().await {
+                let _ = sender.send(first).await;
+            }
+            let torn = StoreError::Corrupt {
+                what: "row",
+                detail: "the test store fails after the first block of public rows".to_owned(),
+            };
+            let _ = sender.send(Err(torn)).await;
+        });
+        Ok(BlockStream::new(receiver))
     }
 
     async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError> {

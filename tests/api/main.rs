@@ -14,6 +14,7 @@ mod client_cli;
 mod counting;
 mod disconnect;
 mod failed;
+mod features;
 mod floor;
 mod helpers;
 mod idempotency;

@@ -18,7 +18,7 @@ use crate::features::{FeatureTable, Scaling};
 use crate::model_file::ModelFile;
 use crate::{Client, ReleaseOptions};
 
-pub use train::TrainArgs;
+pub use train::{FeaturesFormat, TrainArgs};
 
 /// A release's id for people, or why it has none.
 fn shown(release: &Release) -> String {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use dpgate_api_types::{Release, ReleaseRequest, ReleaseResult};
 use ndarray::Array2;
 use serde::Serialize;
@@ -36,6 +36,9 @@ pub struct TrainArgs {
     /// the release; default: the dataset's features from the server.
     #[arg(long)]
     pub features: Option<PathBuf>,
+    /// How to download the dataset's features from the server.
+    #[arg(long, value_enum, default_value_t = FeaturesFormat::Arrow, conflicts_with = "features")]
+    pub features_format: FeaturesFormat,
     /// Where to write the model file.
     #[arg(long)]
     pub out: PathBuf,
@@ -61,6 +64,16 @@ pub struct TrainArgs {
     /// Reuse a key to get the same release back on a retry.
     #[arg(long)]
     pub idempotency_key: Option<String>,
+}
+
+/// The formats of the server's feature export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FeaturesFormat {
+    /// An Arrow IPC stream: f32 values, about a third of the CSV's bytes
+    /// and read without parsing text.
+    Arrow,
+    /// CSV text.
+    Csv,
 }
 
 impl TrainArgs {
@@ -93,20 +106,27 @@ struct Rows {
     scaling: Scaling,
 }
 
-async fn server_rows(client: &Client, dataset: Uuid, json: bool) -> anyhow::Result<Rows> {
+async fn server_rows(
+    client: &Client,
+    dataset: Uuid,
+    format: FeaturesFormat,
+    json: bool,
+) -> anyhow::Result<Rows> {
     let view = client.dataset(dataset).await?;
     let bar = progress(json, None, "{spinner} features: {binary_bytes} {elapsed}");
-    let bytes = client
-        .features_csv(dataset, |received| bar.set_position(received))
-        .await;
+    let received = |received| bar.set_position(received);
+    let bytes = match format {
+        FeaturesFormat::Arrow => client.features_arrow(dataset, received).await,
+        FeaturesFormat::Csv => client.features_csv(dataset, received).await,
+    };
     bar.finish_and_clear();
-    let table = FeatureTable::from_csv(&bytes?[..]).context("the server's features")?;
-    let declared: Vec<String> = view.features.iter().map(|f| f.name.clone()).collect();
-    anyhow::ensure!(
-        table.names == declared,
-        "the server sent features {:?}, the schema declares {declared:?}",
-        table.names
-    );
+    let bytes = bytes?;
+    let table = match format {
+        FeaturesFormat::Arrow => FeatureTable::from_arrow(&bytes[..]),
+        FeaturesFormat::Csv => FeatureTable::from_csv(&bytes[..]),
+    }
+    .and_then(|table| table.expect_names(&view.features).map(|()| table))
+    .context("the server's features")?;
     let scaling = Scaling::declared(&view.features);
     Ok(Rows {
         scaled: scaling.scale(&table.x),
@@ -135,7 +155,10 @@ pub(super) async fn train(
             };
             (rows, Some(supplied))
         }
-        None => (server_rows(client, args.dataset, json).await?, None),
+        None => (
+            server_rows(client, args.dataset, args.features_format, json).await?,
+            None,
+        ),
     };
     let release = match args.release {
         Some(id) => client.get_release(args.dataset, id).await?,
