@@ -1,7 +1,8 @@
 use super::*;
 use dpgate_api_types as api;
 
-fn schema() -> Schema {
+/// The schema the ingest tests upload into (the parallel tests too).
+pub(super) fn schema() -> Schema {
     Schema::parse(
         &serde_json::from_value::<api::CreateDataset>(serde_json::json!({
             "name": "ads", "privacy_unit": "label",

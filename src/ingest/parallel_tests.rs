@@ -6,32 +6,18 @@ use std::collections::HashSet;
 use std::io::Read;
 
 use bytes::Bytes;
-use dpgate_api_types::{self as api, LineError};
+use dpgate_api_types::LineError;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use super::pipeline::{ChunkSize, Pipeline};
 use super::row::{Cell, RowBuilder};
+use super::tests::schema;
 use super::{
     BATCH_ROWS, ChannelReader, Format, MAX_REPORTED_ERRORS, READ_BUFFER, RowRecord, Summary,
     max_line_len, ndjson_format, parse_in, too_long,
 };
 use crate::dataset::{Schema, WalrStats};
-
-fn schema() -> Schema {
-    Schema::parse(
-        &serde_json::from_value::<api::CreateDataset>(serde_json::json!({
-            "name": "ads", "privacy_unit": "label",
-            "features": [{"name": "f0", "min": 0, "max": 1}, {"name": "f1", "min": -5, "max": 5}],
-            "label": "converted",
-            "measures": [{"name": "value", "min": 0, "max": 100}],
-            "dimensions": [{"name": "campaign", "values": ["a", "b"]}],
-            "budget": {"epsilon": 10, "delta": 1e-6}
-        }))
-        .unwrap(),
-    )
-    .unwrap()
-}
 
 /// The sums, to the bit.
 type StatsBits = (u64, Vec<u64>, u64);
@@ -607,4 +593,3 @@ fn reading_stops_soon_after_the_sink_stops_or_the_errors_are_enough() {
     let most = (MAX_REPORTED_ERRORS + 4 * 3 * 64) * bad_row(9999).len() + READ_BUFFER;
     assert!(body.read < most, "read {}", body.read);
 }
-
