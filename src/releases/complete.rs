@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{Failure, Outcome, Planned, ReleaseError, Snapshot, Summary, response};
 use crate::snapshots::Snapshots;
-use crate::store::{Debit, DebitOutcome, Decide, Store, StoredRelease};
+use crate::store::{Debit, DebitOutcome, Decide, Finished, Store, StoredRelease};
 
 /// How long a retry waits for the release its key names to be finished by
 /// another request (of this process or another replica).
@@ -118,7 +118,9 @@ pub(super) async fn debit_and_make(
             Ok(Debited::Made(
                 match make(debit, &summary, planned, snapshot).await {
                     Ok(text) => {
-                        store.complete_release(release, &text).await?;
+                        store
+                            .finish_release(release, Finished::Response(text.clone()))
+                            .await?;
                         tracing::info!("release made");
                         metrics::counter!("dpgate_releases_total", "kind" => summary.kind)
                             .increment(1);
@@ -129,7 +131,9 @@ pub(super) async fn debit_and_make(
                         metrics::counter!("dpgate_release_failures_total", "kind" => summary.kind)
                             .increment(1);
                         let detail = failed(release);
-                        store.fail_release(release, &detail).await?;
+                        store
+                            .finish_release(release, Finished::Failure(detail.clone()))
+                            .await?;
                         Err(ReleaseError::Failed { release, detail })
                     }
                 },

@@ -35,7 +35,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-use crate::budget::{self, AnalystRecord, Refusal};
+use crate::budget::{self, Refusal};
 use crate::dataset::{DatasetRecord, spent_view};
 use crate::dp::{self, Charge, Delta, Epsilon};
 use crate::snapshots::Snapshots;
@@ -241,6 +241,11 @@ fn fingerprint(request: &api::ReleaseRequest) -> Result<(String, String), serde_
 }
 
 /// Makes (or prices, or replays) one release.
+///
+/// A retry whose key names a stored release gets that release: the debit
+/// finds the key under the dataset's lock, and a retry that could not be
+/// made now (its budget spent, say) looks for it then. The common case, a
+/// new key, costs no lookup of its own.
 pub async fn release(
     data: Arc<Snapshots>,
     tasks: &TaskTracker,
@@ -255,11 +260,28 @@ pub async fn release(
         max_groups: ask.max_groups,
     };
     let (request_hash, audit) = fingerprint(&request).map_err(anyhow::Error::from)?;
-    if let (Some(key), false) = (&ask.idempotency_key, ask.dry_run)
+    let made = make(data, tasks, &ask, request, &knobs, &request_hash, &audit).await;
+    if made.is_err()
+        && let (Some(key), false) = (&ask.idempotency_key, ask.dry_run)
         && let Some(stored) = store.release_by_key(ask.dataset, ask.analyst, key).await?
     {
         return complete::replay(store.as_ref(), stored, &request_hash).await;
     }
+    made
+}
+
+/// Prices, admits, debits and makes a release (or prices it, on a dry
+/// run), pricing again when rows arrive before the debit.
+async fn make(
+    data: Arc<Snapshots>,
+    tasks: &TaskTracker,
+    ask: &Ask<'_>,
+    request: api::ReleaseRequest,
+    knobs: &Knobs,
+    request_hash: &str,
+    audit: &str,
+) -> Result<Outcome, ReleaseError> {
+    let store = data.store().clone();
     let summary = Summary {
         kind: request.kind(),
         epsilon: request.epsilon(),
@@ -268,11 +290,11 @@ pub async fn release(
     };
     let kind = Kind::parse(request)?;
     for _ in 0..STALE_RETRIES {
-        let dataset = store
-            .dataset(ask.dataset)
+        let (dataset, analyst) = store
+            .dataset_with_analyst(ask.dataset, ask.analyst)
             .await?
             .ok_or(ReleaseError::NoDataset)?;
-        let mut planned = kind.plan(&dataset, &knobs)?;
+        let mut planned = kind.plan(&dataset, knobs)?;
         let snapshot = Snapshot::new(data.clone(), dataset.clone());
         let Some(loss) = planned.price().loss.clone() else {
             return complete::free(planned, snapshot, &summary, ask.dry_run).await;
@@ -282,10 +304,6 @@ pub async fn release(
             delta: knobs.delta,
             loss,
         };
-        let analyst = store
-            .analyst(ask.dataset, ask.analyst)
-            .await?
-            .unwrap_or_else(|| AnalystRecord::new(ask.analyst));
         let (composition, _) = budget::admit(&dataset, &analyst, &charge)
             .map_err(|refusal| exhausted(&dataset, refusal))?;
         planned.vet(&snapshot).await?;
@@ -306,8 +324,8 @@ pub async fn release(
             analyst: ask.analyst.to_owned(),
             kind: summary.kind.to_owned(),
             idempotency_key: ask.idempotency_key.clone(),
-            request_hash: request_hash.clone(),
-            request: audit.clone(),
+            request_hash: request_hash.to_owned(),
+            request: audit.to_owned(),
             charge: charge.clone(),
             created_at: crate::clock::timestamp().map_err(anyhow::Error::from)?,
         };
@@ -332,7 +350,7 @@ pub async fn release(
                 return Err(exhausted(&locked, refusal));
             }
             complete::Debited::Not(DebitOutcome::Replay(stored)) => {
-                return complete::replay(store.as_ref(), stored, &request_hash).await;
+                return complete::replay(store.as_ref(), stored, request_hash).await;
             }
             complete::Debited::Not(DebitOutcome::Stale) => continue,
             complete::Debited::Not(DebitOutcome::NoDataset | DebitOutcome::Debited(_)) => {

@@ -1,19 +1,24 @@
-//! Debits of one dataset are committed in batches: a debit that arrives
-//! while its dataset's batch is being written waits for the next one, and
-//! each batch is one transaction under the dataset's lock. The lock is
-//! then held once, and the commit's flush to disk paid once, for every
-//! debit that queued meanwhile, instead of once each: with Postgres
-//! flushing a commit in milliseconds, that flush is what limits how many
-//! releases one dataset can make per second.
+//! Writes committed in batches. A write that arrives while others of its
+//! kind (and key) are being committed waits for the next transaction, which
+//! takes every write that queued meanwhile: the lock is held once, and the
+//! commit's flush to disk paid once, for all of them instead of once each.
+//! With Postgres flushing a commit in milliseconds, that flush is what
+//! limits how many releases one dataset can make per second.
 //!
-//! Nothing about a debit changes: each is decided in turn, in arrival
-//! order, against the composition the ones before it left, and its caller
-//! hears the outcome only after the batch commits (or that it failed, and
-//! then none of the batch was written).
+//! - Debits are batched by dataset, each batch one transaction under the
+//!   dataset's lock. Nothing about a debit changes: each is decided in turn,
+//!   in arrival order, against the composition the ones before it left.
+//! - Finished releases (a response or a failure stored after the debit)
+//!   are batched across datasets.
+//!
+//! Every caller hears its outcome only after its batch commits (or that it
+//! failed, and then none of the batch was written).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::fmt::Debug;
 use std::future::Future;
+use std::hash::Hash;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -23,60 +28,84 @@ use uuid::Uuid;
 
 use super::{Debit, DebitOutcome, Decide, StoreError};
 
-/// Most debits in one transaction: a bound on how long one holds the lock.
+/// Most writes in one transaction: a bound on how long one holds its locks.
 pub const MAX_BATCH: usize = 64;
 
-/// A queued debit and where its outcome goes.
-pub struct Pending {
-    pub debit: Debit,
-    pub decide: Decide,
-    pub reply: oneshot::Sender<Result<DebitOutcome, StoreError>>,
+/// A queued write and where its outcome goes.
+pub struct Pending<T, R> {
+    pub item: T,
+    pub reply: oneshot::Sender<Result<R, StoreError>>,
 }
 
-/// The debits waiting, by dataset. A dataset has an entry exactly while a
-/// task is writing its batches.
-#[derive(Default)]
-pub struct DebitQueue {
-    waiting: Mutex<HashMap<Uuid, Vec<Pending>>>,
+/// Debits, batched by dataset.
+pub type DebitQueue = Batches<Uuid, (Debit, Decide), DebitOutcome>;
+
+/// How a debited release ended: its response, or why it failed.
+#[derive(Debug, Clone)]
+pub enum Finished {
+    Response(String),
+    Failure(String),
 }
 
-impl std::fmt::Debug for DebitQueue {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("DebitQueue").finish_non_exhaustive()
+/// Finished releases, batched across datasets.
+pub type FinishQueue = Batches<(), (Uuid, Finished), ()>;
+
+/// The writes waiting, by key. A key has an entry exactly while a task is
+/// writing its batches.
+pub struct Batches<K, T, R> {
+    waiting: Mutex<HashMap<K, Vec<Pending<T, R>>>>,
+}
+
+impl<K, T, R> Default for Batches<K, T, R> {
+    fn default() -> Self {
+        Batches {
+            waiting: Mutex::new(HashMap::new()),
+        }
     }
 }
 
-impl DebitQueue {
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Vec<Pending>>> {
+impl<K, T, R> std::fmt::Debug for Batches<K, T, R> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Batches").finish_non_exhaustive()
+    }
+}
+
+/// Answers every write of a batch with the same outcome.
+pub fn answer_all<T, R: Clone>(batch: Vec<Pending<T, R>>, outcome: &Result<R, StoreError>) {
+    for pending in batch {
+        let _ = pending.reply.send(match outcome {
+            Ok(value) => Ok(value.clone()),
+            Err(error) => Err(StoreError::Batch(error.to_string())),
+        });
+    }
+}
+
+impl<K, T, R> Batches<K, T, R>
+where
+    K: Hash + Eq + Clone + Debug + Send + Sync + 'static,
+    T: Send + 'static,
+    R: Send + 'static,
+{
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<K, Vec<Pending<T, R>>>> {
         // Nothing panics while holding the lock.
         self.waiting
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Queues `debit` and waits for its batch. The first debit of a
-    /// dataset with none in progress spawns the task that writes batches
-    /// with `write` (which answers every debit it is given) until none are
+    /// Queues `item` under `key` and waits for its batch. The first write
+    /// of a key with none in progress spawns the task that writes batches
+    /// with `write` (which answers every write it is given) until none are
     /// left: a task, so that a caller that goes away cannot leave a batch
-    /// half answered or its dataset's queue without a writer.
-    pub async fn submit<W, F>(
-        self: &Arc<Self>,
-        debit: Debit,
-        decide: Decide,
-        write: W,
-    ) -> Result<DebitOutcome, StoreError>
+    /// half answered or its key's queue without a writer.
+    pub async fn submit<W, F>(self: &Arc<Self>, key: K, item: T, write: W) -> Result<R, StoreError>
     where
-        W: Fn(Uuid, Vec<Pending>) -> F + Send + 'static,
+        W: Fn(K, Vec<Pending<T, R>>) -> F + Send + 'static,
         F: Future<Output = ()> + Send,
     {
-        let dataset = debit.dataset;
         let (reply, outcome) = oneshot::channel();
-        let pending = Pending {
-            debit,
-            decide,
-            reply,
-        };
-        let start = match self.waiting().entry(dataset) {
+        let pending = Pending { item, reply };
+        let start = match self.waiting().entry(key.clone()) {
             Entry::Occupied(mut queued) => {
                 queued.get_mut().push(pending);
                 false
@@ -89,12 +118,12 @@ impl DebitQueue {
         if start {
             let queue = self.clone();
             tokio::spawn(async move {
-                while let Some(batch) = queue.next_batch(dataset) {
+                while let Some(batch) = queue.next_batch(&key) {
                     // A panic drops the batch's answers (its callers hear
-                    // so), not the dataset's later debits.
-                    let written = AssertUnwindSafe(write(dataset, batch)).catch_unwind();
+                    // so), not the key's later writes.
+                    let written = AssertUnwindSafe(write(key.clone(), batch)).catch_unwind();
                     if written.await.is_err() {
-                        tracing::error!(%dataset, "writing a batch of debits panicked");
+                        tracing::error!(?key, "writing a batch panicked");
                     }
                 }
             });
@@ -104,13 +133,13 @@ impl DebitQueue {
             .unwrap_or_else(|_| Err(StoreError::Batch("it ended without an answer".to_owned())))
     }
 
-    /// Up to [`MAX_BATCH`] of the dataset's waiting debits, oldest first;
-    /// `None` (and the dataset's entry removed) when none wait.
-    fn next_batch(&self, dataset: Uuid) -> Option<Vec<Pending>> {
+    /// Up to [`MAX_BATCH`] of the key's waiting writes, oldest first;
+    /// `None` (and the key's entry removed) when none wait.
+    fn next_batch(&self, key: &K) -> Option<Vec<Pending<T, R>>> {
         let mut waiting = self.waiting();
-        let queued = waiting.get_mut(&dataset)?;
+        let queued = waiting.get_mut(key)?;
         if queued.is_empty() {
-            waiting.remove(&dataset);
+            waiting.remove(key);
             return None;
         }
         let take = queued.len().min(MAX_BATCH);

@@ -47,31 +47,40 @@ macro_rules! common_store {
             }
         }
 
+        /// Stores ledger entries, in one statement.
         async fn append_ledger(
             conn: &mut Connection,
             pk: i64,
-            entry: &$crate::ledger::LedgerRecord,
+            entries: &[$crate::ledger::LedgerRecord],
         ) -> Result<(), $crate::store::StoreError> {
             use $crate::store::records::{LEDGER_COLUMNS, event_name, signed};
-            let sql = format!(
-                "INSERT INTO ledger (dataset_pk, {LEDGER_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
-            );
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(pk)
-                .bind(signed("ledger sequence number", entry.seq)?)
-                .bind(event_name(entry.event))
-                .bind(&entry.actor)
-                .bind(entry.release_id.map(|id| id.to_string()))
-                .bind(signed("ledger epsilon", entry.epsilon.units())?)
-                .bind(entry.delta.units().to_string())
-                .bind(&entry.loss)
-                .bind(&entry.details)
-                .bind(&entry.created_at)
-                .bind(&entry.prev_hash)
-                .bind(&entry.hash)
-                .execute(&mut *conn)
-                .await?;
+            let numbers = entries
+                .iter()
+                .map(|entry| {
+                    Ok((
+                        signed("ledger sequence number", entry.seq)?,
+                        signed("ledger epsilon", entry.epsilon.units())?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, $crate::store::StoreError>>()?;
+            let mut insert = sqlx::QueryBuilder::<$db>::new(format!(
+                "INSERT INTO ledger (dataset_pk, {LEDGER_COLUMNS}) "
+            ));
+            insert.push_values(entries.iter().zip(numbers), |mut row, (entry, (seq, epsilon))| {
+                row.push_bind(pk)
+                    .push_bind(seq)
+                    .push_bind(event_name(entry.event))
+                    .push_bind(&entry.actor)
+                    .push_bind(entry.release_id.map(|id| id.to_string()))
+                    .push_bind(epsilon)
+                    .push_bind(entry.delta.units().to_string())
+                    .push_bind(&entry.loss)
+                    .push_bind(&entry.details)
+                    .push_bind(&entry.created_at)
+                    .push_bind(&entry.prev_hash)
+                    .push_bind(&entry.hash);
+            });
+            insert.build().execute(&mut *conn).await?;
             Ok(())
         }
 
@@ -96,55 +105,80 @@ macro_rules! common_store {
                     dataset,
                     previous.as_ref().map(|(seq, hash)| (*seq, hash.as_str())),
                 )?;
-                append_ledger(&mut *conn, pk, &record).await?;
                 previous = Some((record.seq, record.hash.clone()));
                 chained.push(record);
+            }
+            if !chained.is_empty() {
+                append_ledger(&mut *conn, pk, &chained).await?;
             }
             Ok(chained)
         }
 
+        /// The dataset's analysts with a record, by name; only those
+        /// named in `only` when given.
         async fn analysts_in(
             conn: &mut Connection,
             pk: i64,
-            only: Option<&str>,
+            only: Option<&[&str]>,
         ) -> Result<Vec<$crate::budget::AnalystRecord>, $crate::store::StoreError> {
             use $crate::store::records::{ANALYST_COLUMNS, AnalystRow};
-            let sql = format!(
-                "SELECT {ANALYST_COLUMNS} FROM analysts WHERE dataset_pk = $1 \
-                 AND ($2 IS NULL OR analyst = $2) ORDER BY analyst"
-            );
-            let rows: Vec<AnalystRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(pk)
-                .bind(only)
-                .fetch_all(&mut *conn)
-                .await?;
+            let mut select = sqlx::QueryBuilder::<$db>::new(format!(
+                "SELECT {ANALYST_COLUMNS} FROM analysts WHERE dataset_pk = "
+            ));
+            select.push_bind(pk);
+            if let Some(names) = only {
+                if names.is_empty() {
+                    return Ok(Vec::new());
+                }
+                select.push(" AND analyst IN (");
+                let mut list = select.separated(", ");
+                for name in names {
+                    list.push_bind(*name);
+                }
+                list.push_unseparated(")");
+            }
+            select.push(" ORDER BY analyst");
+            let rows: Vec<AnalystRow> = select.build_query_as().fetch_all(&mut *conn).await?;
             rows.into_iter().map(AnalystRow::into_record).collect()
         }
 
-        /// Stores an analyst's cap and composition.
-        async fn put_analyst(
+        /// Stores analysts' caps and compositions, in one statement.
+        async fn put_analysts(
             conn: &mut Connection,
             pk: i64,
-            analyst: &$crate::budget::AnalystRecord,
+            analysts: &[&$crate::budget::AnalystRecord],
         ) -> Result<(), $crate::store::StoreError> {
             use $crate::store::records::{signed, to_json};
-            let cap_epsilon = analyst
-                .cap
-                .map(|cap| signed("cap epsilon", cap.epsilon.units()))
-                .transpose()?;
-            sqlx::query(
-                "INSERT INTO analysts (dataset_pk, analyst, cap_epsilon, cap_delta, composition) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dataset_pk, analyst) DO UPDATE SET \
+            if analysts.is_empty() {
+                return Ok(());
+            }
+            let rows = analysts
+                .iter()
+                .map(|analyst| {
+                    let cap_epsilon = analyst
+                        .cap
+                        .map(|cap| signed("cap epsilon", cap.epsilon.units()))
+                        .transpose()?;
+                    let cap_delta = analyst.cap.map(|cap| cap.delta.units().to_string());
+                    Ok((analyst, cap_epsilon, cap_delta, to_json(&analyst.composition)?))
+                })
+                .collect::<Result<Vec<_>, $crate::store::StoreError>>()?;
+            let mut upsert = sqlx::QueryBuilder::<$db>::new(
+                "INSERT INTO analysts (dataset_pk, analyst, cap_epsilon, cap_delta, composition) ",
+            );
+            upsert.push_values(rows, |mut row, (analyst, cap_epsilon, cap_delta, composition)| {
+                row.push_bind(pk)
+                    .push_bind(analyst.analyst.clone())
+                    .push_bind(cap_epsilon)
+                    .push_bind(cap_delta)
+                    .push_bind(composition);
+            });
+            upsert.push(
+                " ON CONFLICT (dataset_pk, analyst) DO UPDATE SET \
                  cap_epsilon = excluded.cap_epsilon, cap_delta = excluded.cap_delta, \
                  composition = excluded.composition",
-            )
-            .bind(pk)
-            .bind(&analyst.analyst)
-            .bind(cap_epsilon)
-            .bind(analyst.cap.map(|cap| cap.delta.units().to_string()))
-            .bind(to_json(&analyst.composition)?)
-            .execute(&mut *conn)
-            .await?;
+            );
+            upsert.build().execute(&mut *conn).await?;
             Ok(())
         }
 
@@ -169,6 +203,46 @@ macro_rules! common_store {
                 .await?
                 .map($crate::store::records::ReleaseRow::into_release)
                 .transpose()
+        }
+
+        /// The dataset's releases made under any of `keys` (analyst,
+        /// idempotency key), in one query.
+        async fn keyed_releases(
+            conn: &mut Connection,
+            pk: i64,
+            keys: &[(&str, &str)],
+        ) -> Result<
+            std::collections::HashMap<(String, String), $crate::store::StoredRelease>,
+            $crate::store::StoreError,
+        > {
+            use sqlx::Row;
+            use $crate::store::records::{RELEASE_COLUMNS, ReleaseRow};
+            let mut found = std::collections::HashMap::new();
+            if keys.is_empty() {
+                return Ok(found);
+            }
+            let mut select = sqlx::QueryBuilder::<$db>::new(format!(
+                "SELECT {RELEASE_COLUMNS}, r.idempotency_key FROM releases r \
+                 JOIN datasets d ON d.pk = r.dataset_pk WHERE r.dataset_pk = "
+            ));
+            // (analyst, key) pairs, so that the unique index on
+            // (dataset, analyst, key) finds each.
+            select.push_bind(pk).push(" AND (r.analyst, r.idempotency_key) IN (");
+            let mut list = select.separated(", ");
+            for (analyst, key) in keys {
+                list.push("(");
+                list.push_bind_unseparated(*analyst);
+                list.push_unseparated(", ");
+                list.push_bind_unseparated(*key);
+                list.push_unseparated(")");
+            }
+            list.push_unseparated(")");
+            for row in select.build().fetch_all(&mut *conn).await? {
+                let key: String = row.try_get("idempotency_key")?;
+                let release = <ReleaseRow as sqlx::FromRow<_>>::from_row(&row)?.into_release()?;
+                found.insert((release.analyst.clone(), key), release);
+            }
+            Ok(found)
         }
 
         /// Reads the snapshot at `version` on a task of its own, re-cut
@@ -456,15 +530,15 @@ macro_rules! common_store {
         }
 
         /// Makes a batch of debits of dataset `id` in one transaction and
-        /// answers each (see `super::debits`).
+        /// answers each (see `super::batches`).
         async fn write_debits(
             store: &$store,
             id: uuid::Uuid,
-            batch: Vec<$crate::store::debits::Pending>,
+            batch: Vec<$crate::store::batches::Pending<($crate::store::Debit, $crate::store::Decide), $crate::store::DebitOutcome>>,
         ) {
             let (debits, replies): (Vec<_>, Vec<_>) = batch
                 .into_iter()
-                .map(|pending| ((pending.debit, pending.decide), pending.reply))
+                .map(|pending| (pending.item, pending.reply))
                 .unzip();
             match debit_all(store, id, debits).await {
                 Ok(outcomes) => {
@@ -480,6 +554,56 @@ macro_rules! common_store {
                     }
                 }
             }
+        }
+
+        /// Stores a batch of finished releases in one transaction and
+        /// answers each (see `super::batches`).
+        async fn write_finished(
+            store: &$store,
+            batch: Vec<$crate::store::batches::Pending<(uuid::Uuid, $crate::store::Finished), ()>>,
+        ) {
+            let outcome = finish_all(store, batch.iter().map(|pending| &pending.item)).await;
+            if let Err(error) = &outcome {
+                tracing::error!(%error, "a batch of finished releases failed");
+            }
+            $crate::store::batches::answer_all(batch, &outcome);
+        }
+
+        async fn finish_all(
+            store: &$store,
+            finished: impl Iterator<Item = &(uuid::Uuid, $crate::store::Finished)>,
+        ) -> Result<(), $crate::store::StoreError> {
+            use $crate::store::Finished;
+            // Only a release's first ending counts, in a batch as across batches.
+            let mut seen = std::collections::HashSet::new();
+            let (mut responses, mut failures) = (Vec::new(), Vec::new());
+            for (release, ending) in finished {
+                if seen.insert(*release) {
+                    match ending {
+                        Finished::Response(text) => responses.push((release.to_string(), text)),
+                        Finished::Failure(text) => failures.push((release.to_string(), text)),
+                    }
+                }
+            }
+            let mut tx = store.begin_write().await?;
+            for (column, endings) in [("response", responses), ("failure", failures)] {
+                if endings.is_empty() {
+                    continue;
+                }
+                let mut update = sqlx::QueryBuilder::<$db>::new(format!(
+                    "UPDATE releases SET {column} = v.column2 FROM ("
+                ));
+                update.push_values(endings, |mut row, (release, text)| {
+                    row.push_bind(release).push_bind(text);
+                });
+                update.push(
+                    ") AS v WHERE releases.id = v.column1 \
+                     AND releases.response IS NULL AND releases.failure IS NULL",
+                );
+                update.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(())
         }
 
         /// The check-and-debit transaction for `debits` of dataset `id`, in
@@ -498,41 +622,45 @@ macro_rules! common_store {
             let Some((pk, mut record)) = dataset_in(&mut tx, id, true).await? else {
                 return Ok(debits.iter().map(|_| DebitOutcome::NoDataset).collect());
             };
-            let dataset = id.to_string();
-            let mut analysts: HashMap<String, AnalystRecord> = HashMap::new();
-            // Keys used by debits of this batch: their releases, by analyst and key.
-            let mut keyed: HashMap<(String, String), StoredRelease> = HashMap::new();
+            let names: Vec<&str> = debits.iter().map(|(debit, _)| debit.analyst.as_str()).collect();
+            let stored = analysts_in(&mut tx, pk, Some(&names)).await?;
+            let mut analysts: HashMap<String, AnalystRecord> = stored
+                .into_iter()
+                .map(|analyst| (analyst.analyst.clone(), analyst))
+                .collect();
+            // Releases by analyst and key: those stored, then this batch's.
+            let keys: Vec<(&str, &str)> = debits
+                .iter()
+                .filter_map(|(debit, _)| Some((debit.analyst.as_str(), debit.idempotency_key.as_deref()?)))
+                .collect();
+            let mut keyed = keyed_releases(&mut tx, pk, &keys).await?;
+            // Analysts whose spending this batch changes.
+            let mut changed = std::collections::BTreeSet::new();
             let mut entries = Vec::new();
             let mut made = Vec::new();
             let mut outcomes = Vec::with_capacity(debits.len());
             for (debit, decide) in debits {
-                if let Some(key) = &debit.idempotency_key {
-                    let earlier = match keyed.get(&(debit.analyst.clone(), key.clone())) {
-                        Some(release) => Some(release.clone()),
-                        None => find_release(&mut *tx, BY_KEY, [&dataset, &debit.analyst, key]).await?,
-                    };
-                    if let Some(earlier) = earlier {
-                        outcomes.push(DebitOutcome::Replay(earlier));
-                        continue;
-                    }
+                if let Some(key) = &debit.idempotency_key
+                    && let Some(earlier) = keyed.get(&(debit.analyst.clone(), key.clone()))
+                {
+                    outcomes.push(DebitOutcome::Replay(earlier.clone()));
+                    continue;
                 }
                 if record.n_rows != debit.expected_rows {
                     outcomes.push(DebitOutcome::Stale);
                     continue;
                 }
-                let analyst = match analysts.get(&debit.analyst) {
-                    Some(analyst) => analyst.clone(),
-                    None => analysts_in(&mut tx, pk, Some(&debit.analyst))
-                        .await?
-                        .pop()
-                        .unwrap_or_else(|| AnalystRecord::new(&debit.analyst)),
-                };
+                let analyst = analysts
+                    .get(&debit.analyst)
+                    .cloned()
+                    .unwrap_or_else(|| AnalystRecord::new(&debit.analyst));
                 let Some((composition, own)) = decide(&record, &analyst) else {
                     outcomes.push(DebitOutcome::Refused(Box::new((record.clone(), analyst))));
                     continue;
                 };
                 record.composition = composition;
                 analysts.insert(debit.analyst.clone(), AnalystRecord { composition: own, ..analyst });
+                changed.insert(debit.analyst.clone());
                 entries.push($crate::ledger::NewEntry::release(
                     debit.release_id,
                     &debit.analyst,
@@ -559,26 +687,29 @@ macro_rules! common_store {
                 return Ok(outcomes);
             }
             let chained = append_entries(&mut tx, pk, &id, entries).await?;
-            for (debit, entry) in made.iter().zip(&chained) {
-                sqlx::query(
-                    "INSERT INTO releases (id, dataset_pk, ledger_seq, analyst, kind, idempotency_key, \
-                     request_hash, request, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .bind(debit.release_id.to_string())
-                .bind(pk)
-                .bind(signed("ledger sequence number", entry.seq)?)
-                .bind(&debit.analyst)
-                .bind(&debit.kind)
-                .bind(&debit.idempotency_key)
-                .bind(&debit.request_hash)
-                .bind(&debit.request)
-                .bind(&debit.created_at)
-                .execute(&mut *tx)
-                .await?;
-            }
-            for analyst in analysts.values() {
-                put_analyst(&mut tx, pk, analyst).await?;
-            }
+            let seqs = chained
+                .iter()
+                .map(|entry| signed("ledger sequence number", entry.seq))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut insert = sqlx::QueryBuilder::<$db>::new(
+                "INSERT INTO releases (id, dataset_pk, ledger_seq, analyst, kind, idempotency_key, \
+                 request_hash, request, created_at) ",
+            );
+            insert.push_values(made.iter().zip(seqs), |mut row, (debit, seq)| {
+                row.push_bind(debit.release_id.to_string())
+                    .push_bind(pk)
+                    .push_bind(seq)
+                    .push_bind(&debit.analyst)
+                    .push_bind(&debit.kind)
+                    .push_bind(&debit.idempotency_key)
+                    .push_bind(&debit.request_hash)
+                    .push_bind(&debit.request)
+                    .push_bind(&debit.created_at);
+            });
+            insert.build().execute(&mut *tx).await?;
+            let changed: Vec<&AnalystRecord> =
+                changed.iter().filter_map(|name| analysts.get(name)).collect();
+            put_analysts(&mut tx, pk, &changed).await?;
             sqlx::query("UPDATE datasets SET composition = $1 WHERE pk = $2")
                 .bind(to_json(&record.composition)?)
                 .bind(pk)
@@ -662,7 +793,7 @@ macro_rules! common_store {
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|error| map_unique(error, || format!("a dataset named {:?} exists", record.name)))?;
-                append_ledger(&mut tx, pk, &opening_entry(dataset)?).await?;
+                append_ledger(&mut tx, pk, &[opening_entry(dataset)?]).await?;
                 tx.commit().await?;
                 Ok(())
             }
@@ -682,6 +813,46 @@ macro_rules! common_store {
             ) -> Result<Option<$crate::dataset::DatasetRecord>, $crate::store::StoreError> {
                 let mut conn = self.pool.acquire().await?;
                 Ok(dataset_in(&mut conn, id, false).await?.map(|(_, record)| record))
+            }
+
+            async fn dataset_with_analyst(
+                &self,
+                id: uuid::Uuid,
+                analyst: &str,
+            ) -> Result<
+                Option<($crate::dataset::DatasetRecord, $crate::budget::AnalystRecord)>,
+                $crate::store::StoreError,
+            > {
+                use sqlx::Row;
+                use $crate::store::records::{AnalystRow, DATASET_COLUMNS, DatasetRow};
+                let columns: Vec<String> =
+                    DATASET_COLUMNS.split(", ").map(|column| format!("d.{column}")).collect();
+                let sql = format!(
+                    "SELECT {}, a.cap_epsilon AS a_cap_epsilon, a.cap_delta AS a_cap_delta, \
+                     a.composition AS a_composition FROM datasets d LEFT JOIN analysts a \
+                     ON a.dataset_pk = d.pk AND a.analyst = $2 WHERE d.id = $1",
+                    columns.join(", ")
+                );
+                let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(id.to_string())
+                    .bind(analyst)
+                    .fetch_optional(&self.pool)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let dataset = <DatasetRow as sqlx::FromRow<_>>::from_row(&row)?.into_record()?;
+                let record = match row.try_get::<Option<String>, _>("a_composition")? {
+                    None => $crate::budget::AnalystRecord::new(analyst),
+                    Some(composition) => AnalystRow::new(
+                        analyst.to_owned(),
+                        row.try_get("a_cap_epsilon")?,
+                        row.try_get("a_cap_delta")?,
+                        composition,
+                    )
+                    .into_record()?,
+                };
+                Ok(Some((dataset, record)))
             }
 
             async fn begin_ingest(
@@ -709,7 +880,7 @@ macro_rules! common_store {
             ) -> Result<$crate::store::DebitOutcome, $crate::store::StoreError> {
                 let store = self.clone();
                 self.debits
-                    .submit(debit.clone(), decide, move |id, batch| {
+                    .submit(debit.dataset, (debit.clone(), decide), move |id, batch| {
                         let store = store.clone();
                         async move { write_debits(&store, id, batch).await }
                     })
@@ -732,11 +903,16 @@ macro_rules! common_store {
                 id: uuid::Uuid,
                 analyst: &str,
             ) -> Result<Option<$crate::budget::AnalystRecord>, $crate::store::StoreError> {
-                let mut conn = self.pool.acquire().await?;
-                let Some((pk, _)) = dataset_in(&mut conn, id, false).await? else {
-                    return Ok(None);
-                };
-                Ok(analysts_in(&mut conn, pk, Some(analyst)).await?.pop())
+                use $crate::store::records::AnalystRow;
+                let row: Option<AnalystRow> = sqlx::query_as(
+                    "SELECT a.analyst, a.cap_epsilon, a.cap_delta, a.composition FROM analysts a \
+                     JOIN datasets d ON d.pk = a.dataset_pk WHERE d.id = $1 AND a.analyst = $2",
+                )
+                .bind(id.to_string())
+                .bind(analyst)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.map(AnalystRow::into_record).transpose()
             }
 
             async fn change_budget(
@@ -764,11 +940,12 @@ macro_rules! common_store {
                     record.budget = budget;
                 }
                 for (name, cap) in &change.caps {
-                    let analyst = analysts_in(&mut tx, pk, Some(name))
+                    let analyst = analysts_in(&mut tx, pk, Some(&[name]))
                         .await?
                         .pop()
                         .unwrap_or_else(|| $crate::budget::AnalystRecord::new(name));
-                    put_analyst(&mut tx, pk, &$crate::budget::AnalystRecord { cap: *cap, ..analyst }).await?;
+                    let capped = $crate::budget::AnalystRecord { cap: *cap, ..analyst };
+                    put_analysts(&mut tx, pk, &[&capped]).await?;
                 }
                 let analysts = analysts_in(&mut tx, pk, None).await?;
                 tx.commit().await?;
@@ -799,28 +976,18 @@ macro_rules! common_store {
                 rows.into_iter().map(ReleaseListingRow::into_summary).collect()
             }
 
-            async fn complete_release(&self, release: uuid::Uuid, response: &str) -> Result<(), $crate::store::StoreError> {
-                sqlx::query(
-                    "UPDATE releases SET response = $1 \
-                     WHERE id = $2 AND response IS NULL AND failure IS NULL",
-                )
-                .bind(response)
-                .bind(release.to_string())
-                .execute(&self.pool)
-                .await?;
-                Ok(())
-            }
-
-            async fn fail_release(&self, release: uuid::Uuid, problem: &str) -> Result<(), $crate::store::StoreError> {
-                sqlx::query(
-                    "UPDATE releases SET failure = $1 \
-                     WHERE id = $2 AND response IS NULL AND failure IS NULL",
-                )
-                .bind(problem)
-                .bind(release.to_string())
-                .execute(&self.pool)
-                .await?;
-                Ok(())
+            async fn finish_release(
+                &self,
+                release: uuid::Uuid,
+                finished: $crate::store::Finished,
+            ) -> Result<(), $crate::store::StoreError> {
+                let store = self.clone();
+                self.finished
+                    .submit((), (release, finished), move |(), batch| {
+                        let store = store.clone();
+                        async move { write_finished(&store, batch).await }
+                    })
+                    .await
             }
 
             async fn release(

@@ -7,17 +7,20 @@
 //! UPDATE`), asks the caller's [`Decide`] whether the release fits, and if so
 //! appends the hash-chained ledger entry, records the release and stores the
 //! new composition, all or nothing. Debits of one dataset that arrive
-//! together share one such transaction, each decided in turn ([`debits`]).
+//! together share one such transaction, each decided in turn; finished
+//! releases are stored in batches too ([`batches`]).
 //! Noise is drawn by the caller only after this commits, never inside it.
 
+mod batches;
 mod common;
-mod debits;
 mod postgres;
 mod records;
 mod sqlite;
 
 use async_trait::async_trait;
 use uuid::Uuid;
+
+pub use batches::Finished;
 
 use crate::budget::{AnalystRecord, Change};
 use crate::dataset::{DatasetRecord, WalrStats};
@@ -190,6 +193,15 @@ pub trait Store: Send + Sync {
     /// One analyst's cap and spending on the dataset, if it has either.
     async fn analyst(&self, id: Uuid, analyst: &str) -> Result<Option<AnalystRecord>, StoreError>;
 
+    /// The dataset and `analyst`'s record on it (a fresh one if the analyst
+    /// has spent nothing yet), in one query: what a release is priced and
+    /// pre-admitted against.
+    async fn dataset_with_analyst(
+        &self,
+        id: Uuid,
+        analyst: &str,
+    ) -> Result<Option<(DatasetRecord, AnalystRecord)>, StoreError>;
+
     /// Moves the total and sets caps under the budget lock, after
     /// [`Change::check`], writing one ledger event per change.
     async fn change_budget(&self, id: Uuid, change: &Change) -> Result<BudgetOutcome, StoreError>;
@@ -204,12 +216,10 @@ pub trait Store: Send + Sync {
         limit: u32,
     ) -> Result<Vec<dpgate_api_types::ReleaseSummary>, StoreError>;
 
-    /// Stores the response of a debited release.
-    async fn complete_release(&self, release: Uuid, response: &str) -> Result<(), StoreError>;
-
-    /// Records that a debited release failed, with the problem document
-    /// it answered (its ledger entry stays).
-    async fn fail_release(&self, release: Uuid, problem: &str) -> Result<(), StoreError>;
+    /// Stores how a debited release ended: its response, or the problem
+    /// it answered when it failed (its ledger entry stays). Only the first
+    /// ending counts.
+    async fn finish_release(&self, release: Uuid, finished: Finished) -> Result<(), StoreError>;
 
     async fn release(
         &self,

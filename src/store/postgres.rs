@@ -13,7 +13,8 @@ use super::common::common_store;
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
-    debits: std::sync::Arc<super::debits::DebitQueue>,
+    debits: std::sync::Arc<super::batches::DebitQueue>,
+    finished: std::sync::Arc<super::batches::FinishQueue>,
 }
 
 /// Uploads of at least this many rows are followed by a vacuum.
@@ -42,14 +43,20 @@ impl PostgresStore {
 
     /// Connects to `url` and migrates the database.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        // No ping before each use: it would be one more round trip per
+        // statement outside a transaction. A connection the server dropped
+        // fails its next statement instead (a debit then spends nothing)
+        // and leaves the pool.
         let pool = PgPoolOptions::new()
             .max_connections(16)
+            .test_before_acquire(false)
             .connect(url)
             .await?;
         sqlx::migrate!("./migrations/postgres").run(&pool).await?;
         let store = PostgresStore {
             pool,
             debits: Default::default(),
+            finished: Default::default(),
         };
         upgrade_row_storage(&store).await?;
         Ok(store)

@@ -232,6 +232,21 @@ pub(crate) struct AnalystRow {
 pub(crate) const ANALYST_COLUMNS: &str = "analyst, cap_epsilon, cap_delta, composition";
 
 impl AnalystRow {
+    /// `analyst`'s row from its columns, read under other names.
+    pub(crate) fn new(
+        analyst: String,
+        cap_epsilon: Option<i64>,
+        cap_delta: Option<String>,
+        composition: String,
+    ) -> Self {
+        AnalystRow {
+            analyst,
+            cap_epsilon,
+            cap_delta,
+            composition,
+        }
+    }
+
     pub(crate) fn into_record(self) -> Result<AnalystRecord, StoreError> {
         let cap = match (self.cap_epsilon, self.cap_delta) {
             (Some(epsilon), Some(delta)) => Some(Budget {

@@ -19,7 +19,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    debits: std::sync::Arc<super::debits::DebitQueue>,
+    debits: std::sync::Arc<super::batches::DebitQueue>,
+    finished: std::sync::Arc<super::batches::FinishQueue>,
 }
 
 impl SqliteStore {
@@ -42,6 +43,7 @@ impl SqliteStore {
         let store = SqliteStore {
             pool,
             debits: Default::default(),
+            finished: Default::default(),
         };
         upgrade_row_storage(&store).await?;
         Ok(store)

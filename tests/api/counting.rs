@@ -14,8 +14,8 @@ use dpgate::dataset::DatasetRecord;
 use dpgate::ledger::LedgerRecord;
 use dpgate::snapshots::Shape;
 use dpgate::store::{
-    BlockStream, BudgetOutcome, Debit, DebitOutcome, Decide, IngestSession, NewDataset, Store,
-    StoreError, StoredRelease,
+    BlockStream, BudgetOutcome, Debit, DebitOutcome, Decide, Finished, IngestSession, NewDataset,
+    Store, StoreError, StoredRelease,
 };
 use dpgate_api_types::ReleaseSummary;
 use futures_util::StreamExt;
@@ -170,6 +170,14 @@ impl Store for Counting {
         self.inner.analyst(id, analyst).await
     }
 
+    async fn dataset_with_analyst(
+        &self,
+        id: Uuid,
+        analyst: &str,
+    ) -> Result<Option<(DatasetRecord, AnalystRecord)>, StoreError> {
+        self.inner.dataset_with_analyst(id, analyst).await
+    }
+
     async fn change_budget(&self, id: Uuid, change: &Change) -> Result<BudgetOutcome, StoreError> {
         self.inner.change_budget(id, change).await
     }
@@ -184,12 +192,8 @@ impl Store for Counting {
         self.inner.releases(id, analyst, after, limit).await
     }
 
-    async fn complete_release(&self, release: Uuid, response: &str) -> Result<(), StoreError> {
-        self.inner.complete_release(release, response).await
-    }
-
-    async fn fail_release(&self, release: Uuid, problem: &str) -> Result<(), StoreError> {
-        self.inner.fail_release(release, problem).await
+    async fn finish_release(&self, release: Uuid, finished: Finished) -> Result<(), StoreError> {
+        self.inner.finish_release(release, finished).await
     }
 
     async fn release(

@@ -6,7 +6,7 @@ use dpgate::dataset::{DatasetRecord, WalrStats};
 use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
 use dpgate::ingest::RowRecord;
 use dpgate::snapshots::{BLOCK_ROWS, Columns, Shape};
-use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, NewDataset, Store, StoreError};
+use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, Finished, NewDataset, Store, StoreError};
 use dpgate_client::types::{CreateDataset, LedgerEvent};
 use futures_util::StreamExt;
 use uuid::Uuid;
@@ -249,11 +249,14 @@ async fn conformance(store: &dyn Store) {
         (None, "h1")
     );
     store
-        .complete_release(first.release_id, "{\"done\":true}")
+        .finish_release(
+            first.release_id,
+            Finished::Response("{\"done\":true}".to_owned()),
+        )
         .await
         .unwrap();
     store
-        .complete_release(first.release_id, "overwritten?")
+        .finish_release(first.release_id, Finished::Failure("too late".to_owned()))
         .await
         .unwrap();
     let by_key = store
@@ -261,7 +264,10 @@ async fn conformance(store: &dyn Store) {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(by_key.response.as_deref(), Some("{\"done\":true}"));
+    assert_eq!(
+        (by_key.response.as_deref(), by_key.failure),
+        (Some("{\"done\":true}"), None)
+    );
     assert_eq!(
         store.release_by_key(dataset.id, "bea", "k1").await.unwrap(),
         None
@@ -523,6 +529,108 @@ async fn rows_stored_before_blocks_are_converted_on_start_up() {
         assert!(left.is_err(), "{backend:?}: the old table is dropped");
         // A second start finds nothing to convert.
         dpgate::store::connect(&app.database_url).await.unwrap();
+        app.finish().await;
+    }
+}
+
+/// Admits while fewer than `most` releases are composed, whoever asks.
+fn at_most(most: u64, charge: Charge) -> dpgate::store::Decide {
+    Box::new(move |dataset: &DatasetRecord, analyst: &AnalystRecord| {
+        if dataset.composition.releases() >= most {
+            return None;
+        }
+        let (mut total, mut own) = (dataset.composition.clone(), analyst.composition.clone());
+        total.push(&charge);
+        own.push(&charge);
+        Some((total, own))
+    })
+}
+
+/// Debits sent together share transactions; each is still decided in turn
+/// (exactly `most` are made), a key used twice replays its first release,
+/// and finished releases stored together keep their first ending.
+async fn concurrent_debits(store: &dyn Store) {
+    const MOST: u64 = 12;
+    let dataset = record("batched");
+    store
+        .create_dataset(&NewDataset {
+            record: dataset.clone(),
+            actor: "admin".to_owned(),
+        })
+        .await
+        .unwrap();
+    // 40 debits by 8 analysts, each key sent twice.
+    let debits: Vec<Debit> = (0..20)
+        .flat_map(|index| {
+            let mut first = debit(dataset.id, 0, Some(&format!("k{index}")));
+            first.analyst = format!("a{}", index % 8);
+            let mut again = first.clone();
+            again.release_id = Uuid::new_v4();
+            [first, again]
+        })
+        .collect();
+    let outcomes = futures_util::future::join_all(
+        debits
+            .iter()
+            .map(|debit| store.debit(debit, at_most(MOST, debit.charge.clone()))),
+    )
+    .await;
+    let mut made = Vec::new();
+    let (mut refused, mut replayed) = (0, 0);
+    for (debit, outcome) in debits.iter().zip(outcomes) {
+        match outcome.unwrap() {
+            DebitOutcome::Debited(after) => {
+                assert!(after.composition.releases() <= MOST);
+                made.push(debit.release_id);
+            }
+            DebitOutcome::Refused(_) => refused += 1,
+            DebitOutcome::Replay(earlier) => {
+                assert_eq!(earlier.analyst, debit.analyst);
+                assert_ne!(earlier.id, debit.release_id);
+                replayed += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(made.len() as u64, MOST);
+    // Every key's second use replays its first, made or not (a refused
+    // first stored nothing, so its second is decided, and refused).
+    assert_eq!(replayed, MOST as usize);
+    assert_eq!(refused, 40 - 2 * MOST as usize);
+    let after = store.dataset(dataset.id).await.unwrap().unwrap();
+    assert_eq!(after.composition.releases(), MOST);
+    let ledger = store.ledger(dataset.id, None, 1000).await.unwrap();
+    assert_eq!(
+        ledger.len() as u64,
+        MOST + 1,
+        "the opening entry and one per release"
+    );
+    let finishes = made.iter().flat_map(|release| {
+        [
+            store.finish_release(
+                *release,
+                Finished::Response(format!("{{\"id\":\"{release}\"}}")),
+            ),
+            store.finish_release(*release, Finished::Failure("second".to_owned())),
+        ]
+    });
+    for finished in futures_util::future::join_all(finishes).await {
+        finished.unwrap();
+    }
+    for release in &made {
+        let stored = store.release(dataset.id, *release).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.response, stored.failure),
+            (Some(format!("{{\"id\":\"{release}\"}}")), None)
+        );
+    }
+}
+
+#[tokio::test]
+async fn concurrent_debits_are_batched_and_each_decided_in_turn() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        concurrent_debits(app.store.as_ref()).await;
         app.finish().await;
     }
 }
