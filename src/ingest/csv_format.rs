@@ -110,10 +110,11 @@ impl<R: Read> Split for Records<R> {
             }
             // Within the record's limit, as checked.
             read += length as usize;
-            for field in &self.record {
-                chunk.bytes.extend_from_slice(field);
-                chunk.field_ends.push(chunk.bytes.len());
-            }
+            // The record's fields lie end to end in one slice: one copy.
+            let base = chunk.bytes.len();
+            chunk.bytes.extend_from_slice(self.record.as_slice());
+            let ends = (0..self.record.len()).filter_map(|field| self.record.range(field));
+            chunk.field_ends.extend(ends.map(|range| base + range.end));
             chunk.records.push(Record {
                 line,
                 end: chunk.field_ends.len(),
@@ -142,32 +143,49 @@ impl ParseChunk for Fields {
         let (mut first_field, mut start) = (0, 0);
         for record in &chunk.records {
             let ends = &chunk.field_ends[first_field..record.end];
-            let fields = ends.iter().scan(start, |from, &end| {
-                let field = &chunk.bytes[*from..end];
-                *from = end;
-                Some(field)
+            let end = ends.last().copied().unwrap_or(start);
+            // Each field's range within the record.
+            let ranges = ends.iter().scan(0, |from, &to| {
+                let range = (*from, to - start);
+                *from = to - start;
+                Some(range)
             });
-            each(record.line, self.row(rows, record.line, fields, &mut texts));
+            let row = self.row(
+                rows,
+                record.line,
+                &chunk.bytes[start..end],
+                ranges,
+                &mut texts,
+            );
+            each(record.line, row);
             first_field = record.end;
-            start = ends.last().copied().unwrap_or(start);
+            start = end;
         }
     }
 }
 
 impl Fields {
-    /// The row of one record's `fields`; `texts` is room for them as text.
+    /// The row of one record (its bytes and its fields' ranges in them);
+    /// `texts` is room for the fields as text.
     fn row<'c>(
         &self,
         rows: &RowBuilder,
         line: u64,
-        fields: impl Iterator<Item = &'c [u8]> + Clone,
+        bytes: &'c [u8],
+        ranges: impl Iterator<Item = (usize, usize)> + Clone,
         texts: &mut Vec<&'c str>,
     ) -> Result<RowRecord, String> {
         texts.clear();
-        for field in fields.clone() {
-            match std::str::from_utf8(field) {
-                Ok(text) => texts.push(text),
-                Err(error) => return Err(utf8_problem(fields, error)),
+        // One check of the whole record; a field cut inside a character
+        // (which the whole may hide) is found by the range that fails.
+        let whole = std::str::from_utf8(bytes).ok();
+        for (from, to) in ranges.clone() {
+            match whole.and_then(|text| text.get(from..to)) {
+                Some(text) => texts.push(text),
+                None => {
+                    let fields = ranges.map(|(from, to)| &bytes[from..to]);
+                    return Err(utf8_problem(fields));
+                }
             }
         }
         if texts.len() != self.width {
@@ -180,12 +198,12 @@ impl Fields {
 }
 
 /// What the `csv` crate says of a record whose fields are not all UTF-8,
-/// as reading it as a `StringRecord` reported it. (It checks the fields
-/// one by one as [`Fields::row`] does, so it finds `error` too.)
-fn utf8_problem<'c>(fields: impl Iterator<Item = &'c [u8]>, error: std::str::Utf8Error) -> String {
+/// as reading it as a `StringRecord` reported it (it checks the fields one
+/// by one).
+fn utf8_problem<'c>(fields: impl Iterator<Item = &'c [u8]>) -> String {
     match csv::StringRecord::from_byte_record(fields.collect()) {
         Err(error) => format!("not valid UTF-8: {}", error.utf8_error()),
-        Ok(_) => format!("not valid UTF-8: {error}"),
+        Ok(_) => "not valid UTF-8".to_owned(),
     }
 }
 
