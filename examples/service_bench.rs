@@ -7,7 +7,9 @@
 //! ```
 //!
 //! 1. ingest of a generated CSV (1,000,000 rows × 32 features by default;
-//!    set `BENCH_ROWS`, `BENCH_FEATURES`);
+//!    set `BENCH_ROWS`, `BENCH_FEATURES`), and the database's own bulk
+//!    loader on the same file where it is installed (`sqlite3 .import`,
+//!    `psql \copy`, into a plain table);
 //! 2. WALR release latency: the first release, the median of 20, then the
 //!    spread of 200 (what an observer of response times sees), and what
 //!    holding a 64-dimensional noise draw to its public deadline costs;
@@ -18,7 +20,9 @@
 //! 4. releases per second with 32 concurrent analysts until the budget runs
 //!    out;
 //! 5. the latency of a refused model release on two datasets that differ
-//!    in one label (it must not depend on the data: nothing is read).
+//!    in one label (it must not depend on the data: nothing is read);
+//! 6. `dpgate-client train` end to end (download, release, train, save),
+//!    and its parts in process: the Arrow download and the trainer alone.
 
 // A benchmark driver: failing loudly on any error is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -177,6 +181,64 @@ fn pacing_cost() {
     );
 }
 
+/// The plain table a native loader fills: one typed column per CSV column.
+fn plain_table(features: usize) -> String {
+    let columns: Vec<String> = (0..features).map(|j| format!("f{j} REAL")).collect();
+    format!(
+        "CREATE TABLE native (row_id TEXT, converted INTEGER, {}, value REAL, campaign TEXT, \
+         device TEXT)",
+        columns.join(", ")
+    )
+}
+
+/// Runs `command`, or says why not; its time when it ran and succeeded.
+fn timed_command(command: &mut std::process::Command) -> Option<Duration> {
+    let started = Instant::now();
+    match command.output() {
+        Ok(output) if output.status.success() => Some(started.elapsed()),
+        Ok(output) => {
+            println!(
+                "{command:?} failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+            None
+        }
+        Err(error) => {
+            println!("{:?} not run: {error}", command.get_program());
+            None
+        }
+    }
+}
+
+/// The database's own bulk loader on `csv`, into a plain table of a fresh
+/// database file (SQLite) or of the bench database (Postgres): its time.
+fn native_load(csv: &std::path::Path, features: usize, postgres: Option<&str>) -> Option<Duration> {
+    let table = plain_table(features);
+    match postgres {
+        None => {
+            let script = csv.with_file_name("native.sql");
+            let commands = format!(
+                "{table};\n.mode csv\n.import --skip 1 {} native\n",
+                csv.display()
+            );
+            std::fs::write(&script, commands).unwrap();
+            let mut command = std::process::Command::new("sqlite3");
+            command
+                .arg(csv.with_file_name("native.db"))
+                .stdin(std::fs::File::open(&script).unwrap());
+            timed_command(&mut command)
+        }
+        Some(url) => {
+            timed_command(std::process::Command::new("psql").args([url, "-qc", &table]))?;
+            let copy = format!(
+                "\\copy native FROM '{}' WITH (FORMAT csv, HEADER true)",
+                csv.display()
+            );
+            timed_command(std::process::Command::new("psql").args([url, "-qc", &copy]))
+        }
+    }
+}
+
 /// Uploads `csv` into a new dataset of `features` features and budget ε.
 async fn loaded(
     admin: &Client,
@@ -261,19 +323,126 @@ fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
 }
 
 /// The fit of the warm output-perturbation release, in process on the
-/// snapshot the server holds: the time a release cannot beat.
-async fn fit_in_process(snapshots: &Snapshots, admin: &Client, id: uuid::Uuid) {
+/// snapshot the server holds (the time a release cannot beat), against
+/// the release over HTTP: medians of three each.
+async fn fit_in_process(
+    snapshots: &Snapshots,
+    admin: &Client,
+    analyst: &Client,
+    id: uuid::Uuid,
+    request: &ReleaseRequest,
+) {
     let view = admin.dataset(id).await.unwrap();
     let columns = snapshots.held(id, view.n_rows).expect("the upload kept it");
-    let started = Instant::now();
-    let mut builder = DesignBuilder::new(columns.shape().features, view.n_rows, true);
-    builder.visit(&columns).unwrap();
-    let design = builder.build().unwrap();
-    let built = started.elapsed();
-    let started = Instant::now();
-    solve(&design, 1e-4, None).unwrap();
+    let (mut built, mut fitted, mut released) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let started = Instant::now();
+        let mut builder = DesignBuilder::new(columns.shape().features, view.n_rows, true);
+        builder.visit(&columns).unwrap();
+        let design = builder.build().unwrap();
+        built.push(started.elapsed());
+        let started = Instant::now();
+        solve(&design, 1e-4, None).unwrap();
+        fitted.push(started.elapsed());
+        drop(design);
+        let started = Instant::now();
+        analyst
+            .release(id, request, &ReleaseOptions::default())
+            .await
+            .unwrap();
+        released.push(started.elapsed());
+    }
+    let (built, fitted, released) = (median(built), median(fitted), median(released));
     println!(
-        "in process: design from the snapshot {built:.2?}, fit (λ = 1e-4) {:.2?}",
+        "in process: design from the snapshot {built:.2?}, fit (λ = 1e-4) {fitted:.2?}; the \
+         warm release over HTTP {released:.2?} = {:.2} × in process (medians of 3)",
+        released.as_secs_f64() / (built + fitted).as_secs_f64()
+    );
+}
+
+/// `dpgate-client train` end to end, as its CLI runs it, then its parts in
+/// process: the Arrow download and decode, and the trainer alone for 10
+/// epochs on the same rows.
+async fn train_figures(address: &str, token: &str, dataset: uuid::Uuid, dir: &std::path::Path) {
+    use clap::Parser;
+    use dpgate_client::features::{FeatureTable, Scaling};
+    use dpgate_client::trainer::{NoisyDot, TrainerConfig, train};
+    let out = dir.join("model.json");
+    let id = dataset.to_string();
+    for epochs in [None, Some("10")] {
+        let mut args = vec![
+            "dpgate-client",
+            "--url",
+            address,
+            "--token",
+            token,
+            "--json",
+            "train",
+            "--dataset",
+            &id,
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-9",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(epochs.iter().flat_map(|epochs| ["--epochs", epochs]));
+        let cli = dpgate_client::cli::Cli::parse_from(args);
+        let started = Instant::now();
+        let mut printed = Vec::new();
+        dpgate_client::cli::run(cli, &mut printed).await.unwrap();
+        let end_to_end = started.elapsed();
+        let summary: serde_json::Value = serde_json::from_slice(&printed).unwrap();
+        let training = &summary["model"]["training"];
+        println!(
+            "dpgate-client train{} end to end (download, release, train, save): \
+             {end_to_end:.2?} ({} epochs, converged: {})",
+            epochs.map_or(String::new(), |epochs| format!(" --epochs {epochs}")),
+            training["epochs"],
+            training["converged"]
+        );
+    }
+
+    let client = Client::new(address, Some(token.to_owned()));
+    let started = Instant::now();
+    let bytes = client.features_arrow(dataset, |_| {}).await.unwrap();
+    let table = FeatureTable::from_arrow(&bytes[..]).unwrap();
+    println!(
+        "features as Arrow ({:.1} MB): downloaded and decoded in {:.2?}",
+        bytes.len() as f64 / 1e6,
+        started.elapsed()
+    );
+    let view = client.dataset(dataset).await.unwrap();
+    let scaled = Scaling::declared(&view.features).scale(&table.x);
+    let walr = ReleaseRequest::Walr {
+        epsilon: 1.0,
+        delta: Some(1e-9),
+        intercept: true,
+        features: None,
+    };
+    let release = client
+        .release(dataset, &walr, &ReleaseOptions::default())
+        .await
+        .unwrap()
+        .release;
+    let Some(dpgate_client::types::ReleaseResult::Walr(result)) = release.result else {
+        panic!("a walr release without its vectors");
+    };
+    let noisy = NoisyDot {
+        dot: result.noisy_dot,
+        intercept: result.noisy_intercept,
+    };
+    let config = TrainerConfig {
+        epochs: 10,
+        tolerance: f64::MIN_POSITIVE,
+        ..TrainerConfig::default()
+    };
+    let started = Instant::now();
+    let trained = train(scaled.view(), &noisy, &config, |_| {}).unwrap();
+    println!(
+        "trainer alone: {} epochs in {:.2?}",
+        trained.epochs.len(),
         started.elapsed()
     );
 }
@@ -310,6 +479,9 @@ async fn main() {
         }
     );
 
+    // The native loader first: the VACUUM that follows a large upload to
+    // Postgres would otherwise run beside it.
+    let native = native_load(&csv, features, postgres.as_ref().map(|_| url.as_str()));
     let started = Instant::now();
     let id = loaded(&admin, "bench", features, 1000.0, &csv).await;
     let ingest = started.elapsed();
@@ -321,6 +493,17 @@ async fn main() {
         dataset.n_rows as f64 / ingest.as_secs_f64(),
         bytes as f64 / 1e6 / ingest.as_secs_f64()
     );
+    if let Some(native) = native {
+        let loader = if postgres.is_some() {
+            "psql \\copy"
+        } else {
+            "sqlite3 .import"
+        };
+        println!(
+            "{loader} of the same file into a plain table: {native:.2?}; ingest / native = {:.2}",
+            ingest.as_secs_f64() / native.as_secs_f64()
+        );
+    }
 
     let analyst = admin.with_token(
         &keys
@@ -382,7 +565,7 @@ async fn main() {
         heavy[2].0,
         median(aggregates)
     );
-    fit_in_process(&snapshots, &admin, dataset.id).await;
+    fit_in_process(&snapshots, &admin, &analyst, dataset.id, &heavy[0].1).await;
     let (cold, cold_address) = serve(store.clone(), &keys).await;
     let cold_analyst = Client::new(
         &cold_address,
@@ -506,6 +689,11 @@ async fn main() {
              std {std:.2?}"
         );
     }
+
+    let trainer = keys
+        .mint(Role::Analyst, "trainer", &[dataset.id], hour)
+        .unwrap();
+    train_figures(&address, &trainer, dataset.id, dir.path()).await;
 
     if let Some((base, name)) = postgres {
         let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&base)

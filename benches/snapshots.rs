@@ -1,0 +1,121 @@
+//! Cold snapshot loads: `cargo bench --bench snapshots`.
+//!
+//! A dataset of 1,000,000 rows × 32 features, a measure and two dimensions
+//! (set `BENCH_ROWS` for fewer), stored in a SQLite file, or in Postgres
+//! when `BENCH_POSTGRES_URL` names a database (a scratch dataset is added
+//! to it). Each iteration loads the snapshot into a fresh cache: one
+//! streaming read of the stored blocks, decoded into columns.
+
+// Benchmark set-up only unwraps what a working store returns.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dpgate::dataset::{DatasetRecord, WalrStats};
+use dpgate::ingest::RowRecord;
+use dpgate::snapshots::Snapshots;
+use dpgate::store::{NewDataset, Store};
+
+const FEATURES: usize = 32;
+/// Rows per insert while setting up.
+const BATCH: usize = 10_000;
+
+fn rows() -> usize {
+    std::env::var("BENCH_ROWS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+/// The row `index`: features spread over [0, 1], a 20% label rate.
+fn row(index: usize) -> RowRecord {
+    let features = (0..FEATURES)
+        .flat_map(|j| (((index * 31 + j * 7) % 1000) as f32 / 1000.0).to_le_bytes())
+        .collect();
+    RowRecord {
+        line: index as u64 + 2,
+        row_id: format!("r{index}"),
+        label: u8::from(index.is_multiple_of(5)),
+        features,
+        measures: ((index % 100) as f64).to_le_bytes().to_vec(),
+        dimensions: [(index % 4) as u32, (index % 3) as u32]
+            .iter()
+            .flat_map(|code| code.to_le_bytes())
+            .collect(),
+    }
+}
+
+async fn stored(store: &dyn Store, rows: usize) -> DatasetRecord {
+    let request = serde_json::from_value(serde_json::json!({
+        "name": format!("snapshot-bench-{}", uuid::Uuid::new_v4()), "privacy_unit": "label",
+        "features": (0..FEATURES)
+            .map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1}))
+            .collect::<Vec<_>>(),
+        "label": "converted",
+        "measures": [{"name": "value", "min": 0, "max": 100}],
+        "dimensions": [
+            {"name": "campaign", "values": ["c0", "c1", "c2", "c3"]},
+            {"name": "device", "values": ["d0", "d1", "d2"]}
+        ],
+        "budget": {"epsilon": 1, "delta": 1e-6}
+    }))
+    .unwrap();
+    let record = DatasetRecord::new(&request, "2026-11-24T00:00:00Z".to_owned()).unwrap();
+    store
+        .create_dataset(&NewDataset {
+            record: record.clone(),
+            actor: "bench".to_owned(),
+        })
+        .await
+        .unwrap();
+    let mut session = store.begin_ingest(record.id).await.unwrap();
+    for start in (0..rows).step_by(BATCH) {
+        let batch: Vec<RowRecord> = (start..rows.min(start + BATCH)).map(row).collect();
+        session.insert(&batch).await.unwrap();
+    }
+    session
+        .commit(rows as u64, &WalrStats::empty(FEATURES))
+        .await
+        .unwrap()
+}
+
+fn loads(c: &mut Criterion) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = std::env::var("BENCH_POSTGRES_URL").unwrap_or_else(|_| {
+        format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("snapshots.db").display()
+        )
+    });
+    let rows = rows();
+    let (store, record) = runtime.block_on(async {
+        let store = dpgate::store::connect(&url).await.unwrap();
+        let record = stored(store.as_ref(), rows).await;
+        (store, record)
+    });
+    let backend = if url.starts_with("postgres") {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    let mut group = c.benchmark_group("snapshot_load");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(15));
+    group.throughput(Throughput::Elements(rows as u64));
+    group.bench_function(format!("{backend}_{rows}_rows_{FEATURES}_features"), |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let cache = Snapshots::new(Arc::clone(&store), u64::MAX);
+                let columns = cache.load(&record).await.unwrap().unwrap();
+                assert_eq!(columns.len(), rows);
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, loads);
+criterion_main!(benches);
