@@ -1,10 +1,11 @@
 //! Cold snapshot loads: `cargo bench --bench snapshots`.
 //!
 //! A dataset of 1,000,000 rows × 32 features, a measure and two dimensions
-//! (set `BENCH_ROWS` for fewer), stored in a SQLite file, or in Postgres
-//! when `BENCH_POSTGRES_URL` names a database (a scratch dataset is added
-//! to it). Each iteration loads the snapshot into a fresh cache: one
-//! streaming read of the stored blocks, decoded into columns.
+//! (set `BENCH_ROWS` for fewer), stored in a SQLite file, or in a scratch
+//! Postgres database (created, then dropped) when `BENCH_POSTGRES_URL`
+//! names a server's database. Each iteration loads the snapshot into a
+//! fresh cache: one streaming read of the stored blocks, decoded into
+//! columns.
 
 // Benchmark set-up only unwraps what a working store returns.
 #![allow(clippy::unwrap_used)]
@@ -81,22 +82,40 @@ async fn stored(store: &dyn Store, rows: usize) -> DatasetRecord {
         .unwrap()
 }
 
+/// Creates or drops the scratch database `name` through `base`.
+async fn scratch(base: &str, statement: &str) {
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(base)
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
 fn loads(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let url = std::env::var("BENCH_POSTGRES_URL").unwrap_or_else(|_| {
-        format!(
+    let postgres = std::env::var("BENCH_POSTGRES_URL").ok();
+    let name = format!("dpgate_snapshot_bench_{}", uuid::Uuid::new_v4().simple());
+    let url = match &postgres {
+        Some(base) => {
+            runtime.block_on(scratch(base, &format!("CREATE DATABASE {name}")));
+            let (server, _) = base.rsplit_once('/').unwrap();
+            format!("{server}/{name}")
+        }
+        None => format!(
             "sqlite://{}?mode=rwc",
             dir.path().join("snapshots.db").display()
-        )
-    });
+        ),
+    };
     let rows = rows();
     let (store, record) = runtime.block_on(async {
         let store = dpgate::store::connect(&url).await.unwrap();
         let record = stored(store.as_ref(), rows).await;
         (store, record)
     });
-    let backend = if url.starts_with("postgres") {
+    let backend = if postgres.is_some() {
         "postgres"
     } else {
         "sqlite"
@@ -115,6 +134,11 @@ fn loads(c: &mut Criterion) {
         })
     });
     group.finish();
+    drop(store);
+    if let Some(base) = &postgres {
+        let drop_database = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+        runtime.block_on(scratch(base, &drop_database));
+    }
 }
 
 criterion_group!(benches, loads);
