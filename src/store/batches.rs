@@ -70,13 +70,14 @@ impl<K, T, R> std::fmt::Debug for Batches<K, T, R> {
     }
 }
 
-/// Answers every write of a batch with the same outcome.
-pub fn answer_all<T, R: Clone>(batch: Vec<Pending<T, R>>, outcome: &Result<R, StoreError>) {
-    for pending in batch {
-        let _ = pending.reply.send(match outcome {
-            Ok(value) => Ok(value.clone()),
-            Err(error) => Err(StoreError::Batch(error.to_string())),
-        });
+/// Tells every write of a batch that failed so (none of it was written).
+pub fn fail_all<R>(
+    replies: impl IntoIterator<Item = oneshot::Sender<Result<R, StoreError>>>,
+    error: &StoreError,
+) {
+    let detail = error.to_string();
+    for reply in replies {
+        let _ = reply.send(Err(StoreError::Batch(detail.clone())));
     }
 }
 

@@ -548,10 +548,7 @@ macro_rules! common_store {
                 }
                 Err(error) => {
                     tracing::error!(dataset = %id, %error, "a batch of debits failed");
-                    let detail = error.to_string();
-                    for reply in replies {
-                        let _ = reply.send(Err($crate::store::StoreError::Batch(detail.clone())));
-                    }
+                    $crate::store::batches::fail_all(replies, &error);
                 }
             }
         }
@@ -562,11 +559,17 @@ macro_rules! common_store {
             store: &$store,
             batch: Vec<$crate::store::batches::Pending<(uuid::Uuid, $crate::store::Finished), ()>>,
         ) {
-            let outcome = finish_all(store, batch.iter().map(|pending| &pending.item)).await;
-            if let Err(error) = &outcome {
-                tracing::error!(%error, "a batch of finished releases failed");
+            match finish_all(store, batch.iter().map(|pending| &pending.item)).await {
+                Ok(()) => {
+                    for pending in batch {
+                        let _ = pending.reply.send(Ok(()));
+                    }
+                }
+                Err(error) => {
+                    tracing::error!(%error, "a batch of finished releases failed");
+                    $crate::store::batches::fail_all(batch.into_iter().map(|pending| pending.reply), &error);
+                }
             }
-            $crate::store::batches::answer_all(batch, &outcome);
         }
 
         async fn finish_all(
@@ -825,15 +828,18 @@ macro_rules! common_store {
             > {
                 use sqlx::Row;
                 use $crate::store::records::{AnalystRow, DATASET_COLUMNS, DatasetRow};
-                let columns: Vec<String> =
-                    DATASET_COLUMNS.split(", ").map(|column| format!("d.{column}")).collect();
-                let sql = format!(
-                    "SELECT {}, a.cap_epsilon AS a_cap_epsilon, a.cap_delta AS a_cap_delta, \
-                     a.composition AS a_composition FROM datasets d LEFT JOIN analysts a \
-                     ON a.dataset_pk = d.pk AND a.analyst = $2 WHERE d.id = $1",
-                    columns.join(", ")
-                );
-                let Some(row) = sqlx::query(sqlx::AssertSqlSafe(sql))
+                // Every release reads through here: the statement is built once.
+                static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+                    let columns: Vec<String> =
+                        DATASET_COLUMNS.split(", ").map(|column| format!("d.{column}")).collect();
+                    format!(
+                        "SELECT {}, a.cap_epsilon AS a_cap_epsilon, a.cap_delta AS a_cap_delta, \
+                         a.composition AS a_composition FROM datasets d LEFT JOIN analysts a \
+                         ON a.dataset_pk = d.pk AND a.analyst = $2 WHERE d.id = $1",
+                        columns.join(", ")
+                    )
+                });
+                let Some(row) = sqlx::query(sqlx::AssertSqlSafe(SQL.as_str()))
                     .bind(id.to_string())
                     .bind(analyst)
                     .fetch_optional(&self.pool)
@@ -896,23 +902,6 @@ macro_rules! common_store {
                     return Ok(Vec::new());
                 };
                 analysts_in(&mut conn, pk, None).await
-            }
-
-            async fn analyst(
-                &self,
-                id: uuid::Uuid,
-                analyst: &str,
-            ) -> Result<Option<$crate::budget::AnalystRecord>, $crate::store::StoreError> {
-                use $crate::store::records::AnalystRow;
-                let row: Option<AnalystRow> = sqlx::query_as(
-                    "SELECT a.analyst, a.cap_epsilon, a.cap_delta, a.composition FROM analysts a \
-                     JOIN datasets d ON d.pk = a.dataset_pk WHERE d.id = $1 AND a.analyst = $2",
-                )
-                .bind(id.to_string())
-                .bind(analyst)
-                .fetch_optional(&self.pool)
-                .await?;
-                row.map(AnalystRow::into_record).transpose()
             }
 
             async fn change_budget(

@@ -190,9 +190,6 @@ pub trait Store: Send + Sync {
     /// Every analyst with a cap or a release on the dataset, by name.
     async fn analysts(&self, id: Uuid) -> Result<Vec<AnalystRecord>, StoreError>;
 
-    /// One analyst's cap and spending on the dataset, if it has either.
-    async fn analyst(&self, id: Uuid, analyst: &str) -> Result<Option<AnalystRecord>, StoreError>;
-
     /// The dataset and `analyst`'s record on it (a fresh one if the analyst
     /// has spent nothing yet), in one query: what a release is priced and
     /// pre-admitted against.

@@ -166,10 +166,6 @@ impl Store for Counting {
         self.inner.analysts(id).await
     }
 
-    async fn analyst(&self, id: Uuid, analyst: &str) -> Result<Option<AnalystRecord>, StoreError> {
-        self.inner.analyst(id, analyst).await
-    }
-
     async fn dataset_with_analyst(
         &self,
         id: Uuid,
