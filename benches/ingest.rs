@@ -17,7 +17,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpgate::dataset::Schema;
 use dpgate::ingest::{Format, parse};
 
-const FEATURES: usize = 32;
+mod common;
+
+use common::FEATURES;
 
 fn rows() -> usize {
     std::env::var("BENCH_ROWS")
@@ -27,20 +29,7 @@ fn rows() -> usize {
 }
 
 fn schema() -> Schema {
-    let request = serde_json::json!({
-        "name": "bench", "privacy_unit": "label",
-        "features": (0..FEATURES)
-            .map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1}))
-            .collect::<Vec<_>>(),
-        "label": "converted",
-        "measures": [{"name": "value", "min": 0, "max": 100}],
-        "dimensions": [
-            {"name": "campaign", "values": ["c0", "c1", "c2", "c3"]},
-            {"name": "device", "values": ["d0", "d1", "d2"]}
-        ],
-        "budget": {"epsilon": 1, "delta": 1e-6}
-    });
-    Schema::parse(&serde_json::from_value(request).unwrap()).unwrap()
+    Schema::parse(&serde_json::from_value(common::request("bench")).unwrap()).unwrap()
 }
 
 /// The rows `write_csv` in `examples/service_bench.rs` writes: an id, a

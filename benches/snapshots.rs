@@ -19,7 +19,10 @@ use dpgate::ingest::RowRecord;
 use dpgate::snapshots::Snapshots;
 use dpgate::store::{NewDataset, Store};
 
-const FEATURES: usize = 32;
+mod common;
+
+use common::FEATURES;
+
 /// Rows per insert while setting up.
 const BATCH: usize = 10_000;
 
@@ -49,20 +52,7 @@ fn row(index: usize) -> RowRecord {
 }
 
 async fn stored(store: &dyn Store, rows: usize) -> DatasetRecord {
-    let request = serde_json::from_value(serde_json::json!({
-        "name": format!("snapshot-bench-{}", uuid::Uuid::new_v4()), "privacy_unit": "label",
-        "features": (0..FEATURES)
-            .map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1}))
-            .collect::<Vec<_>>(),
-        "label": "converted",
-        "measures": [{"name": "value", "min": 0, "max": 100}],
-        "dimensions": [
-            {"name": "campaign", "values": ["c0", "c1", "c2", "c3"]},
-            {"name": "device", "values": ["d0", "d1", "d2"]}
-        ],
-        "budget": {"epsilon": 1, "delta": 1e-6}
-    }))
-    .unwrap();
+    let request = serde_json::from_value(common::request("snapshot-bench")).unwrap();
     let record = DatasetRecord::new(&request, "2026-11-24T00:00:00Z".to_owned()).unwrap();
     store
         .create_dataset(&NewDataset {
