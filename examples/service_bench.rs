@@ -434,7 +434,7 @@ async fn train_figures(address: &str, token: &str, dataset: uuid::Uuid, dir: &st
         intercept: result.noisy_intercept,
     };
     let config = TrainerConfig {
-        epochs: 10,
+        epochs: Some(10),
         tolerance: f64::MIN_POSITIVE,
         ..TrainerConfig::default()
     };

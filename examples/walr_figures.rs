@@ -220,7 +220,7 @@ async fn timing(server: &Server, dir: &Path) {
         intercept: Some(labels.sum() / n as f64),
     };
     let config = TrainerConfig {
-        epochs: 10,
+        epochs: Some(10),
         tolerance: 1e-300,
         ..TrainerConfig::default()
     };

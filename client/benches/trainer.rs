@@ -40,7 +40,7 @@ fn trainer(c: &mut Criterion) {
     let data = logistic_data(ROWS, FEATURES, 1);
     let noisy = noisy_dot(&data.x, &data.y);
     let config = TrainerConfig {
-        epochs: 10,
+        epochs: Some(10),
         ..TrainerConfig::default()
     };
     let mut group = c.benchmark_group("trainer");

@@ -66,7 +66,7 @@ fn with_the_exact_dot_product_it_reaches_the_non_private_optimum() {
     let l2 = 1e-3;
     let optimum = reference(&data.x, &data.y, l2);
     let config = TrainerConfig {
-        epochs: 20_000,
+        epochs: Some(20_000),
         batch_size: usize::MAX,
         decay: 0.0,
         l2,
@@ -98,11 +98,41 @@ fn with_the_exact_dot_product_it_reaches_the_non_private_optimum() {
 }
 
 #[test]
+fn the_default_epochs_add_up_to_ten_thousand_steps() {
+    let defaults = TrainerConfig::default();
+    assert_eq!(defaults.planned_epochs(1_000_000), 11);
+    assert_eq!(defaults.planned_epochs(10_000), 1_000);
+    assert_eq!(defaults.planned_epochs(10_240), 1_000);
+    assert_eq!(defaults.planned_epochs(10_241), 910);
+    assert_eq!(defaults.planned_epochs(20_000_000), 1);
+    // A full batch is one step per epoch.
+    assert_eq!(defaults.planned_epochs(252), DEFAULT_STEPS);
+    let fixed = TrainerConfig {
+        epochs: Some(7),
+        ..defaults
+    };
+    assert_eq!(fixed.planned_epochs(1_000_000), 7);
+    // Training runs the planned epochs when it does not converge first.
+    let data = logistic_data(50_000, 4, 21);
+    let trained = train(
+        data.x.view(),
+        &exact_dot(&data.x, &data.y),
+        &TrainerConfig {
+            tolerance: f64::MIN_POSITIVE,
+            ..TrainerConfig::default()
+        },
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(trained.epochs.len(), 205);
+}
+
+#[test]
 fn minibatches_land_near_the_optimum_and_stop_early() {
     let data = logistic_data(20_000, 8, 12);
     let optimum = reference(&data.x, &data.y, 1e-4);
     let config = TrainerConfig {
-        epochs: 200,
+        epochs: Some(200),
         l2: 1e-4,
         tolerance: 1e-3,
         ..TrainerConfig::default()
@@ -133,7 +163,7 @@ fn with_noise_the_model_degrades_smoothly() {
     let test = logistic_data(50_000, 8, 14);
     let exact = exact_dot(&data.x, &data.y);
     let config = TrainerConfig {
-        epochs: 30,
+        epochs: Some(30),
         ..TrainerConfig::default()
     };
     let score = |trained: &Trained| {
@@ -209,7 +239,7 @@ fn bad_input_is_refused() {
     );
     for config in [
         TrainerConfig {
-            epochs: 0,
+            epochs: Some(0),
             ..defaults.clone()
         },
         TrainerConfig {
@@ -248,7 +278,7 @@ fn the_model_is_bitwise_the_same_on_one_thread_and_on_two() {
     let noisy = exact_dot(&data.x, &data.y);
     for batch_size in [1000, usize::MAX] {
         let config = TrainerConfig {
-            epochs: 5,
+            epochs: Some(5),
             batch_size,
             ..TrainerConfig::default()
         };

@@ -42,8 +42,10 @@ pub struct TrainArgs {
     /// Where to write the model file.
     #[arg(long)]
     pub out: PathBuf,
-    #[arg(long, default_value_t = TrainerConfig::default().epochs)]
-    pub epochs: usize,
+    /// Most passes over the rows; default: as many as make 10,000
+    /// minibatch steps (11 at 1,000,000 rows, 1,000 at 10,000).
+    #[arg(long)]
+    pub epochs: Option<usize>,
     #[arg(long, default_value_t = TrainerConfig::default().batch_size)]
     pub batch_size: usize,
     /// Default: 1/L from the data's curvature bound.
@@ -183,7 +185,7 @@ pub(super) async fn train(
     let config = args.config();
     let bar = progress(
         json,
-        Some(config.epochs as u64),
+        Some(config.planned_epochs(rows.row_ids.len()) as u64),
         "epoch {pos}/{len} {wide_bar} {msg} {elapsed}",
     );
     let epoch_bar = bar.clone();
