@@ -414,7 +414,7 @@ async fn train_figures(address: &str, token: &str, dataset: uuid::Uuid, dir: &st
         started.elapsed()
     );
     let view = client.dataset(dataset).await.unwrap();
-    let scaled = Scaling::declared(&view.features).scale(&table.x);
+    let scaled = Scaling::declared(&view.features).scale(table.x);
     let walr = ReleaseRequest::Walr {
         epsilon: 1.0,
         delta: Some(1e-9),

@@ -263,17 +263,19 @@ fn print_json(out: &mut (dyn Write + Send), value: &impl Serialize) -> anyhow::R
     Ok(())
 }
 
-/// The analyst's own feature file as supplied rows, with its scaling.
+/// The analyst's own feature file, scaled into [0, 1] by its observed
+/// ranges (the table's `x` holds the scaled rows), as supplied rows, with
+/// its scaling.
 fn supplied(path: &PathBuf) -> anyhow::Result<(FeatureTable, Scaling, Vec<SuppliedRow>)> {
     let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
-    let table = FeatureTable::from_csv(std::io::BufReader::new(file))
+    let mut table = FeatureTable::from_csv(std::io::BufReader::new(file))
         .with_context(|| path.display().to_string())?;
     let scaling = Scaling::observed(&table);
-    let scaled = scaling.scale(&table.x);
+    table.x = scaling.scale(table.x);
     let rows = table
         .row_ids
         .iter()
-        .zip(scaled.rows())
+        .zip(table.x.rows())
         .map(|(id, x)| SuppliedRow {
             row_id: id.clone(),
             x: x.to_vec(),

@@ -131,7 +131,7 @@ async fn server_rows(
     .context("the server's features")?;
     let scaling = Scaling::declared(&view.features);
     Ok(Rows {
-        scaled: scaling.scale(&table.x),
+        scaled: scaling.scale(table.x),
         row_ids: table.row_ids,
         names: table.names,
         scaling,
@@ -150,7 +150,7 @@ pub(super) async fn train(
         Some(path) => {
             let (table, scaling, supplied) = supplied(path)?;
             let rows = Rows {
-                scaled: scaling.scale(&table.x),
+                scaled: table.x,
                 row_ids: table.row_ids,
                 names: table.names,
                 scaling,
