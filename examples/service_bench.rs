@@ -37,7 +37,10 @@ use dpgate::auth::{Keys, Role};
 use dpgate::releases::Pass;
 use dpgate::releases::kinds::model::{DesignBuilder, solve};
 use dpgate::snapshots::Snapshots;
-use dpgate_client::types::{CreateDataset, ReleaseRequest};
+use dpgate_client::types::{
+    AggregateParams, CreateDataset, ObjectivePerturbationParams, OutputPerturbationParams,
+    ReleaseParams, ReleaseRequest, WalrParams,
+};
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use futures_util::StreamExt;
 
@@ -293,30 +296,36 @@ fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
     [
         (
             "model/output-perturbation",
-            ReleaseRequest::OutputPerturbation {
+            ReleaseRequest {
                 epsilon: 1.0,
                 delta: None,
-                lambda: 1e-4,
-                fit_intercept: true,
+                params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                    lambda: 1e-4,
+                    fit_intercept: true,
+                }),
             },
         ),
         (
             "model/objective-perturbation",
-            ReleaseRequest::ObjectivePerturbation {
+            ReleaseRequest {
                 epsilon: 1.0,
                 delta: None,
-                lambda: 1e-4,
-                fit_intercept: true,
+                params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                    lambda: 1e-4,
+                    fit_intercept: true,
+                }),
             },
         ),
         (
             "aggregate count, mean:value by campaign × device",
-            ReleaseRequest::Aggregate {
+            ReleaseRequest {
                 epsilon: 1.0,
                 delta: Some(1e-9),
-                statistics: vec!["count".to_owned(), "mean:value".to_owned()],
-                group_by: vec!["campaign".to_owned(), "device".to_owned()],
-                mechanism: dpgate_client::types::AggregateMechanism::Gaussian,
+                params: ReleaseParams::Aggregate(AggregateParams {
+                    statistics: vec!["count".to_owned(), "mean:value".to_owned()],
+                    group_by: vec!["campaign".to_owned(), "device".to_owned()],
+                    mechanism: dpgate_client::types::AggregateMechanism::Gaussian,
+                }),
             },
         ),
     ]
@@ -415,11 +424,13 @@ async fn train_figures(address: &str, token: &str, dataset: uuid::Uuid, dir: &st
     );
     let view = client.dataset(dataset).await.unwrap();
     let scaled = Scaling::declared(&view.features).scale(table.x);
-    let walr = ReleaseRequest::Walr {
+    let walr = ReleaseRequest {
         epsilon: 1.0,
         delta: Some(1e-9),
-        intercept: true,
-        features: None,
+        params: ReleaseParams::Walr(WalrParams {
+            intercept: true,
+            features: None,
+        }),
     };
     let release = client
         .release(dataset, &walr, &ReleaseOptions::default())
@@ -510,11 +521,13 @@ async fn main() {
             .mint(Role::Analyst, "ana", &[dataset.id], hour)
             .unwrap(),
     );
-    let walr = ReleaseRequest::Walr {
+    let walr = ReleaseRequest {
         epsilon: 0.01,
         delta: Some(1e-9),
-        intercept: true,
-        features: None,
+        params: ReleaseParams::Walr(WalrParams {
+            intercept: true,
+            features: None,
+        }),
     };
     let options = ReleaseOptions::default();
     let timed = || async {
@@ -655,20 +668,24 @@ async fn main() {
     for (name, path) in [("refused-a", &csv), ("refused-b", &flipped)] {
         let id = loaded(&admin, name, features, 1.0, path).await;
         let client = admin.with_token(&keys.mint(Role::Analyst, "ana", &[id], hour).unwrap());
-        let spend = ReleaseRequest::Walr {
+        let spend = ReleaseRequest {
             epsilon: 1.0,
             delta: Some(1e-6),
-            intercept: true,
-            features: None,
+            params: ReleaseParams::Walr(WalrParams {
+                intercept: true,
+                features: None,
+            }),
         };
         client.release(id, &spend, &options).await.unwrap();
         refused.push((name, id, client));
     }
-    let model = ReleaseRequest::OutputPerturbation {
+    let model = ReleaseRequest {
         epsilon: 0.5,
         delta: None,
-        lambda: 1e-4,
-        fit_intercept: true,
+        params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+            lambda: 1e-4,
+            fit_intercept: true,
+        }),
     };
     let mut times = vec![Vec::new(), Vec::new()];
     for _ in 0..300 {

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{Object, OneOfBuilder, Schema};
 use uuid::Uuid;
 
 use crate::{Remaining, Spent};
@@ -11,117 +13,275 @@ use crate::{Remaining, Spent};
 /// `POST /v1/datasets/{id}/releases`: `{"kind": …, "epsilon": …, "delta": …,
 /// params…}`. Unknown fields, and fields of another kind, are refused, so a
 /// misspelt parameter never silently falls back to its default (read by
-/// [`crate::strict`]).
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
-#[serde(tag = "kind", deny_unknown_fields)]
-pub enum ReleaseRequest {
-    /// The WALR noisy dot product (1/N)·Σ yᵢ·(1, xᵢ) plus Gaussian noise.
-    #[serde(rename = "walr")]
-    Walr {
-        #[schema(minimum = 1e-9, maximum = 1e6)]
-        epsilon: f64,
-        /// Required and positive: WALR uses the Gaussian mechanism.
-        #[schema(schema_with = crate::schemas::required_delta, required = true)]
-        delta: Option<f64>,
-        /// Release the intercept's label term (1/N)·Σ yᵢ with the vector.
-        #[serde(default)]
-        #[schema(default = true)]
-        intercept: bool,
-        /// The analyst's own feature vectors (unit `label` only): the
-        /// release then covers just these rows, with these vectors in
-        /// place of the stored features, and N is their number. Omit it to
-        /// use the stored features; an empty list is refused.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(min_items = 1)]
-        features: Option<Vec<SuppliedRow>>,
-    },
-    /// Counts, sums and means of the label or a measure, optionally over
-    /// every combination of declared dimension values, released jointly.
-    #[serde(rename = "aggregate")]
-    Aggregate {
-        #[schema(minimum = 1e-9, maximum = 1e6)]
-        epsilon: f64,
-        /// Required and positive for `gaussian`; omitted or 0 for `laplace`.
-        #[schema(schema_with = crate::schemas::optional_delta)]
-        delta: Option<f64>,
-        /// `count`, `sum:COLUMN` or `mean:COLUMN`, where COLUMN is the label
-        /// or a declared measure.
-        #[schema(schema_with = crate::schemas::statistics)]
-        statistics: Vec<String>,
-        /// Declared dimensions to break the statistics down by.
-        #[serde(default)]
-        #[schema(schema_with = crate::schemas::group_by)]
-        group_by: Vec<String>,
-        #[serde(default)]
-        mechanism: AggregateMechanism,
-    },
-    /// L2-regularised logistic regression, fitted exactly and released
-    /// with noise of L2 sensitivity 2/(Nλ) (Chaudhuri et al. 2011).
-    #[serde(rename = "model/output-perturbation")]
-    OutputPerturbation {
-        #[schema(minimum = 1e-9, maximum = 1e6)]
-        epsilon: f64,
-        /// Omitted or 0: pure ε (norm-Gamma noise); else analytic Gaussian.
-        #[schema(schema_with = crate::schemas::optional_delta)]
-        delta: Option<f64>,
-        /// The regularisation strength λ of (λ/2)‖w‖², in [10⁻¹², 10⁶]; the
-        /// server refuses a λ below the floor at which the fit can be
-        /// certified for the dataset's N and k.
-        #[schema(minimum = 1e-12, maximum = 1e6)]
-        lambda: f64,
-        #[serde(default)]
-        #[schema(default = true)]
-        fit_intercept: bool,
-    },
-    /// L2-regularised logistic regression minimising a randomly perturbed
-    /// objective (Chaudhuri et al. 2011, Algorithm 2); pure ε only.
-    #[serde(rename = "model/objective-perturbation")]
-    ObjectivePerturbation {
-        /// At least 2·10⁻⁹: ε is split, in ledger units, between the
-        /// perturbed objective and the output noise.
-        #[schema(minimum = 2e-9, maximum = 1e6)]
-        epsilon: f64,
-        /// Must be omitted or 0: the algorithm is pure ε-DP.
-        #[schema(schema_with = crate::schemas::no_delta)]
-        delta: Option<f64>,
-        /// As for output perturbation.
-        #[schema(minimum = 1e-12, maximum = 1e6)]
-        lambda: f64,
-        #[serde(default)]
-        #[schema(default = true)]
-        fit_intercept: bool,
-    },
+/// [`crate::strict`]; its OpenAPI schema is one object per kind, from
+/// [`ReleaseKind`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReleaseRequest {
+    pub epsilon: f64,
+    /// Omitted means 0 (pure ε-DP).
+    pub delta: Option<f64>,
+    pub params: ReleaseParams,
 }
 
 impl ReleaseRequest {
     /// The `kind` string of the request.
     pub fn kind(&self) -> &'static str {
-        match self {
-            ReleaseRequest::Walr { .. } => "walr",
-            ReleaseRequest::Aggregate { .. } => "aggregate",
-            ReleaseRequest::OutputPerturbation { .. } => "model/output-perturbation",
-            ReleaseRequest::ObjectivePerturbation { .. } => "model/objective-perturbation",
-        }
-    }
-
-    /// The requested ε.
-    pub fn epsilon(&self) -> f64 {
-        match self {
-            ReleaseRequest::Walr { epsilon, .. }
-            | ReleaseRequest::Aggregate { epsilon, .. }
-            | ReleaseRequest::OutputPerturbation { epsilon, .. }
-            | ReleaseRequest::ObjectivePerturbation { epsilon, .. } => *epsilon,
-        }
+        self.params.kind()
     }
 
     /// The requested δ; omitted means 0 (pure ε-DP).
     pub fn delta(&self) -> f64 {
-        match self {
-            ReleaseRequest::Walr { delta, .. }
-            | ReleaseRequest::Aggregate { delta, .. }
-            | ReleaseRequest::OutputPerturbation { delta, .. }
-            | ReleaseRequest::ObjectivePerturbation { delta, .. } => delta.unwrap_or(0.0),
+        self.delta.unwrap_or(0.0)
+    }
+}
+
+/// `kind`, `epsilon`, `delta`, then the kind's own fields: the order the
+/// request has always been written in, which its idempotency hash covers.
+impl Serialize for ReleaseRequest {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            kind: &'static str,
+            epsilon: f64,
+            delta: Option<f64>,
+            #[serde(flatten)]
+            params: &'a ReleaseParams,
         }
+        Wire {
+            kind: self.kind(),
+            epsilon: self.epsilon,
+            delta: self.delta,
+            params: &self.params,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// A release kind's own parameters, by `kind`. Adding a kind: its
+/// parameters type (a [`ReleaseKind`]), a variant here, and its arm in
+/// [`ReleaseParams::kind`], [`ReleaseParams::parse`] and the schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum ReleaseParams {
+    Walr(WalrParams),
+    Aggregate(AggregateParams),
+    OutputPerturbation(OutputPerturbationParams),
+    ObjectivePerturbation(ObjectivePerturbationParams),
+}
+
+impl ReleaseParams {
+    /// The `kind` string.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReleaseParams::Walr(_) => WalrParams::KIND,
+            ReleaseParams::Aggregate(_) => AggregateParams::KIND,
+            ReleaseParams::OutputPerturbation(_) => OutputPerturbationParams::KIND,
+            ReleaseParams::ObjectivePerturbation(_) => ObjectivePerturbationParams::KIND,
+        }
+    }
+
+    /// The parameters of `kind` from the request's other fields.
+    ///
+    /// # Errors
+    /// An unknown kind, or fields the kind does not have or cannot read.
+    pub(crate) fn parse(
+        kind: &str,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, String> {
+        fn read<T: ReleaseKind>(
+            fields: serde_json::Map<String, serde_json::Value>,
+        ) -> Result<T, String> {
+            T::deserialize(serde_json::Value::Object(fields)).map_err(|error| error.to_string())
+        }
+        Ok(match kind {
+            WalrParams::KIND => ReleaseParams::Walr(read(fields)?),
+            AggregateParams::KIND => ReleaseParams::Aggregate(read(fields)?),
+            OutputPerturbationParams::KIND => ReleaseParams::OutputPerturbation(read(fields)?),
+            ObjectivePerturbationParams::KIND => {
+                ReleaseParams::ObjectivePerturbation(read(fields)?)
+            }
+            other => {
+                return Err(format!(
+                    "unknown variant `{other}`, expected one of {}",
+                    KINDS.map(|kind| format!("`{kind}`")).join(", ")
+                ));
+            }
+        })
+    }
+}
+
+/// The `kind`s there are.
+pub const KINDS: [&str; 4] = [
+    WalrParams::KIND,
+    AggregateParams::KIND,
+    OutputPerturbationParams::KIND,
+    ObjectivePerturbationParams::KIND,
+];
+
+/// A release kind's parameters: what `kind` names it, and what it accepts
+/// as ε and δ (for the OpenAPI schema; the server checks them).
+pub trait ReleaseKind: ToSchema + serde::de::DeserializeOwned {
+    const KIND: &'static str;
+
+    /// `epsilon`'s schema.
+    fn epsilon() -> Object {
+        crate::schemas::epsilon(crate::schemas::MIN_EPSILON, None)
+    }
+
+    /// `delta`'s schema, and whether it is required.
+    fn delta() -> (Schema, bool) {
+        (crate::schemas::optional_delta(), false)
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The WALR noisy dot product (1/N)·Σ yᵢ·(1, xᵢ) plus Gaussian noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WalrParams {
+    /// Release the intercept's label term (1/N)·Σ yᵢ with the vector.
+    #[serde(default = "yes")]
+    #[schema(default = true)]
+    pub intercept: bool,
+    /// The analyst's own feature vectors (unit `label` only): the
+    /// release then covers just these rows, with these vectors in
+    /// place of the stored features, and N is their number. Omit it to
+    /// use the stored features; an empty list is refused.
+    // Read by `crate::strict` as it streams in, never buffered as a tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_items = 1)]
+    pub features: Option<Vec<SuppliedRow>>,
+}
+
+impl ReleaseKind for WalrParams {
+    const KIND: &'static str = "walr";
+
+    /// Required and positive: WALR uses the Gaussian mechanism.
+    fn delta() -> (Schema, bool) {
+        (Schema::Object(crate::schemas::required_delta()), true)
+    }
+}
+
+/// Counts, sums and means of the label or a measure, optionally over
+/// every combination of declared dimension values, released jointly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateParams {
+    /// `count`, `sum:COLUMN` or `mean:COLUMN`, where COLUMN is the label
+    /// or a declared measure.
+    #[schema(schema_with = crate::schemas::statistics)]
+    pub statistics: Vec<String>,
+    /// Declared dimensions to break the statistics down by.
+    #[serde(default)]
+    #[schema(schema_with = crate::schemas::group_by)]
+    pub group_by: Vec<String>,
+    #[serde(default)]
+    pub mechanism: AggregateMechanism,
+}
+
+impl ReleaseKind for AggregateParams {
+    const KIND: &'static str = "aggregate";
+}
+
+/// L2-regularised logistic regression, fitted exactly and released
+/// with noise of L2 sensitivity 2/(Nλ) (Chaudhuri et al. 2011).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputPerturbationParams {
+    /// The regularisation strength λ of (λ/2)‖w‖², in [10⁻¹², 10⁶]; the
+    /// server refuses a λ below the floor at which the fit can be
+    /// certified for the dataset's N and k.
+    #[schema(minimum = 1e-12, maximum = 1e6)]
+    pub lambda: f64,
+    #[serde(default = "yes")]
+    #[schema(default = true)]
+    pub fit_intercept: bool,
+}
+
+impl ReleaseKind for OutputPerturbationParams {
+    const KIND: &'static str = "model/output-perturbation";
+}
+
+/// L2-regularised logistic regression minimising a randomly perturbed
+/// objective (Chaudhuri et al. 2011, Algorithm 2); pure ε only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectivePerturbationParams {
+    /// As for output perturbation.
+    #[schema(minimum = 1e-12, maximum = 1e6)]
+    pub lambda: f64,
+    #[serde(default = "yes")]
+    #[schema(default = true)]
+    pub fit_intercept: bool,
+}
+
+impl ReleaseKind for ObjectivePerturbationParams {
+    const KIND: &'static str = "model/objective-perturbation";
+
+    /// At least 2·10⁻⁹: ε is split, in ledger units, between the perturbed
+    /// objective and the output noise.
+    fn epsilon() -> Object {
+        crate::schemas::epsilon(
+            2.0 * crate::schemas::MIN_EPSILON,
+            Some(
+                "At least 2·10⁻⁹: ε is split, in ledger units, between the\n\
+                 perturbed objective and the output noise.",
+            ),
+        )
+    }
+
+    /// Must be omitted or 0: the algorithm is pure ε-DP.
+    fn delta() -> (Schema, bool) {
+        (crate::schemas::no_delta(), false)
+    }
+}
+
+/// One object per kind: the kind's parameters with `kind`, `epsilon` and
+/// `delta` added.
+impl utoipa::PartialSchema for ReleaseRequest {
+    fn schema() -> RefOr<Schema> {
+        fn object<T: ReleaseKind>() -> Object {
+            let RefOr::T(Schema::Object(mut object)) = T::schema() else {
+                unreachable!("BUG: a derived struct schema is an inline object")
+            };
+            let (delta, delta_required) = T::delta();
+            object
+                .properties
+                .insert("kind".to_owned(), crate::schemas::constant(T::KIND).into());
+            object
+                .properties
+                .insert("epsilon".to_owned(), T::epsilon().into());
+            object.properties.insert("delta".to_owned(), delta.into());
+            let mut required = vec!["epsilon".to_owned()];
+            required.extend(delta_required.then(|| "delta".to_owned()));
+            required.append(&mut object.required);
+            required.push("kind".to_owned());
+            object.required = required;
+            object
+        }
+        OneOfBuilder::new()
+            .item(object::<WalrParams>())
+            .item(object::<AggregateParams>())
+            .item(object::<OutputPerturbationParams>())
+            .item(object::<ObjectivePerturbationParams>())
+            .description(Some(
+                "`POST /v1/datasets/{id}/releases`: `{\"kind\": …, \"epsilon\": …, \"delta\": …,\n\
+                 params…}`. Unknown fields, and fields of another kind, are refused, so a\n\
+                 misspelt parameter never silently falls back to its default.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for ReleaseRequest {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        <WalrParams as ToSchema>::schemas(schemas);
+        <AggregateParams as ToSchema>::schemas(schemas);
+        <OutputPerturbationParams as ToSchema>::schemas(schemas);
+        <ObjectivePerturbationParams as ToSchema>::schemas(schemas);
     }
 }
 

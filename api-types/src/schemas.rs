@@ -4,7 +4,8 @@
 //! repeats, caps keyed by analyst.
 
 use utoipa::openapi::schema::{
-    AnyOfBuilder, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, Type,
+    AnyOfBuilder, ArrayBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, Schema,
+    SchemaFormat, Type,
 };
 use utoipa::openapi::{Ref, RefOr};
 
@@ -28,6 +29,25 @@ fn positive_delta() -> ObjectBuilder {
     number()
         .minimum(Some(MIN_DELTA))
         .exclusive_maximum(Some(1.0))
+}
+
+/// A release's ε: at least `min`, at most [`MAX_EPSILON`].
+pub fn epsilon(min: f64, description: Option<&str>) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Number)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Double)))
+        .description(description)
+        .minimum(Some(min))
+        .maximum(Some(MAX_EPSILON))
+        .build()
+}
+
+/// A string that must be `value` (a release's `kind`).
+pub fn constant(value: &str) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some([value]))
+        .build()
 }
 
 /// A δ a release requires: positive.

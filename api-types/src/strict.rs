@@ -18,7 +18,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, de::Error as _};
 use serde_json::{Map, Value};
 
-use crate::releases::{AggregateMechanism, ReleaseRequest, SuppliedRow};
+use crate::releases::{ReleaseParams, ReleaseRequest, SuppliedRow};
 
 fn unexpected(value: &Value) -> de::Unexpected<'_> {
     match value {
@@ -117,131 +117,6 @@ impl<'de> Deserialize<'de> for SuppliedRow {
     }
 }
 
-/// Every field any release kind has.
-const FIELDS: &[&str] = &[
-    "kind",
-    "epsilon",
-    "delta",
-    "intercept",
-    "features",
-    "statistics",
-    "group_by",
-    "mechanism",
-    "lambda",
-    "fit_intercept",
-];
-
-/// The `kind`s there are.
-const KINDS: &[&str] = &[
-    "walr",
-    "aggregate",
-    "model/output-perturbation",
-    "model/objective-perturbation",
-];
-
-/// The fields of a release request as they came, each at most once.
-#[derive(Default)]
-struct Fields {
-    kind: Option<String>,
-    epsilon: Option<f64>,
-    delta: Option<Option<f64>>,
-    intercept: Option<bool>,
-    features: Option<Vec<SuppliedRow>>,
-    statistics: Option<Vec<String>>,
-    group_by: Option<Vec<String>>,
-    mechanism: Option<AggregateMechanism>,
-    lambda: Option<f64>,
-    fit_intercept: Option<bool>,
-}
-
-impl Fields {
-    /// The names of the fields that were given.
-    fn given(&self) -> Vec<&'static str> {
-        let present = [
-            self.kind.is_some(),
-            self.epsilon.is_some(),
-            self.delta.is_some(),
-            self.intercept.is_some(),
-            self.features.is_some(),
-            self.statistics.is_some(),
-            self.group_by.is_some(),
-            self.mechanism.is_some(),
-            self.lambda.is_some(),
-            self.fit_intercept.is_some(),
-        ];
-        FIELDS
-            .iter()
-            .zip(present)
-            .filter_map(|(name, present)| present.then_some(*name))
-            .collect()
-    }
-
-    /// The request of the given kind, refusing any field it does not have.
-    fn build<E: de::Error>(self) -> Result<ReleaseRequest, E> {
-        let kind = self.kind.clone().ok_or_else(|| E::missing_field("kind"))?;
-        let allowed: &[&str] = match kind.as_str() {
-            "walr" => &["kind", "epsilon", "delta", "intercept", "features"],
-            "aggregate" => &[
-                "kind",
-                "epsilon",
-                "delta",
-                "statistics",
-                "group_by",
-                "mechanism",
-            ],
-            "model/output-perturbation" | "model/objective-perturbation" => {
-                &["kind", "epsilon", "delta", "lambda", "fit_intercept"]
-            }
-            other => return Err(E::unknown_variant(other, KINDS)),
-        };
-        if let Some(stray) = self
-            .given()
-            .into_iter()
-            .find(|name| !allowed.contains(name))
-        {
-            return Err(E::unknown_field(stray, allowed));
-        }
-        let epsilon = self.epsilon.ok_or_else(|| E::missing_field("epsilon"))?;
-        let delta = self.delta.flatten();
-        Ok(match kind.as_str() {
-            "walr" => ReleaseRequest::Walr {
-                epsilon,
-                delta,
-                intercept: self.intercept.unwrap_or(true),
-                features: self.features,
-            },
-            "aggregate" => ReleaseRequest::Aggregate {
-                epsilon,
-                delta,
-                statistics: self
-                    .statistics
-                    .ok_or_else(|| E::missing_field("statistics"))?,
-                group_by: self.group_by.unwrap_or_default(),
-                mechanism: self.mechanism.unwrap_or_default(),
-            },
-            model => {
-                let lambda = self.lambda.ok_or_else(|| E::missing_field("lambda"))?;
-                let fit_intercept = self.fit_intercept.unwrap_or(true);
-                if model == "model/output-perturbation" {
-                    ReleaseRequest::OutputPerturbation {
-                        epsilon,
-                        delta,
-                        lambda,
-                        fit_intercept,
-                    }
-                } else {
-                    ReleaseRequest::ObjectivePerturbation {
-                        epsilon,
-                        delta,
-                        lambda,
-                        fit_intercept,
-                    }
-                }
-            }
-        })
-    }
-}
-
 struct RequestVisitor;
 
 impl<'de> Visitor<'de> for RequestVisitor {
@@ -251,30 +126,42 @@ impl<'de> Visitor<'de> for RequestVisitor {
         formatter.write_str("a JSON object with a `kind`")
     }
 
+    /// `kind`, `epsilon` and `delta` are every kind's; `features` (a
+    /// `walr` release's supplied vectors, the one field that can be large)
+    /// is read as it streams in; the kind's other fields are small and
+    /// gathered for its own type to read.
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ReleaseRequest, A::Error> {
-        let mut fields = Fields::default();
+        let mut kind: Option<String> = None;
+        let mut epsilon: Option<f64> = None;
+        let mut delta: Option<Option<f64>> = None;
+        let mut features: Option<Vec<SuppliedRow>> = None;
+        let mut rest = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "kind" => once(&mut fields.kind, "kind", map.next_value()?)?,
-                "epsilon" => once(&mut fields.epsilon, "epsilon", map.next_value()?)?,
-                "delta" => once(&mut fields.delta, "delta", map.next_value()?)?,
-                "intercept" => once(&mut fields.intercept, "intercept", map.next_value()?)?,
-                "features" => once(&mut fields.features, "features", map.next_value()?)?,
-                "statistics" => once(&mut fields.statistics, "statistics", map.next_value()?)?,
-                "group_by" => once(&mut fields.group_by, "group_by", map.next_value()?)?,
-                "mechanism" => once(&mut fields.mechanism, "mechanism", map.next_value()?)?,
-                "lambda" => once(&mut fields.lambda, "lambda", map.next_value()?)?,
-                "fit_intercept" => {
-                    once(
-                        &mut fields.fit_intercept,
-                        "fit_intercept",
-                        map.next_value()?,
-                    )?;
+                "kind" => once(&mut kind, "kind", map.next_value()?)?,
+                "epsilon" => once(&mut epsilon, "epsilon", map.next_value()?)?,
+                "delta" => once(&mut delta, "delta", map.next_value()?)?,
+                "features" => once(&mut features, "features", map.next_value()?)?,
+                _ => {
+                    let value: Value = map.next_value()?;
+                    if rest.insert(key.clone(), value).is_some() {
+                        return Err(A::Error::custom(format_args!("duplicate field `{key}`")));
+                    }
                 }
-                other => return Err(A::Error::unknown_field(other, FIELDS)),
             }
         }
-        fields.build()
+        let kind = kind.ok_or_else(|| A::Error::missing_field("kind"))?;
+        let mut params = ReleaseParams::parse(&kind, rest).map_err(A::Error::custom)?;
+        match (&mut params, features) {
+            (ReleaseParams::Walr(walr), features) => walr.features = features,
+            (_, Some(_)) => return Err(A::Error::custom("unknown field `features`")),
+            (_, None) => {}
+        }
+        Ok(ReleaseRequest {
+            epsilon: epsilon.ok_or_else(|| A::Error::missing_field("epsilon"))?,
+            delta: delta.flatten(),
+            params,
+        })
     }
 }
 
@@ -326,14 +213,16 @@ mod tests {
         .unwrap();
         assert_eq!(
             request,
-            ReleaseRequest::Walr {
+            ReleaseRequest {
                 epsilon: 1.0,
                 delta: None,
-                intercept: true,
-                features: Some(vec![SuppliedRow {
-                    row_id: "r1".to_owned(),
-                    x: vec![0.5]
-                }]),
+                params: ReleaseParams::Walr(crate::WalrParams {
+                    intercept: true,
+                    features: Some(vec![SuppliedRow {
+                        row_id: "r1".to_owned(),
+                        x: vec![0.5]
+                    }]),
+                }),
             }
         );
         refused::<ReleaseRequest>(
@@ -358,6 +247,19 @@ mod tests {
             r#"{"kind": "walr", "epsilon": 1, "features": [{"row_id": "r", "x": [1], "y": 2}]}"#,
             "unknown field `y`",
         );
+        // Written as it always was: the idempotency hash covers these bytes.
+        assert_eq!(
+            serde_json::to_string(&request).unwrap(),
+            r#"{"kind":"walr","epsilon":1.0,"delta":null,"intercept":true,"features":[{"row_id":"r1","x":[0.5]}]}"#
+        );
+        refused::<ReleaseRequest>(
+            r#"{"kind": "aggregate", "epsilon": 1, "statistics": ["count"], "features": []}"#,
+            "unknown field `features`",
+        );
+        refused::<ReleaseRequest>(
+            r#"{"kind": "aggregate", "epsilon": 1, "statistics": ["count"], "group_by": [], "group_by": []}"#,
+            "duplicate field `group_by`",
+        );
         // Every kind survives its own serialisation.
         for json in [
             r#"{"kind": "aggregate", "epsilon": 1, "statistics": ["count"], "mechanism": "laplace"}"#,
@@ -365,8 +267,12 @@ mod tests {
             r#"{"kind": "model/output-perturbation", "epsilon": 1, "delta": 1e-6, "lambda": 0.1, "fit_intercept": false}"#,
         ] {
             let request: ReleaseRequest = serde_json::from_str(json).unwrap();
-            let again: ReleaseRequest =
-                serde_json::from_str(&serde_json::to_string(&request).unwrap()).unwrap();
+            let written = serde_json::to_string(&request).unwrap();
+            assert!(written.starts_with(&format!(
+                r#"{{"kind":"{}","epsilon":1.0,"delta":"#,
+                request.kind()
+            )));
+            let again: ReleaseRequest = serde_json::from_str(&written).unwrap();
             assert_eq!(again, request);
         }
     }

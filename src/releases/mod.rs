@@ -219,23 +219,22 @@ fn fingerprint(request: &api::ReleaseRequest) -> Result<(String, String), serde_
     let mut hasher = HashWriter(Sha256::new());
     serde_json::to_writer(&mut hasher, request)?;
     let hash = hex::encode(hasher.0.finalize());
-    let audit = match request {
-        api::ReleaseRequest::Walr {
-            epsilon,
-            delta,
+    let audit = match &request.params {
+        api::ReleaseParams::Walr(api::WalrParams {
             intercept,
             features: Some(rows),
-        } => {
-            let mut audit = serde_json::to_value(api::ReleaseRequest::Walr {
-                epsilon: *epsilon,
-                delta: *delta,
-                intercept: *intercept,
-                features: None,
+        }) => {
+            let mut audit = serde_json::to_value(api::ReleaseRequest {
+                params: api::ReleaseParams::Walr(api::WalrParams {
+                    intercept: *intercept,
+                    features: None,
+                }),
+                ..*request
             })?;
             audit["supplied_rows"] = rows.len().into();
             audit.to_string()
         }
-        other => serde_json::to_string(other)?,
+        _ => serde_json::to_string(request)?,
     };
     Ok((hash, audit))
 }
@@ -255,7 +254,7 @@ pub async fn release(
     let store = data.store().clone();
     let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
     let knobs = Knobs {
-        epsilon: Epsilon::new(request.epsilon()).map_err(invalid)?,
+        epsilon: Epsilon::new(request.epsilon).map_err(invalid)?,
         delta: Delta::new(request.delta()).map_err(invalid)?,
         max_groups: ask.max_groups,
     };
@@ -284,11 +283,11 @@ async fn make(
     let store = data.store().clone();
     let summary = Summary {
         kind: request.kind(),
-        epsilon: request.epsilon(),
+        epsilon: request.epsilon,
         delta: request.delta(),
         analyst: ask.analyst.to_owned(),
     };
-    let kind = Kind::parse(request)?;
+    let kind = Kind::parse(request.params)?;
     for _ in 0..STALE_RETRIES {
         let (dataset, analyst) = store
             .dataset_with_analyst(ask.dataset, ask.analyst)

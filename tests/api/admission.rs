@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use dpgate::app::Limits;
 use dpgate_client::types::{
-    AggregateMechanism, BudgetChange, ProblemType, ReleaseRequest, SuppliedRow,
+    AggregateMechanism, AggregateParams, BudgetChange, OutputPerturbationParams, ProblemType,
+    ReleaseParams, ReleaseRequest, SuppliedRow, WalrParams,
 };
 use dpgate_client::{ClientError, ReleaseOptions, UploadFormat};
 use rstest::rstest;
@@ -49,49 +50,57 @@ fn row_reading_requests() -> Vec<(&'static str, ReleaseRequest)> {
     vec![
         (
             "model",
-            ReleaseRequest::OutputPerturbation {
+            ReleaseRequest {
                 epsilon: 0.5,
                 delta: None,
-                lambda: 0.01,
-                fit_intercept: true,
+                params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                    lambda: 0.01,
+                    fit_intercept: true,
+                }),
             },
         ),
         (
             "aggregate",
-            ReleaseRequest::Aggregate {
+            ReleaseRequest {
                 epsilon: 0.5,
                 delta: Some(1e-7),
-                statistics: vec!["sum:value".to_owned(), "mean:converted".to_owned()],
-                group_by: vec!["campaign".to_owned()],
-                mechanism: AggregateMechanism::Gaussian,
+                params: ReleaseParams::Aggregate(AggregateParams {
+                    statistics: vec!["sum:value".to_owned(), "mean:converted".to_owned()],
+                    group_by: vec!["campaign".to_owned()],
+                    mechanism: AggregateMechanism::Gaussian,
+                }),
             },
         ),
         (
             "supplied walr",
-            ReleaseRequest::Walr {
+            ReleaseRequest {
                 epsilon: 0.5,
                 delta: Some(1e-7),
-                intercept: true,
-                features: Some(
-                    ["r1", "r2", "r3"]
-                        .iter()
-                        .map(|id| SuppliedRow {
-                            row_id: (*id).to_owned(),
-                            x: vec![0.5, 0.25],
-                        })
-                        .collect(),
-                ),
+                params: ReleaseParams::Walr(WalrParams {
+                    intercept: true,
+                    features: Some(
+                        ["r1", "r2", "r3"]
+                            .iter()
+                            .map(|id| SuppliedRow {
+                                row_id: (*id).to_owned(),
+                                x: vec![0.5, 0.25],
+                            })
+                            .collect(),
+                    ),
+                }),
             },
         ),
     ]
 }
 
 fn walr(epsilon: f64) -> ReleaseRequest {
-    ReleaseRequest::Walr {
+    ReleaseRequest {
         epsilon,
         delta: Some(1e-7),
-        intercept: true,
-        features: None,
+        params: ReleaseParams::Walr(WalrParams {
+            intercept: true,
+            features: None,
+        }),
     }
 }
 
@@ -208,14 +217,16 @@ async fn dry_runs_read_no_label_and_supplied_ones_only_row_ids(#[case] backend: 
     }
     // An unknown row id is refused on the dry run as on the release,
     // from the row ids alone.
-    let unknown = ReleaseRequest::Walr {
+    let unknown = ReleaseRequest {
         epsilon: 0.5,
         delta: Some(1e-7),
-        intercept: true,
-        features: Some(vec![SuppliedRow {
-            row_id: "nobody".to_owned(),
-            x: vec![0.5],
-        }]),
+        params: ReleaseParams::Walr(WalrParams {
+            intercept: true,
+            features: Some(vec![SuppliedRow {
+                row_id: "nobody".to_owned(),
+                x: vec![0.5],
+            }]),
+        }),
     };
     for options in [dry_run(), ReleaseOptions::default()] {
         let error = analyst

@@ -3,21 +3,25 @@
 
 use dpgate_client::ReleaseOptions;
 use dpgate_client::UploadFormat;
-use dpgate_client::types::{AggregateMechanism, Release, ReleaseRequest, ReleaseResult};
+use dpgate_client::types::{
+    AggregateMechanism, AggregateParams, Release, ReleaseParams, ReleaseRequest, ReleaseResult,
+};
 
 use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
 
 fn aggregate(statistics: &[&str], group_by: &[&str], delta: Option<f64>) -> ReleaseRequest {
-    ReleaseRequest::Aggregate {
+    ReleaseRequest {
         epsilon: 1.0,
         delta,
-        statistics: statistics.iter().map(|&s| s.to_owned()).collect(),
-        group_by: group_by.iter().map(|&s| s.to_owned()).collect(),
-        mechanism: if delta.is_some() {
-            AggregateMechanism::Gaussian
-        } else {
-            AggregateMechanism::Laplace
-        },
+        params: ReleaseParams::Aggregate(AggregateParams {
+            statistics: statistics.iter().map(|&s| s.to_owned()).collect(),
+            group_by: group_by.iter().map(|&s| s.to_owned()).collect(),
+            mechanism: if delta.is_some() {
+                AggregateMechanism::Gaussian
+            } else {
+                AggregateMechanism::Laplace
+            },
+        }),
     }
 }
 

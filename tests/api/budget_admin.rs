@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use dpgate::auth::Role;
 use dpgate_client::types::{
-    Budget, BudgetChange, LedgerEvent, ProblemType, ReleaseRequest, ReleaseSummary,
+    Budget, BudgetChange, LedgerEvent, ProblemType, ReleaseParams, ReleaseRequest, ReleaseSummary,
+    WalrParams,
 };
 use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use reqwest::{Method, StatusCode};
@@ -15,11 +16,13 @@ use uuid::Uuid;
 use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
 
 fn walr(epsilon: f64) -> ReleaseRequest {
-    ReleaseRequest::Walr {
+    ReleaseRequest {
         epsilon,
         delta: Some(1e-8),
-        intercept: true,
-        features: None,
+        params: ReleaseParams::Walr(WalrParams {
+            intercept: true,
+            features: None,
+        }),
     }
 }
 

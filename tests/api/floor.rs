@@ -4,7 +4,10 @@
 //! (constant columns at either bound, one row, one label only, separable
 //! labels).
 
-use dpgate_client::types::{ReleaseRequest, ReleaseResult};
+use dpgate_client::types::{
+    ObjectivePerturbationParams, OutputPerturbationParams, ReleaseParams, ReleaseRequest,
+    ReleaseResult,
+};
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -95,17 +98,21 @@ fn random_dataset(rng: &mut ChaCha8Rng, case: usize) -> (serde_json::Value, Stri
 
 fn model(kind: &str, lambda: f64) -> ReleaseRequest {
     match kind {
-        "output" => ReleaseRequest::OutputPerturbation {
+        "output" => ReleaseRequest {
             epsilon: 1.0,
             delta: None,
-            lambda,
-            fit_intercept: true,
+            params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                lambda,
+                fit_intercept: true,
+            }),
         },
-        _ => ReleaseRequest::ObjectivePerturbation {
+        _ => ReleaseRequest {
             epsilon: 1.0,
             delta: None,
-            lambda,
-            fit_intercept: true,
+            params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                lambda,
+                fit_intercept: true,
+            }),
         },
     }
 }

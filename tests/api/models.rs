@@ -2,7 +2,10 @@
 //! units, fitted and released by both learners, priced by a dry run,
 //! recorded in the ledger, and predicting in the units it was uploaded in.
 
-use dpgate_client::types::{LedgerEvent, ModelResult, Release, ReleaseRequest, ReleaseResult};
+use dpgate_client::types::{
+    LedgerEvent, ModelResult, ObjectivePerturbationParams, OutputPerturbationParams, Release,
+    ReleaseParams, ReleaseRequest, ReleaseResult,
+};
 use dpgate_client::{ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::logistic_data;
 
@@ -89,23 +92,29 @@ async fn both_learners_release_models_that_predict_raw_rows() {
             .unwrap();
         let analyst = app.analyst("ana", &[dataset.id]);
         let requests = [
-            ReleaseRequest::OutputPerturbation {
+            ReleaseRequest {
                 epsilon: 5.0,
                 delta: None,
-                lambda: 1e-3,
-                fit_intercept: true,
+                params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                    lambda: 1e-3,
+                    fit_intercept: true,
+                }),
             },
-            ReleaseRequest::OutputPerturbation {
+            ReleaseRequest {
                 epsilon: 5.0,
                 delta: Some(1e-7),
-                lambda: 1e-3,
-                fit_intercept: false,
+                params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                    lambda: 1e-3,
+                    fit_intercept: false,
+                }),
             },
-            ReleaseRequest::ObjectivePerturbation {
+            ReleaseRequest {
                 epsilon: 5.0,
                 delta: None,
-                lambda: 1e-3,
-                fit_intercept: true,
+                params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                    lambda: 1e-3,
+                    fit_intercept: true,
+                }),
             },
         ];
         let mut spent_basic = 0.0;
@@ -137,12 +146,12 @@ async fn both_learners_release_models_that_predict_raw_rows() {
                 "{backend:?} {}: AUC {score:.4} (truth {truth:.4})",
                 release.kind
             );
-            match request {
-                ReleaseRequest::OutputPerturbation {
-                    delta,
+            match &request.params {
+                ReleaseParams::OutputPerturbation(OutputPerturbationParams {
                     fit_intercept,
                     ..
-                } => {
+                }) => {
+                    let delta = request.delta;
                     // 2/(Nλ) + 2γ/λ.
                     let declared = 2.0 / (N as f64 * 1e-3) + 2.0 * 1e-10 / 1e-3;
                     assert!((release.sensitivity - declared).abs() < 1e-15);
@@ -161,7 +170,7 @@ async fn both_learners_release_models_that_predict_raw_rows() {
                     }
                     assert!(model.objective.is_none());
                 }
-                ReleaseRequest::ObjectivePerturbation { .. } => {
+                ReleaseParams::ObjectivePerturbation(_) => {
                     let details = model.objective.as_ref().expect("objective details");
                     // ε′ = 0.99·ε − 2·ln(1 + 1/(4Nλ)).
                     let prime = 0.99 * 5.0 - 2.0 * (0.25 / (N as f64 * 1e-3)).ln_1p();

@@ -1,7 +1,9 @@
 //! Under unit `label` a row's outcomes are private: its label and every
 //! measure. Counts by declared dimensions stay public and free.
 
-use dpgate_client::types::{AggregateMechanism, ReleaseRequest, ReleaseResult};
+use dpgate_client::types::{
+    AggregateMechanism, AggregateParams, ReleaseParams, ReleaseRequest, ReleaseResult,
+};
 use dpgate_client::{ReleaseOptions, UploadFormat};
 use rstest::rstest;
 
@@ -22,12 +24,14 @@ fn rows(count: usize) -> String {
 }
 
 fn aggregate(statistics: &[&str]) -> ReleaseRequest {
-    ReleaseRequest::Aggregate {
+    ReleaseRequest {
         epsilon: 1.0,
         delta: Some(1e-7),
-        statistics: statistics.iter().map(|s| (*s).to_owned()).collect(),
-        group_by: vec!["campaign".to_owned()],
-        mechanism: AggregateMechanism::Gaussian,
+        params: ReleaseParams::Aggregate(AggregateParams {
+            statistics: statistics.iter().map(|s| (*s).to_owned()).collect(),
+            group_by: vec!["campaign".to_owned()],
+            mechanism: AggregateMechanism::Gaussian,
+        }),
     }
 }
 

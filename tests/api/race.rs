@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use dpgate_client::types::{LedgerEvent, ProblemType, ReleaseRequest};
+use dpgate_client::types::{LedgerEvent, ProblemType, ReleaseParams, ReleaseRequest, WalrParams};
 use dpgate_client::{ReleaseOptions, UploadFormat};
 
 use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
@@ -30,11 +30,13 @@ async fn racing_analysts_never_spend_beyond_the_budget() {
                     let client = app.analyst(&format!("analyst-{index}"), &[dataset.id]);
                     let id = dataset.id;
                     tokio::spawn(async move {
-                        let request = ReleaseRequest::Walr {
+                        let request = ReleaseRequest {
                             epsilon,
                             delta: Some(1e-8),
-                            intercept: true,
-                            features: None,
+                            params: ReleaseParams::Walr(WalrParams {
+                                intercept: true,
+                                features: None,
+                            }),
                         };
                         client
                             .release(id, &request, &ReleaseOptions::default())

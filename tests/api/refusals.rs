@@ -3,7 +3,10 @@
 //! a fit that could not be certified (a λ below the floor, or objective
 //! perturbation on many features and few rows).
 
-use dpgate_client::types::{AggregateMechanism, ProblemType, ReleaseRequest};
+use dpgate_client::types::{
+    AggregateMechanism, AggregateParams, ObjectivePerturbationParams, OutputPerturbationParams,
+    ProblemType, ReleaseParams, ReleaseRequest,
+};
 use dpgate_client::{ClientError, ReleaseOptions, UploadFormat};
 use rstest::rstest;
 use uuid::Uuid;
@@ -66,12 +69,14 @@ async fn a_measure_range_too_wide_for_the_noise_is_refused_before_the_debit(
         .upload_rows(dataset.id, UploadFormat::Csv, csv)
         .await
         .unwrap();
-    let sum = |epsilon| ReleaseRequest::Aggregate {
+    let sum = |epsilon| ReleaseRequest {
         epsilon,
         delta: Some(1e-6),
-        statistics: vec!["sum:m".to_owned()],
-        group_by: vec![],
-        mechanism: AggregateMechanism::Gaussian,
+        params: ReleaseParams::Aggregate(AggregateParams {
+            statistics: vec!["sum:m".to_owned()],
+            group_by: vec![],
+            mechanism: AggregateMechanism::Gaussian,
+        }),
     };
     refused(&app, dataset.id, &sum(10.0), "too large to release").await;
     // At ε = 0.1 the noise is wide enough: the same sum is released.
@@ -122,11 +127,13 @@ async fn fits_that_could_not_be_certified_are_refused_before_the_debit(#[case] b
         .upload_rows(many.id, UploadFormat::Csv, upload(512, 20))
         .await
         .unwrap();
-    let objective = ReleaseRequest::ObjectivePerturbation {
+    let objective = ReleaseRequest {
         epsilon: 0.1,
         delta: None,
-        lambda: 1e-4,
-        fit_intercept: true,
+        params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+            lambda: 1e-4,
+            fit_intercept: true,
+        }),
     };
     refused(&app, many.id, &objective, "raise lambda").await;
     // With 16 features the same request is certifiable and released.
@@ -144,11 +151,13 @@ async fn fits_that_could_not_be_certified_are_refused_before_the_debit(#[case] b
     assert_eq!(release.spent.epsilon_basic, 0.1);
     // A λ below the output-perturbation floor for these dimensions.
     let floor = dpgate_learn::min_lambda(17, 20, 0.0, dpgate::dp::erm::SOLVE_TOLERANCE).unwrap();
-    let output = |lambda| ReleaseRequest::OutputPerturbation {
+    let output = |lambda| ReleaseRequest {
         epsilon: 1.0,
         delta: None,
-        lambda,
-        fit_intercept: true,
+        params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+            lambda,
+            fit_intercept: true,
+        }),
     };
     let error = analyst
         .release(few.id, &output(floor / 2.0), &ReleaseOptions::default())

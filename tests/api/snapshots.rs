@@ -5,7 +5,8 @@
 use dpgate::app::Limits;
 use dpgate::snapshots::STREAM_ROWS;
 use dpgate_client::types::{
-    AggregateMechanism, ProblemType, Release, ReleaseRequest, ReleaseResult, SuppliedRow,
+    AggregateMechanism, AggregateParams, ProblemType, Release, ReleaseParams, ReleaseRequest,
+    ReleaseResult, SuppliedRow, WalrParams,
 };
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use rstest::rstest;
@@ -29,12 +30,14 @@ fn counts(priced: bool) -> ReleaseRequest {
     } else {
         vec!["count".to_owned()]
     };
-    ReleaseRequest::Aggregate {
+    ReleaseRequest {
         epsilon: 1.0,
         delta: Some(1e-9),
-        statistics,
-        group_by: vec!["campaign".to_owned()],
-        mechanism: AggregateMechanism::Gaussian,
+        params: ReleaseParams::Aggregate(AggregateParams {
+            statistics,
+            group_by: vec!["campaign".to_owned()],
+            mechanism: AggregateMechanism::Gaussian,
+        }),
     }
 }
 
@@ -183,18 +186,20 @@ async fn uploads_keep_the_new_version_in_memory(#[case] backend: Backend) {
 
 /// A supplied-vector WALR over the first `rows` stored rows.
 fn supplied(rows: usize) -> ReleaseRequest {
-    ReleaseRequest::Walr {
+    ReleaseRequest {
         epsilon: 1.0,
         delta: Some(1e-9),
-        intercept: true,
-        features: Some(
-            (0..rows)
-                .map(|index| SuppliedRow {
-                    row_id: format!("r{index}"),
-                    x: vec![0.5],
-                })
-                .collect(),
-        ),
+        params: ReleaseParams::Walr(WalrParams {
+            intercept: true,
+            features: Some(
+                (0..rows)
+                    .map(|index| SuppliedRow {
+                        row_id: format!("r{index}"),
+                        x: vec![0.5],
+                    })
+                    .collect(),
+            ),
+        }),
     }
 }
 

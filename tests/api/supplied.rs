@@ -1,23 +1,27 @@
 //! WALR over the analyst's own feature vectors, keyed by row id.
 
-use dpgate_client::types::{ProblemType, ReleaseRequest, ReleaseResult, SuppliedRow};
+use dpgate_client::types::{
+    ProblemType, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow, WalrParams,
+};
 use dpgate_client::{ReleaseOptions, UploadFormat};
 
 use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
 
 fn supplied(rows: &[(&str, &[f64])]) -> ReleaseRequest {
-    ReleaseRequest::Walr {
+    ReleaseRequest {
         epsilon: 1.0,
         delta: Some(1e-7),
-        intercept: true,
-        features: Some(
-            rows.iter()
-                .map(|&(id, x)| SuppliedRow {
-                    row_id: id.to_owned(),
-                    x: x.to_vec(),
-                })
-                .collect(),
-        ),
+        params: ReleaseParams::Walr(WalrParams {
+            intercept: true,
+            features: Some(
+                rows.iter()
+                    .map(|&(id, x)| SuppliedRow {
+                        row_id: id.to_owned(),
+                        x: x.to_vec(),
+                    })
+                    .collect(),
+            ),
+        }),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use dpgate_client::ReleaseOptions;
 use dpgate_client::UploadFormat;
-use dpgate_client::types::{LedgerEvent, ReleaseRequest, ReleaseResult};
+use dpgate_client::types::{LedgerEvent, ReleaseParams, ReleaseRequest, ReleaseResult, WalrParams};
 
 use dpgate::snapshots::{Columns, Shape};
 use futures_util::StreamExt;
@@ -39,11 +39,13 @@ async fn the_walk_through_works_end_to_end() {
 
         let analyst = app.analyst("ana", &[dataset.id]);
         assert_eq!(analyst.datasets().await.unwrap().len(), 1);
-        let request = ReleaseRequest::Walr {
+        let request = ReleaseRequest {
             epsilon: 1.0,
             delta: Some(1e-7),
-            intercept: true,
-            features: None,
+            params: ReleaseParams::Walr(WalrParams {
+                intercept: true,
+                features: None,
+            }),
         };
         let released = analyst
             .release(dataset.id, &request, &ReleaseOptions::default())
@@ -128,17 +130,21 @@ async fn row_unit_walr_uses_the_public_bound_and_intercept_can_be_left_out() {
             .await
             .unwrap();
         let analyst = app.analyst("ana", &[dataset.id]);
-        let with = ReleaseRequest::Walr {
+        let with = ReleaseRequest {
             epsilon: 1.0,
             delta: Some(1e-7),
-            intercept: true,
-            features: None,
+            params: ReleaseParams::Walr(WalrParams {
+                intercept: true,
+                features: None,
+            }),
         };
-        let without = ReleaseRequest::Walr {
+        let without = ReleaseRequest {
             epsilon: 1.0,
             delta: Some(1e-7),
-            intercept: false,
-            features: None,
+            params: ReleaseParams::Walr(WalrParams {
+                intercept: false,
+                features: None,
+            }),
         };
         let options = ReleaseOptions::default();
         let release = analyst

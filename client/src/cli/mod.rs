@@ -9,7 +9,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use dpgate_api_types::{AggregateMechanism, Release, ReleaseRequest, ReleaseResult, SuppliedRow};
+use dpgate_api_types::{
+    AggregateMechanism, AggregateParams, ObjectivePerturbationParams, OutputPerturbationParams,
+    Release, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow, WalrParams,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use uuid::Uuid;
@@ -300,11 +303,13 @@ async fn release(
                 Some(path) => Some(supplied(path)?.2),
                 None => None,
             };
-            let request = ReleaseRequest::Walr {
+            let request = ReleaseRequest {
                 epsilon: spend.epsilon,
                 delta: spend.delta,
-                intercept: !no_intercept,
-                features,
+                params: ReleaseParams::Walr(WalrParams {
+                    intercept: !no_intercept,
+                    features,
+                }),
             };
             (spend, request, None)
         }
@@ -314,15 +319,17 @@ async fn release(
             group_by,
             mechanism,
         } => {
-            let request = ReleaseRequest::Aggregate {
+            let request = ReleaseRequest {
                 epsilon: spend.epsilon,
                 delta: spend.delta,
-                statistics,
-                group_by,
-                mechanism: match mechanism {
-                    Mechanism::Gaussian => AggregateMechanism::Gaussian,
-                    Mechanism::Laplace => AggregateMechanism::Laplace,
-                },
+                params: ReleaseParams::Aggregate(AggregateParams {
+                    statistics,
+                    group_by,
+                    mechanism: match mechanism {
+                        Mechanism::Gaussian => AggregateMechanism::Gaussian,
+                        Mechanism::Laplace => AggregateMechanism::Laplace,
+                    },
+                }),
             };
             (spend, request, None)
         }
@@ -335,17 +342,21 @@ async fn release(
         } => {
             let (epsilon, delta, fit_intercept) = (spend.epsilon, spend.delta, !no_intercept);
             let request = match learner {
-                Learner::Output => ReleaseRequest::OutputPerturbation {
+                Learner::Output => ReleaseRequest {
                     epsilon,
                     delta,
-                    lambda,
-                    fit_intercept,
+                    params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                        lambda,
+                        fit_intercept,
+                    }),
                 },
-                Learner::Objective => ReleaseRequest::ObjectivePerturbation {
+                Learner::Objective => ReleaseRequest {
                     epsilon,
                     delta,
-                    lambda,
-                    fit_intercept,
+                    params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                        lambda,
+                        fit_intercept,
+                    }),
                 },
             };
             (spend, request, out)

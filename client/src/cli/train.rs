@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use dpgate_api_types::{Release, ReleaseRequest, ReleaseResult};
+use dpgate_api_types::{Release, ReleaseParams, ReleaseRequest, ReleaseResult, WalrParams};
 use ndarray::Array2;
 use serde::Serialize;
 use uuid::Uuid;
@@ -165,11 +165,13 @@ pub(super) async fn train(
     let release = match args.release {
         Some(id) => client.get_release(args.dataset, id).await?,
         None => {
-            let request = ReleaseRequest::Walr {
+            let request = ReleaseRequest {
                 epsilon: args.epsilon.unwrap_or_default(),
                 delta: args.delta,
-                intercept: true,
-                features: supplied_rows,
+                params: ReleaseParams::Walr(WalrParams {
+                    intercept: true,
+                    features: supplied_rows,
+                }),
             };
             let options = ReleaseOptions {
                 idempotency_key: args.idempotency_key.clone(),

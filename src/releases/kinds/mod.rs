@@ -43,45 +43,40 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Takes the request apart.
-    pub fn parse(request: api::ReleaseRequest) -> Result<Self, ReleaseError> {
-        Ok(match request {
-            api::ReleaseRequest::Walr {
+    /// Takes the request's parameters apart.
+    pub fn parse(params: api::ReleaseParams) -> Result<Self, ReleaseError> {
+        Ok(match params {
+            api::ReleaseParams::Walr(api::WalrParams {
                 intercept,
                 features: None,
-                ..
-            } => Kind::Walr { intercept },
-            api::ReleaseRequest::Walr {
+            }) => Kind::Walr { intercept },
+            api::ReleaseParams::Walr(api::WalrParams {
                 intercept,
                 features: Some(rows),
-                ..
-            } => Kind::Supplied {
+            }) => Kind::Supplied {
                 intercept,
                 rows: Arc::new(Supplied::parse(rows).map_err(ReleaseError::Invalid)?),
             },
-            api::ReleaseRequest::Aggregate {
+            api::ReleaseParams::Aggregate(api::AggregateParams {
                 statistics,
                 group_by,
                 mechanism,
-                ..
-            } => Kind::Aggregate {
+            }) => Kind::Aggregate {
                 statistics,
                 group_by,
                 mechanism,
             },
-            api::ReleaseRequest::OutputPerturbation {
+            api::ReleaseParams::OutputPerturbation(api::OutputPerturbationParams {
                 lambda,
                 fit_intercept,
-                ..
-            } => Kind::OutputPerturbation {
+            }) => Kind::OutputPerturbation {
                 lambda,
                 fit_intercept,
             },
-            api::ReleaseRequest::ObjectivePerturbation {
+            api::ReleaseParams::ObjectivePerturbation(api::ObjectivePerturbationParams {
                 lambda,
                 fit_intercept,
-                ..
-            } => Kind::ObjectivePerturbation {
+            }) => Kind::ObjectivePerturbation {
                 lambda,
                 fit_intercept,
             },
