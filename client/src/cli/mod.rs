@@ -340,24 +340,23 @@ async fn release(
             no_intercept,
             out,
         } => {
-            let (epsilon, delta, fit_intercept) = (spend.epsilon, spend.delta, !no_intercept);
-            let request = match learner {
-                Learner::Output => ReleaseRequest {
-                    epsilon,
-                    delta,
-                    params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+            let fit_intercept = !no_intercept;
+            let params = match learner {
+                Learner::Output => ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                    lambda,
+                    fit_intercept,
+                }),
+                Learner::Objective => {
+                    ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
                         lambda,
                         fit_intercept,
-                    }),
-                },
-                Learner::Objective => ReleaseRequest {
-                    epsilon,
-                    delta,
-                    params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
-                        lambda,
-                        fit_intercept,
-                    }),
-                },
+                    })
+                }
+            };
+            let request = ReleaseRequest {
+                epsilon: spend.epsilon,
+                delta: spend.delta,
+                params,
             };
             (spend, request, out)
         }
