@@ -23,6 +23,9 @@ pub enum DpError {
     /// A release has at least one coordinate.
     #[error("a release must have at least one coordinate")]
     NoCoordinates,
+    /// A composition of steps has at least one.
+    #[error("a release must have at least one step")]
+    NoSteps,
     /// So many coordinates that the lattice rounding would swamp the noise.
     #[error("{0} coordinates are more than one release can carry")]
     TooManyCoordinates(usize),

@@ -244,21 +244,59 @@ impl Mechanism {
         dims: usize,
         range: f64,
     ) -> Result<Self, DpError> {
+        Self::gaussian_steps(epsilon, delta, sensitivity, dims, 1, range)
+    }
+
+    /// Gaussian noise for each of `steps` adaptive releases (T steps of
+    /// training) that are (ε, δ)-DP together: every step's query has L2
+    /// sensitivity `sensitivity` on `dims` coordinates, each at most
+    /// `range` in magnitude. T Gaussian steps of σ on Δ′ compose exactly to
+    /// one Gaussian of μ = √T·Δ′/σ (Dong, Roth, Su 2022), so σ =
+    /// √T·σ_analytic(ε, δ, Δ′). Δ′ is the sensitivity with each step's
+    /// own lattice rounding added (Δ + γ√d): every step rounds, so the
+    /// inflation counts √T times in μ, not once, as it would if this were
+    /// priced as one Gaussian on √T·Δ. The ledger records the T-fold
+    /// composition. One step is [`Mechanism::gaussian`].
+    pub fn gaussian_steps(
+        epsilon: Epsilon,
+        delta: Delta,
+        sensitivity: f64,
+        dims: usize,
+        steps: u32,
+        range: f64,
+    ) -> Result<Self, DpError> {
         let (epsilon, delta) = (epsilon.value(), delta.value());
-        let noise = analytic_sigma(epsilon, delta, sensitivity)?;
+        // σ of T steps, never below √T·σ₁ for all the rounding of √T and
+        // of the product; exactly σ₁ for one step.
+        let spread = |sigma: f64| match steps {
+            0 => Err(DpError::NoSteps),
+            1 => Ok(sigma),
+            _ => Ok((f64::from(steps).sqrt().next_up() * sigma).next_up()),
+        };
+        let noise = spread(analytic_sigma(epsilon, delta, sensitivity)?)?;
         let (lattice, sensitivity) = rounded(noise, sensitivity, dims, Norm::L2, 30, range)?;
-        let sigma = units(analytic_sigma(epsilon, delta, sensitivity)?, lattice);
+        let sigma = units(
+            spread(analytic_sigma(epsilon, delta, sensitivity)?)?,
+            lattice,
+        );
         if sigma > f64::from(MAX_GAUSSIAN_SIGMA) {
             return Err(DpError::TooManyCoordinates(dims));
         }
+        let step = PrivacyLoss::Gaussian {
+            sensitivity,
+            sigma: sigma * lattice.spacing(),
+        };
         Ok(Mechanism {
             lattice,
             dims,
             sensitivity,
             noise: Noise::Gaussian(sigma as u32),
-            loss: PrivacyLoss::Gaussian {
-                sensitivity,
-                sigma: sigma * lattice.spacing(),
+            loss: match steps {
+                1 => step,
+                count => PrivacyLoss::Composition {
+                    count,
+                    each: Box::new(step),
+                },
             },
         })
     }

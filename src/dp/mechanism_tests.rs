@@ -269,3 +269,104 @@ proptest! {
         prop_assert!(rounded / norm_gamma.noise_scale() <= e_value);
     }
 }
+
+#[test]
+fn gaussian_steps_compose_to_their_epsilon_with_each_steps_rounding_counted() {
+    use crate::dp::{Accountant, Budget, Charge, Composition};
+    for (e, d, sensitivity, dims, steps) in [
+        (1.0, 1e-6, 0.01, 33, 100u32),
+        (0.1, 1e-9, 2e-4, 5, 10_000),
+        (8.0, 1e-5, 1.0, 1, 2),
+    ] {
+        let mechanism =
+            Mechanism::gaussian_steps(epsilon(e), delta(d), sensitivity, dims, steps, 1.0).unwrap();
+        let PrivacyLoss::Composition { count, ref each } = *mechanism.loss() else {
+            panic!("T steps record a composition");
+        };
+        assert_eq!(count, steps);
+        let PrivacyLoss::Gaussian {
+            sensitivity: rounded,
+            sigma,
+        } = **each
+        else {
+            panic!("of Gaussian steps");
+        };
+        let grid = mechanism.grid();
+        let root_dims = (dims as f64).sqrt();
+        assert!(rounded >= sensitivity + grid * root_dims);
+        assert!(rounded <= (sensitivity + grid * root_dims) * (1.0 + 1e-12));
+        // The lattice is as fine as 2^−20 of Δ per axis, or as the
+        // sampler's 2^30 points per σ allow (σ/Δ = 6,000 in the second case).
+        assert!(grid <= (sensitivity / root_dims / 2f64.powi(20)).max(sigma / 2f64.powi(29)));
+        assert!(sigma / grid >= f64::from(1u32 << 23));
+        assert_eq!(mechanism.noise_std(), sigma);
+        // T steps at σ are one Gaussian of μ = √T·Δ′/σ, which meets (ε, δ).
+        let mu = f64::from(steps).sqrt() * rounded / sigma;
+        assert!(gaussian_delta(mu, e) <= d, "μ = {mu}");
+        // σ exceeds √T·σ_analytic(Δ′) by no more than the rounding up to
+        // whole lattice units (2^−23 of σ).
+        let ideal = f64::from(steps).sqrt() * analytic_sigma(e, d, rounded).unwrap();
+        assert!(sigma / ideal - 1.0 < 2e-7, "σ = {sigma}, ideal {ideal}");
+        // On a fresh ledger whose δ is the release's, the tight accountant
+        // reports the release's ε, less what σ's rounding up saves.
+        let charge = Charge {
+            epsilon: epsilon(e),
+            delta: delta(d),
+            loss: mechanism.loss().clone(),
+        };
+        let budget = Budget {
+            epsilon: epsilon(e),
+            delta: Delta::positive(d).unwrap(),
+        };
+        let spent = Composition::of([&charge]).spent(Accountant::Rdp, &budget);
+        assert!(spent.epsilon <= epsilon(e), "{spent:?}");
+        assert!(spent.epsilon.value() >= e * (1.0 - 1e-5), "{spent:?}");
+    }
+}
+
+#[test]
+fn one_gaussian_step_is_the_gaussian_mechanism_and_none_is_refused() {
+    assert_eq!(
+        Mechanism::gaussian_steps(epsilon(1.0), delta(1e-6), 1.0, 3, 1, 1.0),
+        Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, 3, 1.0)
+    );
+    assert_eq!(
+        Mechanism::gaussian_steps(epsilon(1.0), delta(1e-6), 1.0, 3, 0, 1.0),
+        Err(DpError::NoSteps)
+    );
+}
+
+#[test]
+fn pricing_t_steps_as_one_gaussian_on_root_t_delta_would_undercount_the_rounding() {
+    // The same T steps priced as one release of sensitivity √T·Δ add the
+    // lattice's γ√d once; the steps round T times, so their true μ is
+    // larger than that price says whenever the lattice is coarse enough
+    // to matter. The per-step price covers it.
+    let (e, d, dims, steps) = (1.0, 1e-6, 1_000_000, 10_000u32);
+    let sensitivity = 1e-3;
+    let per_step =
+        Mechanism::gaussian_steps(epsilon(e), delta(d), sensitivity, dims, steps, 1.0).unwrap();
+    let once = Mechanism::gaussian(
+        epsilon(e),
+        delta(d),
+        f64::from(steps).sqrt() * sensitivity,
+        dims,
+        1.0,
+    )
+    .unwrap();
+    let root = f64::from(steps).sqrt();
+    // What T steps of `once`'s σ, each rounding on its lattice, really cost.
+    let true_mu = root * (sensitivity + once.grid() * (dims as f64).sqrt()) / once.noise_std();
+    assert!(gaussian_delta(true_mu, e) > d, "μ = {true_mu}");
+    let PrivacyLoss::Composition { ref each, .. } = *per_step.loss() else {
+        panic!("a composition");
+    };
+    let PrivacyLoss::Gaussian {
+        sensitivity: rounded,
+        sigma,
+    } = **each
+    else {
+        panic!("Gaussian steps");
+    };
+    assert!(gaussian_delta(root * rounded / sigma, e) <= d);
+}
