@@ -18,28 +18,14 @@ use crate::dataset::DatasetRecord;
 use supplied::Supplied;
 
 /// A release request's parameters, checked as far as they can be without
-/// the dataset; supplied feature vectors are parsed once, here.
+/// the dataset: supplied feature vectors are parsed once, here, and every
+/// other kind is priced from its parameters as they came.
 pub enum Kind {
-    Walr {
-        intercept: bool,
-    },
     Supplied {
         intercept: bool,
         rows: Arc<Supplied>,
     },
-    Aggregate {
-        statistics: Vec<String>,
-        group_by: Vec<String>,
-        mechanism: api::AggregateMechanism,
-    },
-    OutputPerturbation {
-        lambda: f64,
-        fit_intercept: bool,
-    },
-    ObjectivePerturbation {
-        lambda: f64,
-        fit_intercept: bool,
-    },
+    Requested(api::ReleaseParams),
 }
 
 impl Kind {
@@ -48,38 +34,12 @@ impl Kind {
         Ok(match params {
             api::ReleaseParams::Walr(api::WalrParams {
                 intercept,
-                features: None,
-            }) => Kind::Walr { intercept },
-            api::ReleaseParams::Walr(api::WalrParams {
-                intercept,
                 features: Some(rows),
             }) => Kind::Supplied {
                 intercept,
                 rows: Arc::new(Supplied::parse(rows).map_err(ReleaseError::Invalid)?),
             },
-            api::ReleaseParams::Aggregate(api::AggregateParams {
-                statistics,
-                group_by,
-                mechanism,
-            }) => Kind::Aggregate {
-                statistics,
-                group_by,
-                mechanism,
-            },
-            api::ReleaseParams::OutputPerturbation(api::OutputPerturbationParams {
-                lambda,
-                fit_intercept,
-            }) => Kind::OutputPerturbation {
-                lambda,
-                fit_intercept,
-            },
-            api::ReleaseParams::ObjectivePerturbation(api::ObjectivePerturbationParams {
-                lambda,
-                fit_intercept,
-            }) => Kind::ObjectivePerturbation {
-                lambda,
-                fit_intercept,
-            },
+            params => Kind::Requested(params),
         })
     }
 
@@ -89,24 +49,25 @@ impl Kind {
         dataset: &DatasetRecord,
         knobs: &Knobs,
     ) -> Result<Box<dyn Planned>, ReleaseError> {
+        use api::ReleaseParams as Params;
         match self {
-            Kind::Walr { intercept } => walr::plan(dataset, *intercept, knobs),
             Kind::Supplied { intercept, rows } => {
                 supplied::plan(dataset, rows.clone(), *intercept, knobs)
             }
-            Kind::Aggregate {
-                statistics,
-                group_by,
-                mechanism,
-            } => aggregate::plan(dataset, statistics, group_by, *mechanism, knobs),
-            Kind::OutputPerturbation {
-                lambda,
-                fit_intercept,
-            } => output::plan(dataset, *lambda, *fit_intercept, knobs),
-            Kind::ObjectivePerturbation {
-                lambda,
-                fit_intercept,
-            } => objective::plan(dataset, *lambda, *fit_intercept, knobs),
+            Kind::Requested(Params::Walr(walr)) => walr::plan(dataset, walr.intercept, knobs),
+            Kind::Requested(Params::Aggregate(aggregate)) => aggregate::plan(
+                dataset,
+                &aggregate.statistics,
+                &aggregate.group_by,
+                aggregate.mechanism,
+                knobs,
+            ),
+            Kind::Requested(Params::OutputPerturbation(model)) => {
+                output::plan(dataset, model.lambda, model.fit_intercept, knobs)
+            }
+            Kind::Requested(Params::ObjectivePerturbation(model)) => {
+                objective::plan(dataset, model.lambda, model.fit_intercept, knobs)
+            }
         }
     }
 }
