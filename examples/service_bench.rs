@@ -39,7 +39,7 @@ use dpgate::releases::kinds::model::{DesignBuilder, solve};
 use dpgate::snapshots::Snapshots;
 use dpgate_client::types::{
     AggregateParams, CreateDataset, ObjectivePerturbationParams, OutputPerturbationParams,
-    ReleaseParams, ReleaseRequest, WalrParams,
+    ReleaseParams, ReleaseRequest,
 };
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use futures_util::StreamExt;
@@ -424,14 +424,7 @@ async fn train_figures(address: &str, token: &str, dataset: uuid::Uuid, dir: &st
     );
     let view = client.dataset(dataset).await.unwrap();
     let scaled = Scaling::declared(&view.features).scale(table.x);
-    let walr = ReleaseRequest {
-        epsilon: 1.0,
-        delta: Some(1e-9),
-        params: ReleaseParams::Walr(WalrParams {
-            intercept: true,
-            features: None,
-        }),
-    };
+    let walr = ReleaseRequest::walr(1.0, 1e-9);
     let release = client
         .release(dataset, &walr, &ReleaseOptions::default())
         .await
@@ -521,14 +514,7 @@ async fn main() {
             .mint(Role::Analyst, "ana", &[dataset.id], hour)
             .unwrap(),
     );
-    let walr = ReleaseRequest {
-        epsilon: 0.01,
-        delta: Some(1e-9),
-        params: ReleaseParams::Walr(WalrParams {
-            intercept: true,
-            features: None,
-        }),
-    };
+    let walr = ReleaseRequest::walr(0.01, 1e-9);
     let options = ReleaseOptions::default();
     let timed = || async {
         let started = Instant::now();
@@ -668,14 +654,7 @@ async fn main() {
     for (name, path) in [("refused-a", &csv), ("refused-b", &flipped)] {
         let id = loaded(&admin, name, features, 1.0, path).await;
         let client = admin.with_token(&keys.mint(Role::Analyst, "ana", &[id], hour).unwrap());
-        let spend = ReleaseRequest {
-            epsilon: 1.0,
-            delta: Some(1e-6),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let spend = ReleaseRequest::walr(1.0, 1e-6);
         client.release(id, &spend, &options).await.unwrap();
         refused.push((name, id, client));
     }

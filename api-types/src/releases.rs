@@ -24,6 +24,19 @@ pub struct ReleaseRequest {
 }
 
 impl ReleaseRequest {
+    /// A `walr` release over the stored features, with the intercept's
+    /// term: the common request.
+    pub fn walr(epsilon: f64, delta: f64) -> Self {
+        ReleaseRequest {
+            epsilon,
+            delta: Some(delta),
+            params: ReleaseParams::Walr(WalrParams {
+                intercept: true,
+                features: None,
+            }),
+        }
+    }
+
     /// The `kind` string of the request.
     pub fn kind(&self) -> &'static str {
         self.params.kind()

@@ -270,6 +270,17 @@ proptest! {
     }
 }
 
+/// The steps, sensitivity Δ′ and σ a T-step Gaussian mechanism records.
+fn composed_steps(mechanism: &Mechanism) -> (u32, f64, f64) {
+    let PrivacyLoss::Composition { count, ref each } = *mechanism.loss() else {
+        panic!("T steps record a composition");
+    };
+    let PrivacyLoss::Gaussian { sensitivity, sigma } = **each else {
+        panic!("of Gaussian steps");
+    };
+    (count, sensitivity, sigma)
+}
+
 #[test]
 fn gaussian_steps_compose_to_their_epsilon_with_each_steps_rounding_counted() {
     use crate::dp::{Accountant, Budget, Charge, Composition};
@@ -280,17 +291,8 @@ fn gaussian_steps_compose_to_their_epsilon_with_each_steps_rounding_counted() {
     ] {
         let mechanism =
             Mechanism::gaussian_steps(epsilon(e), delta(d), sensitivity, dims, steps, 1.0).unwrap();
-        let PrivacyLoss::Composition { count, ref each } = *mechanism.loss() else {
-            panic!("T steps record a composition");
-        };
+        let (count, rounded, sigma) = composed_steps(&mechanism);
         assert_eq!(count, steps);
-        let PrivacyLoss::Gaussian {
-            sensitivity: rounded,
-            sigma,
-        } = **each
-        else {
-            panic!("of Gaussian steps");
-        };
         let grid = mechanism.grid();
         let root_dims = (dims as f64).sqrt();
         assert!(rounded >= sensitivity + grid * root_dims);
@@ -358,15 +360,6 @@ fn pricing_t_steps_as_one_gaussian_on_root_t_delta_would_undercount_the_rounding
     // What T steps of `once`'s σ, each rounding on its lattice, really cost.
     let true_mu = root * (sensitivity + once.grid() * (dims as f64).sqrt()) / once.noise_std();
     assert!(gaussian_delta(true_mu, e) > d, "μ = {true_mu}");
-    let PrivacyLoss::Composition { ref each, .. } = *per_step.loss() else {
-        panic!("a composition");
-    };
-    let PrivacyLoss::Gaussian {
-        sensitivity: rounded,
-        sigma,
-    } = **each
-    else {
-        panic!("Gaussian steps");
-    };
+    let (_, rounded, sigma) = composed_steps(&per_step);
     assert!(gaussian_delta(root * rounded / sigma, e) <= d);
 }

@@ -6,7 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use dpgate::auth::{AUDIENCE, ISSUER, Role, now};
 use dpgate_client::UploadFormat;
-use dpgate_client::types::{ReleaseParams, ReleaseRequest, WalrParams};
+use dpgate_client::types::ReleaseRequest;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -200,14 +200,7 @@ async fn every_route_admits_exactly_the_right_callers() {
             .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 30))
             .await
             .unwrap();
-        let request = ReleaseRequest {
-            epsilon: 0.1,
-            delta: Some(1e-9),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let request = ReleaseRequest::walr(0.1, 1e-9);
         let release = app
             .analyst("granted", &[dataset.id])
             .release(dataset.id, &request, &Default::default())

@@ -10,7 +10,7 @@ use dpgate::app::{AppState, Limits};
 use dpgate::auth::Role;
 use dpgate_client::cli::{Cli, run};
 use dpgate_client::model_file::ModelFile;
-use dpgate_client::types::{ProblemType, ReleaseParams, ReleaseRequest, WalrParams};
+use dpgate_client::types::{ProblemType, ReleaseRequest};
 use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
 use dpgate_learn::{Objective, auc};
@@ -355,14 +355,7 @@ async fn releases_are_retried_across_a_restart_and_spent_once() {
     });
     let token = app.token(Role::Analyst, "ana", &[dataset.id]);
     let late = Client::new(&format!("http://{address}"), Some(token));
-    let request = ReleaseRequest {
-        epsilon: 1.0,
-        delta: Some(1e-7),
-        params: ReleaseParams::Walr(WalrParams {
-            intercept: true,
-            features: None,
-        }),
-    };
+    let request = ReleaseRequest::walr(1.0, 1e-7);
     let released = late
         .release(dataset.id, &request, &ReleaseOptions::default())
         .await

@@ -1,6 +1,6 @@
 //! Idempotent retries, dry runs, and fetching releases.
 
-use dpgate_client::types::{ProblemType, ReleaseParams, ReleaseRequest, WalrParams};
+use dpgate_client::types::{ProblemType, ReleaseRequest};
 use dpgate_client::{ReleaseOptions, UploadFormat};
 use reqwest::{Method, StatusCode};
 
@@ -62,14 +62,7 @@ async fn a_retry_with_the_same_key_returns_the_same_bytes_and_spends_once() {
             idempotency_key: Some("key-1".to_owned()),
             dry_run: false,
         };
-        let request = ReleaseRequest {
-            epsilon: 0.5,
-            delta: Some(1e-8),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let request = ReleaseRequest::walr(0.5, 1e-8);
         assert!(
             !bea.release(dataset.id, &request, &options)
                 .await
@@ -90,14 +83,7 @@ async fn a_dry_run_prices_exactly_what_the_release_then_spends() {
             .await
             .unwrap();
         let analyst = app.analyst("ana", &[dataset.id]);
-        let request = ReleaseRequest {
-            epsilon: 2.0,
-            delta: Some(1e-7),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let request = ReleaseRequest::walr(2.0, 1e-7);
         let dry = ReleaseOptions {
             idempotency_key: None,
             dry_run: true,
@@ -144,14 +130,7 @@ async fn a_dry_run_prices_exactly_what_the_release_then_spends() {
         );
 
         // A dry run that would not fit is refused like the real thing.
-        let huge = ReleaseRequest {
-            epsilon: 50.0,
-            delta: Some(1e-7),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let huge = ReleaseRequest::walr(50.0, 1e-7);
         let error = analyst.release(dataset.id, &huge, &dry).await.unwrap_err();
         assert_eq!(error.problem_type(), Some(ProblemType::BudgetExhausted));
         app.finish().await;
@@ -169,14 +148,7 @@ async fn analysts_fetch_only_their_own_releases() {
             .unwrap();
         let ana = app.analyst("ana", &[dataset.id]);
         let bea = app.analyst("bea", &[dataset.id]);
-        let request = ReleaseRequest {
-            epsilon: 0.1,
-            delta: Some(1e-9),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let request = ReleaseRequest::walr(0.1, 1e-9);
         let release = ana
             .release(dataset.id, &request, &ReleaseOptions::default())
             .await

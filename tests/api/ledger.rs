@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use dpgate_client::UploadFormat;
-use dpgate_client::types::{ReleaseParams, ReleaseRequest, WalrParams};
+use dpgate_client::types::ReleaseRequest;
 
 use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, backends, spawn_app};
 
@@ -18,14 +18,7 @@ async fn make_releases(app: &TestApp, count: usize) -> uuid::Uuid {
         .unwrap();
     let analyst = app.analyst("ana", &[dataset.id]);
     for _ in 0..count {
-        let request = ReleaseRequest {
-            epsilon: 0.2,
-            delta: Some(1e-9),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let request = ReleaseRequest::walr(0.2, 1e-9);
         analyst
             .release(dataset.id, &request, &Default::default())
             .await

@@ -39,14 +39,7 @@ async fn the_walk_through_works_end_to_end() {
 
         let analyst = app.analyst("ana", &[dataset.id]);
         assert_eq!(analyst.datasets().await.unwrap().len(), 1);
-        let request = ReleaseRequest {
-            epsilon: 1.0,
-            delta: Some(1e-7),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let request = ReleaseRequest::walr(1.0, 1e-7);
         let released = analyst
             .release(dataset.id, &request, &ReleaseOptions::default())
             .await
@@ -130,14 +123,7 @@ async fn row_unit_walr_uses_the_public_bound_and_intercept_can_be_left_out() {
             .await
             .unwrap();
         let analyst = app.analyst("ana", &[dataset.id]);
-        let with = ReleaseRequest {
-            epsilon: 1.0,
-            delta: Some(1e-7),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
-        };
+        let with = ReleaseRequest::walr(1.0, 1e-7);
         let without = ReleaseRequest {
             epsilon: 1.0,
             delta: Some(1e-7),
