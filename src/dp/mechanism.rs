@@ -406,14 +406,17 @@ impl Mechanism {
         values: &[f64],
         rng: &mut R,
     ) -> Result<Vec<f64>, DpError> {
-        if values.len() != self.dims {
-            return Err(DpError::DimensionMismatch {
-                expected: self.dims,
-                actual: values.len(),
-            });
-        }
-        let points = self.lattice.snap(values)?;
-        let noise: Vec<i128> = match self.noise {
+        self.check_dims(values)?;
+        let drawn = self.draw(rng);
+        self.add(values, &drawn)
+    }
+
+    /// One release's noise, drawn ahead of the values it will be added to:
+    /// an iterative learner draws every step's noise before it reads a row,
+    /// so that how long the draws took can be hidden on its own, and the
+    /// steps then take the same time whatever the noise was.
+    pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> Drawn {
+        Drawn(match self.noise {
             Noise::Gaussian(sigma) => (0..self.dims)
                 .map(|_| discrete_gaussian(sigma, rng))
                 .collect(),
@@ -421,14 +424,37 @@ impl Mechanism {
                 .map(|_| discrete_laplace(scale, rng))
                 .collect(),
             Noise::NormGamma(scale) => norm_gamma_lattice(self.dims, scale, rng),
-        };
+        })
+    }
+
+    /// `values` snapped to the lattice with `drawn` added: the release, for
+    /// noise this mechanism drew.
+    pub fn add(&self, values: &[f64], drawn: &Drawn) -> Result<Vec<f64>, DpError> {
+        self.check_dims(values)?;
+        self.check_dims(&drawn.0)?;
+        let points = self.lattice.snap(values)?;
         Ok(points
             .iter()
-            .zip(noise)
-            .map(|(&point, noise)| self.lattice.emit(point.saturating_add(noise)))
+            .zip(&drawn.0)
+            .map(|(&point, &noise)| self.lattice.emit(point.saturating_add(noise)))
             .collect())
     }
+
+    fn check_dims<T>(&self, values: &[T]) -> Result<(), DpError> {
+        if values.len() != self.dims {
+            return Err(DpError::DimensionMismatch {
+                expected: self.dims,
+                actual: values.len(),
+            });
+        }
+        Ok(())
+    }
 }
+
+/// One release's noise in lattice units, from [`Mechanism::draw`], for
+/// [`Mechanism::add`] of the mechanism that drew it.
+#[derive(Debug, Clone)]
+pub struct Drawn(Vec<i128>);
 
 #[cfg(test)]
 #[path = "mechanism_tests.rs"]

@@ -11,7 +11,7 @@ mod gaussian;
 mod mechanism;
 mod rdp;
 #[cfg(test)]
-mod reference;
+pub(crate) mod reference;
 mod sample;
 #[cfg(test)]
 pub(crate) mod statistics;
@@ -22,7 +22,7 @@ pub use accountant::{
 };
 pub use error::DpError;
 pub use gaussian::{analytic_sigma, classic_sigma, gaussian_delta, gaussian_epsilon};
-pub use mechanism::Mechanism;
+pub use mechanism::{Drawn, Mechanism};
 pub use rdp::{ORDER_COUNT, ORDERS, RdpCurve};
 pub use sample::{
     MAX_GAUSSIAN_SIGMA, OsNoise, discrete_gaussian, discrete_laplace, norm_gamma_continuous,
