@@ -24,7 +24,7 @@ pub mod logistic;
 pub mod metrics;
 pub mod synthetic;
 
-pub use affine::unscale;
+pub use affine::{rescale, unscale};
 pub use certify::{Certificate, Infeasible, certifiable, min_lambda};
 pub use logistic::{Fit, FitError, Objective, log1p_exp, probabilities, sigmoid};
 pub use metrics::{
