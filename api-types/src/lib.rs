@@ -16,10 +16,10 @@ pub use datasets::{
 pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
 pub use problem::{LineError, Problem, ProblemType};
 pub use releases::{
-    AggregateGroup, AggregateMechanism, AggregateParams, AggregateResult, KINDS, ModelResult,
-    NoiseDetails, ObjectiveDetails, ObjectivePerturbationParams, OutputPerturbationParams, Release,
-    ReleaseKind, ReleaseList, ReleaseParams, ReleaseRequest, ReleaseResult, ReleaseSummary,
-    SuppliedRow, WalrParams, WalrResult,
+    AggregateGroup, AggregateMechanism, AggregateParams, AggregateResult, DpGdParams, DpGdResult,
+    Iterate, KINDS, ModelResult, NoiseDetails, ObjectiveDetails, ObjectivePerturbationParams,
+    OutputPerturbationParams, Release, ReleaseKind, ReleaseList, ReleaseParams, ReleaseRequest,
+    ReleaseResult, ReleaseSummary, SuppliedRow, WalrParams, WalrResult, WarmStart,
 };
 
 /// Media type of problem documents (RFC 9457).

@@ -80,6 +80,7 @@ pub enum ReleaseParams {
     Aggregate(AggregateParams),
     OutputPerturbation(OutputPerturbationParams),
     ObjectivePerturbation(ObjectivePerturbationParams),
+    DpGd(DpGdParams),
 }
 
 impl ReleaseParams {
@@ -90,6 +91,7 @@ impl ReleaseParams {
             ReleaseParams::Aggregate(_) => AggregateParams::KIND,
             ReleaseParams::OutputPerturbation(_) => OutputPerturbationParams::KIND,
             ReleaseParams::ObjectivePerturbation(_) => ObjectivePerturbationParams::KIND,
+            ReleaseParams::DpGd(_) => DpGdParams::KIND,
         }
     }
 
@@ -113,6 +115,7 @@ impl ReleaseParams {
             ObjectivePerturbationParams::KIND => {
                 ReleaseParams::ObjectivePerturbation(read(fields)?)
             }
+            DpGdParams::KIND => ReleaseParams::DpGd(read(fields)?),
             other => {
                 return Err(format!(
                     "unknown variant `{other}`, expected one of {}",
@@ -124,11 +127,12 @@ impl ReleaseParams {
 }
 
 /// The `kind`s there are.
-pub const KINDS: [&str; 4] = [
+pub const KINDS: [&str; 5] = [
     WalrParams::KIND,
     AggregateParams::KIND,
     OutputPerturbationParams::KIND,
     ObjectivePerturbationParams::KIND,
+    DpGdParams::KIND,
 ];
 
 /// A release kind's parameters: what `kind` names it, and what it accepts
@@ -252,6 +256,88 @@ impl ReleaseKind for ObjectivePerturbationParams {
     }
 }
 
+/// Logistic regression by full-batch gradient descent on per-example
+/// clipped gradients, each step released with Gaussian noise (seed 000;
+/// LEARNERS.md §1): T steps that are (ε, δ)-DP together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DpGdParams {
+    /// T, the number of gradient steps.
+    #[serde(default = "DpGdParams::default_steps")]
+    #[schema(default = 100, minimum = 1, maximum = 10000)]
+    pub steps: u32,
+    /// α of θ ← θ − α(ĝ + λθ), in the space of the stored features
+    /// (each in [0, 1]).
+    #[serde(default = "one")]
+    #[schema(default = 1.0, exclusive_minimum = 0.0, maximum = 100.0)]
+    pub learning_rate: f64,
+    /// C: each row's gradient is scaled down to L2 norm at most C.
+    #[serde(default = "one")]
+    #[schema(default = 1.0, exclusive_minimum = 0.0, maximum = 1000.0)]
+    pub clip: f64,
+    /// λ of a ridge term (λ/2)‖θ‖² (data-independent); learning_rate ×
+    /// lambda must be below 2.
+    #[serde(default)]
+    #[schema(default = 0.0, minimum = 0.0, maximum = 1e6)]
+    pub lambda: f64,
+    #[serde(default = "yes")]
+    #[schema(default = true)]
+    pub fit_intercept: bool,
+    /// A public starting point (a model trained on public data), in raw
+    /// feature units; descent starts from 0 without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theta0: Option<WarmStart>,
+    /// R: every iterate is projected onto ‖θ‖₂ ≤ R (in the stored features'
+    /// space, intercept included); no projection without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0.0, maximum = 1e6)]
+    pub radius: Option<f64>,
+    #[serde(default)]
+    pub output: Iterate,
+}
+
+impl DpGdParams {
+    fn default_steps() -> u32 {
+        100
+    }
+}
+
+impl ReleaseKind for DpGdParams {
+    const KIND: &'static str = "model/dp-gd";
+
+    /// Required and positive: every step uses the Gaussian mechanism.
+    fn delta() -> (Schema, bool) {
+        (Schema::Object(crate::schemas::required_delta()), true)
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A model's starting point in raw feature units: σ(weightsᵀx + intercept).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WarmStart {
+    /// One per feature, in schema order; each finite, |w| ≤ 10⁶.
+    #[schema(schema_with = crate::schemas::weights)]
+    pub weights: Vec<f64>,
+    #[serde(default)]
+    #[schema(default = 0.0, minimum = -1e6, maximum = 1e6)]
+    pub intercept: f64,
+}
+
+/// Which iterate an iterative learner releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Iterate {
+    /// θ_T.
+    #[default]
+    Last,
+    /// The mean of θ₁ … θ_T.
+    Average,
+}
+
 /// One object per kind: the kind's parameters with `kind`, `epsilon` and
 /// `delta` added.
 impl utoipa::PartialSchema for ReleaseRequest {
@@ -280,6 +366,7 @@ impl utoipa::PartialSchema for ReleaseRequest {
             .item(object::<AggregateParams>())
             .item(object::<OutputPerturbationParams>())
             .item(object::<ObjectivePerturbationParams>())
+            .item(object::<DpGdParams>())
             .description(Some(
                 "`POST /v1/datasets/{id}/releases`: `{\"kind\": …, \"epsilon\": …, \"delta\": …,\n\
                  params…}`. Unknown fields, and fields of another kind, are refused, so a\n\
@@ -295,6 +382,7 @@ impl ToSchema for ReleaseRequest {
         <AggregateParams as ToSchema>::schemas(schemas);
         <OutputPerturbationParams as ToSchema>::schemas(schemas);
         <ObjectivePerturbationParams as ToSchema>::schemas(schemas);
+        <DpGdParams as ToSchema>::schemas(schemas);
     }
 }
 
@@ -334,7 +422,8 @@ pub struct NoiseDetails {
     /// The sensitivity the noise is calibrated to: the declared one plus
     /// what rounding to the lattice can add.
     pub accounted_sensitivity: f64,
-    /// The textbook σ = Δ·√(2 ln(1.25/δ))/ε, for comparison only.
+    /// The textbook σ = Δ·√(2 ln(1.25/δ))/ε (×√T for T steps of descent),
+    /// for comparison only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigma_classic: Option<f64>,
 }
@@ -408,6 +497,32 @@ pub struct ObjectiveDetails {
     pub epsilon_output: f64,
 }
 
+/// A model trained by DP gradient descent: σ(weightsᵀx + intercept) is the
+/// predicted probability for a row x in the units it was uploaded in. The
+/// settings are repeated from the request; nothing here depends on the
+/// data but the weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DpGdResult {
+    /// One per feature, in schema order, in raw feature units.
+    pub weights: Vec<f64>,
+    pub intercept: f64,
+    pub fit_intercept: bool,
+    pub steps: u32,
+    pub learning_rate: f64,
+    pub clip: f64,
+    pub lambda: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radius: Option<f64>,
+    pub output: Iterate,
+    /// σ of each step's noise on each coordinate of the mean clipped
+    /// gradient.
+    pub sigma: f64,
+    /// σ over the per-step sensitivity (lattice rounding included).
+    pub noise_multiplier: f64,
+    /// Whether descent started from the request's `theta0`.
+    pub warm_start: bool,
+}
+
 /// The released numbers, by kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
@@ -415,6 +530,19 @@ pub enum ReleaseResult {
     Walr(WalrResult),
     Aggregate(AggregateResult),
     Model(ModelResult),
+    DpGd(DpGdResult),
+}
+
+impl ReleaseResult {
+    /// The model a release gave, in raw feature units: its weights and
+    /// intercept.
+    pub fn model(&self) -> Option<(&[f64], f64)> {
+        match self {
+            ReleaseResult::Model(model) => Some((&model.weights, model.intercept)),
+            ReleaseResult::DpGd(model) => Some((&model.weights, model.intercept)),
+            ReleaseResult::Walr(_) | ReleaseResult::Aggregate(_) => None,
+        }
+    }
 }
 
 /// A release (201 when new, 200 on an idempotent replay or a dry run).

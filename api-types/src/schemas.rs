@@ -145,3 +145,11 @@ pub fn feature_vector() -> utoipa::openapi::Array {
         .max_items(Some(4096))
         .build()
 }
+
+/// Model weights: finite, each at most 10⁶ in magnitude.
+pub fn weights() -> utoipa::openapi::Array {
+    ArrayBuilder::new()
+        .items(number().minimum(Some(-1e6)).maximum(Some(1e6)))
+        .min_items(Some(1))
+        .build()
+}

@@ -69,6 +69,36 @@ pub fn load() -> Reference {
         .expect("testdata/reference.json is committed and well-formed")
 }
 
+/// The learners' reference values, from `testdata/make_learners.py`.
+#[derive(Deserialize)]
+pub struct Learners {
+    pub dp_gd: Vec<DpGdPoint>,
+}
+
+/// DP-GD at one setting (unit `row`, with the intercept).
+#[derive(Deserialize)]
+pub struct DpGdPoint {
+    pub epsilon: f64,
+    pub delta: f64,
+    pub n: u64,
+    pub clip: f64,
+    pub k: usize,
+    pub steps: u32,
+    pub sensitivity: f64,
+    /// The per-step σ whose T-fold composition is (ε, δ)-DP, before
+    /// lattice rounding.
+    pub sigma: f64,
+    /// The seed-000 slides' σ, and the ε it really delivers.
+    pub sigma_slides: f64,
+    pub epsilon_of_slides_sigma: f64,
+}
+
+/// The parsed learners' reference file.
+pub fn learners() -> Learners {
+    serde_json::from_str(include_str!("testdata/learners.json"))
+        .expect("testdata/learners.json is committed and well-formed")
+}
+
 /// Asserts `actual` is within `relative` of `expected` (absolute near 0).
 #[track_caller]
 pub fn assert_close(actual: f64, expected: f64, relative: f64, what: &str) {

@@ -41,6 +41,11 @@ fn finite(release: &api::Release) -> bool {
                 .iter()
                 .chain([&model.intercept, &model.noise_scale])
                 .all(|value| value.is_finite()),
+            Some(api::ReleaseResult::DpGd(model)) => model
+                .weights
+                .iter()
+                .chain([&model.intercept, &model.sigma, &model.noise_multiplier])
+                .all(|value| value.is_finite()),
         }
 }
 

@@ -89,6 +89,8 @@ pub enum Failure {
     Noise(#[from] dp::DpError),
     #[error("a released value is not finite")]
     NonFinite,
+    #[error("the snapshot could not be held in memory")]
+    Unheld,
     #[error("a computation task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
     #[error("cannot encode the release: {0}")]
@@ -146,7 +148,14 @@ fn response(
     };
     let mut noise = price.noise.clone();
     if noise.mechanism == "gaussian" {
-        noise.sigma_classic = dp::classic_sigma(epsilon, delta, price.sensitivity).ok();
+        // T steps at √T times one release's σ compose to that release.
+        let steps = match &price.loss {
+            Some(dp::PrivacyLoss::Composition { count, .. }) => f64::from(*count),
+            _ => 1.0,
+        };
+        noise.sigma_classic = dp::classic_sigma(epsilon, delta, price.sensitivity)
+            .ok()
+            .map(|sigma| steps.sqrt() * sigma);
     }
     api::Release {
         id,

@@ -106,6 +106,15 @@ pub fn held<T>(budget: Duration, draw: impl FnOnce() -> T) -> (T, bool) {
     (drawn, elapsed > budget)
 }
 
+/// [`held`], counting a draw that overran its budget.
+pub fn paced<T>(budget: Duration, draw: impl FnOnce() -> T) -> T {
+    let (drawn, overran) = held(budget, draw);
+    if overran {
+        metrics::counter!("dpgate_noise_overruns_total").increment(1);
+    }
+    drawn
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

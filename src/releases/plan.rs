@@ -10,7 +10,7 @@ use dpgate_api_types as api;
 use super::{Failure, ReleaseError, pacing};
 use crate::dataset::DatasetRecord;
 use crate::dp::{Delta, Epsilon, Mechanism, OsNoise, PrivacyLoss};
-use crate::snapshots::{Columns, Snapshots};
+use crate::snapshots::{Columns, Shape, Snapshots};
 use crate::store::BlockStream;
 use futures_util::StreamExt;
 
@@ -161,6 +161,13 @@ impl Snapshot {
         Ok(self.data.load(&self.dataset).await?)
     }
 
+    /// Whether the snapshot may be held in memory at all: what a learner
+    /// that passes over the rows many times needs. Reads nothing.
+    pub fn fits(&self) -> bool {
+        self.data
+            .fits(Shape::of(&self.dataset.schema), self.dataset.n_rows)
+    }
+
     /// The snapshot in memory if it is held already, without reading the
     /// store: what checks before a debit may use for public columns.
     pub fn held(&self) -> Option<Arc<Columns>> {
@@ -247,15 +254,11 @@ async fn stream<V: Pass>(
 pub async fn noise(mechanism: Mechanism, exact: Vec<f64>) -> Result<Vec<f64>, Failure> {
     let budget = pacing::budget(&mechanism);
     let span = tracing::Span::current();
-    let (drawn, overran) = tokio::task::spawn_blocking(move || {
+    let noisy = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        pacing::held(budget, || mechanism.release(&exact, &mut OsNoise::new()))
+        pacing::paced(budget, || mechanism.release(&exact, &mut OsNoise::new()))
     })
-    .await?;
-    if overran {
-        metrics::counter!("dpgate_noise_overruns_total").increment(1);
-    }
-    let noisy = drawn?;
+    .await??;
     if noisy.iter().any(|value| !value.is_finite()) {
         return Err(Failure::NonFinite);
     }

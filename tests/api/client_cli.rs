@@ -315,6 +315,57 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
     ];
     let both = client(&app, &analyst, &args).await.unwrap_err();
     assert!(both.to_string().contains("cannot be used with"), "{both}");
+    // DP-GD warm-started from the model file just saved, saved in turn.
+    let descended = dir.path().join("gd.json");
+    let dp_gd = |theta0: &Path| {
+        [
+            "release",
+            "dp-gd",
+            "--dataset",
+            &id,
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--steps",
+            "20",
+            "--output",
+            "average",
+            "--theta0",
+            theta0.to_str().unwrap(),
+            "--out",
+            descended.to_str().unwrap(),
+        ]
+        .map(str::to_owned)
+    };
+    let released = client(
+        &app,
+        &analyst,
+        &dp_gd(&model).each_ref().map(String::as_str),
+    )
+    .await
+    .unwrap();
+    let released: serde_json::Value = serde_json::from_str(&released).unwrap();
+    assert_eq!(released["result"]["warm_start"], true);
+    assert_eq!(released["result"]["steps"], 20);
+    let saved = ModelFile::load(&descended).unwrap();
+    assert_eq!(
+        (saved.weights.len(), saved.kind.as_str()),
+        (K, "model/dp-gd")
+    );
+    // A model of other features is refused before anything is sent.
+    let mut other = saved.clone();
+    other.feature_names[0] = "elsewhere".to_owned();
+    let other_path = dir.path().join("other.json");
+    other.save(&other_path).unwrap();
+    let refused = client(
+        &app,
+        &analyst,
+        &dp_gd(&other_path).each_ref().map(String::as_str),
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.to_string().contains("elsewhere"), "{refused}");
     assert_eq!(
         app.admin
             .dataset(dataset.id)
@@ -322,7 +373,7 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
             .unwrap()
             .spent
             .epsilon_basic,
-        1.0
+        2.0
     );
     app.finish().await;
 }

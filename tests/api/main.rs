@@ -18,6 +18,7 @@ mod features;
 mod floor;
 mod helpers;
 mod idempotency;
+mod learners;
 mod ledger;
 mod models;
 mod openapi;

@@ -11,11 +11,11 @@ use dpgate_learn::synthetic::logistic_data;
 
 use crate::helpers::{backends, spawn_app};
 
-const N: usize = 20_000;
+pub const N: usize = 20_000;
 
 /// Four features declared on ranges other than [0, 1], so that the
 /// unfolding into raw units is exercised.
-fn dataset_request() -> serde_json::Value {
+pub fn dataset_request() -> serde_json::Value {
     serde_json::json!({
         "name": "synthetic", "privacy_unit": "row",
         "features": [
@@ -30,7 +30,7 @@ fn dataset_request() -> serde_json::Value {
 const RANGES: [(f64, f64); 4] = [(0.0, 1.0), (-10.0, 10.0), (100.0, 300.0), (0.0, 0.5)];
 
 /// The synthetic rows in raw units, as CSV, and (raw rows, labels).
-fn rows() -> (String, Vec<Vec<f64>>, Vec<u8>) {
+pub fn rows() -> (String, Vec<Vec<f64>>, Vec<u8>) {
     let data = logistic_data(N, 4, 41);
     let mut csv = String::from("row_id,y,a,b,c,d\n");
     let mut raw = Vec::with_capacity(N);
@@ -56,33 +56,30 @@ fn model(release: &Release) -> &ModelResult {
     model
 }
 
-fn auc(model: &ModelResult, raw: &[Vec<f64>], labels: &[u8]) -> f64 {
+/// The AUC on raw rows of the model σ(weightsᵀx + intercept).
+pub fn auc(weights: &[f64], intercept: f64, raw: &[Vec<f64>], labels: &[u8]) -> f64 {
     let scores: Vec<f64> = raw
         .iter()
-        .map(|row| {
-            row.iter()
-                .zip(&model.weights)
-                .map(|(x, w)| x * w)
-                .sum::<f64>()
-                + model.intercept
-        })
+        .map(|row| row.iter().zip(weights).map(|(x, w)| x * w).sum::<f64>() + intercept)
         .collect();
     dpgate_learn::auc(&scores, labels).unwrap()
+}
+
+/// The generating model's own AUC on the rows of [`rows`].
+pub fn truth() -> f64 {
+    let data = logistic_data(N, 4, 41);
+    let scores: Vec<f64> = data
+        .x
+        .outer_iter()
+        .map(|x| x.iter().zip(&data.weights).map(|(x, w)| x * w).sum::<f64>())
+        .collect();
+    dpgate_learn::auc(&scores, &data.y).unwrap()
 }
 
 #[tokio::test]
 async fn both_learners_release_models_that_predict_raw_rows() {
     let (csv, raw, labels) = rows();
-    // The generating model's own AUC on these rows, for reference.
-    let truth = {
-        let data = logistic_data(N, 4, 41);
-        let scores: Vec<f64> = data
-            .x
-            .outer_iter()
-            .map(|x| x.iter().zip(&data.weights).map(|(x, w)| x * w).sum::<f64>())
-            .collect();
-        dpgate_learn::auc(&scores, &data.y).unwrap()
-    };
+    let truth = truth();
     for backend in backends() {
         let app = spawn_app(backend).await;
         let dataset = app.dataset(dataset_request()).await;
@@ -141,7 +138,7 @@ async fn both_learners_release_models_that_predict_raw_rows() {
             let model = model(&release);
             assert_eq!(model.weights.len(), 4);
             assert_eq!(model.lambda, 1e-3);
-            let score = auc(model, &raw, &labels);
+            let score = auc(&model.weights, model.intercept, &raw, &labels);
             eprintln!(
                 "{backend:?} {}: AUC {score:.4} (truth {truth:.4})",
                 release.kind

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dpgate_api_types::{
-    AggregateMechanism, AggregateParams, ObjectivePerturbationParams, OutputPerturbationParams,
-    Release, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow, WalrParams,
+    AggregateMechanism, AggregateParams, DpGdParams, Iterate, ObjectivePerturbationParams,
+    OutputPerturbationParams, Release, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow,
+    WalrParams, WarmStart,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -166,6 +167,45 @@ pub enum ReleaseKind {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Logistic regression by DP gradient descent on the server: clipped
+    /// per-row gradients, Gaussian noise at every step.
+    DpGd {
+        #[command(flatten)]
+        spend: Spend,
+        /// T, the number of steps.
+        #[arg(long, default_value_t = 100)]
+        steps: u32,
+        /// α, in the space of the features scaled into [0, 1].
+        #[arg(long, default_value_t = 1.0)]
+        learning_rate: f64,
+        /// C, the L2 bound on each row's gradient.
+        #[arg(long, default_value_t = 1.0)]
+        clip: f64,
+        /// λ of a ridge term (λ/2)‖θ‖².
+        #[arg(long, default_value_t = 0.0)]
+        lambda: f64,
+        #[arg(long)]
+        no_intercept: bool,
+        /// Start from this model file (trained on public data, with the
+        /// dataset's feature names) instead of from zero.
+        #[arg(long)]
+        theta0: Option<PathBuf>,
+        /// Project every iterate onto ‖θ‖₂ ≤ R.
+        #[arg(long)]
+        radius: Option<f64>,
+        /// Release the last iterate or the mean of all.
+        #[arg(long, value_enum, default_value = "last")]
+        output: Output,
+        /// Also save the model as a model file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    Last,
+    Average,
 }
 
 /// Runs a parsed command line, writing its answer to `out`.
@@ -360,6 +400,41 @@ async fn release(
             };
             (spend, request, out)
         }
+        ReleaseKind::DpGd {
+            spend,
+            steps,
+            learning_rate,
+            clip,
+            lambda,
+            no_intercept,
+            theta0,
+            radius,
+            output,
+            out,
+        } => {
+            let theta0 = match &theta0 {
+                Some(path) => Some(warm_start(client, spend.dataset, path).await?),
+                None => None,
+            };
+            let request = ReleaseRequest {
+                epsilon: spend.epsilon,
+                delta: spend.delta,
+                params: ReleaseParams::DpGd(DpGdParams {
+                    steps,
+                    learning_rate,
+                    clip,
+                    lambda,
+                    fit_intercept: !no_intercept,
+                    theta0,
+                    radius,
+                    output: match output {
+                        Output::Last => Iterate::Last,
+                        Output::Average => Iterate::Average,
+                    },
+                }),
+            };
+            (spend, request, out)
+        }
     };
     let spinner = spinner(json, "releasing");
     let released = client
@@ -367,11 +442,14 @@ async fn release(
         .await;
     spinner.finish_and_clear();
     let release = released?.release;
-    if let (Some(path), Some(ReleaseResult::Model(model))) = (&model_out, &release.result) {
+    if let (Some(path), Some((weights, intercept))) = (
+        &model_out,
+        release.result.as_ref().and_then(ReleaseResult::model),
+    ) {
         let dataset = client.dataset(spend.dataset).await?;
         ModelFile {
-            weights: model.weights.clone(),
-            intercept: model.intercept,
+            weights: weights.to_vec(),
+            intercept,
             feature_names: dataset.features.iter().map(|f| f.name.clone()).collect(),
             label: dataset.label,
             dataset_id: dataset.id,
@@ -413,12 +491,24 @@ async fn release(
                 )?;
             }
         }
-        Some(ReleaseResult::Model(model)) => {
-            writeln!(
-                out,
-                "weights: {:?}\nintercept: {}",
-                model.weights, model.intercept
-            )?;
+        Some(result @ (ReleaseResult::Model(_) | ReleaseResult::DpGd(_))) => {
+            if let ReleaseResult::DpGd(gd) = result {
+                writeln!(
+                    out,
+                    "{} steps, σ = {:.6e} per step ({:.3} × the step's sensitivity){}",
+                    gd.steps,
+                    gd.sigma,
+                    gd.noise_multiplier,
+                    if gd.warm_start {
+                        ", from the warm start"
+                    } else {
+                        ""
+                    }
+                )?;
+            }
+            if let Some((weights, intercept)) = result.model() {
+                writeln!(out, "weights: {weights:?}\nintercept: {intercept}")?;
+            }
             if let Some(path) = &model_out {
                 writeln!(out, "model file: {}", path.display())?;
             }
@@ -426,6 +516,29 @@ async fn release(
         None => {}
     }
     Ok(())
+}
+
+/// A model file's weights as a warm start on `dataset`, whose features it
+/// must name in the dataset's order.
+async fn warm_start(
+    client: &Client,
+    dataset: Uuid,
+    path: &std::path::Path,
+) -> anyhow::Result<WarmStart> {
+    let model = ModelFile::load(path)?;
+    let dataset = client.dataset(dataset).await?;
+    let names: Vec<&str> = dataset.features.iter().map(|f| f.name.as_str()).collect();
+    anyhow::ensure!(
+        model.feature_names == names,
+        "{} is a model of the features {:?}; the dataset has {:?}",
+        path.display(),
+        model.feature_names,
+        names
+    );
+    Ok(WarmStart {
+        weights: model.weights,
+        intercept: model.intercept,
+    })
 }
 
 /// The price lines every release prints.

@@ -3,6 +3,8 @@
 //! its exact answer and noise once paid for.
 
 pub mod aggregate;
+pub mod dp_gd;
+mod gradients;
 pub mod model;
 mod objective;
 mod output;
@@ -68,6 +70,7 @@ impl Kind {
             Kind::Requested(Params::ObjectivePerturbation(model)) => {
                 objective::plan(dataset, model.lambda, model.fit_intercept, knobs)
             }
+            Kind::Requested(Params::DpGd(params)) => dp_gd::plan(dataset, params, knobs),
         }
     }
 }

@@ -1,0 +1,80 @@
+//! The iterative learners' passes over the rows: `cargo bench --bench
+//! learners`.
+//!
+//! 1,000,000 rows × 32 features in memory (set `BENCH_ROWS` for fewer), as
+//! a warm release sees its snapshot: one DP-GD step (a pass computing every
+//! row's clipped gradient), and a whole T = 100 release with its noise.
+
+// Benchmark set-up only unwraps what valid parameters return.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise};
+use dpgate::releases::kinds::dp_gd::Descent;
+use dpgate::snapshots::Columns;
+use dpgate_client::types::Iterate;
+
+/// The shape of the other benches' datasets (`benches/common`).
+const FEATURES: usize = 32;
+
+fn rows() -> usize {
+    std::env::var("BENCH_ROWS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+fn descent(steps: u32) -> Descent {
+    Descent {
+        steps,
+        learning_rate: 1.0,
+        clip: 1.0,
+        lambda: 0.0,
+        radius: None,
+        output: Iterate::Last,
+        fit_intercept: true,
+        start: vec![0.0; FEATURES + 1],
+    }
+}
+
+fn dp_gd(c: &mut Criterion) {
+    let n = rows();
+    let data = dpgate_learn::synthetic::logistic_data(n, FEATURES, 7);
+    let columns = Columns::of_labelled(data.x.view(), &data.y);
+    let mut group = c.benchmark_group("dp_gd");
+    group.throughput(Throughput::Elements(n as u64));
+    group.bench_function(format!("one step, {n} rows × {FEATURES}"), |b| {
+        let one = descent(1);
+        b.iter(|| one.run(&columns, |_, exact| Ok(exact.to_vec())).unwrap());
+    });
+    let steps = 100;
+    let mechanism = Mechanism::gaussian_steps(
+        Epsilon::new(1.0).unwrap(),
+        Delta::new(1e-6).unwrap(),
+        2.0 / n as f64,
+        FEATURES + 1,
+        steps,
+        1.0,
+    )
+    .unwrap();
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(60));
+    group.bench_function(
+        format!("T = {steps} with noise, {n} rows × {FEATURES}"),
+        |b| {
+            let release = descent(steps);
+            b.iter(|| {
+                let mut rng = OsNoise::new();
+                release
+                    .run(&columns, |_, exact| mechanism.release(exact, &mut rng))
+                    .unwrap()
+            });
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(benches, dp_gd);
+criterion_main!(benches);

@@ -1,0 +1,235 @@
+//! Seed 000's table through the API: DP-GD test accuracy with and without
+//! a public warm start, against ε, on the seed's setup (LEARNERS.md,
+//! "Results"): 400 private rows of two 2-D Gaussians, 30% positives, C = 1,
+//! δ = 1e-5; config A (T = 50, α = 1) and B (T = 200, α = 4).
+//!
+//! `cargo run --release --example learner_figures [-- SEEDS]` (default
+//! 200). Each seed is a dataset of its own on a server in this process
+//! (SQLite in a temporary directory); every cell is a real release, its
+//! noise from the OS CSPRNG, scored on 20,000 fresh rows. The warm starts
+//! are fitted without privacy on 2,000 public rows of the same
+//! distribution, or of a shifted one (the positive class's mean moved by
+//! (0.5, −0.5)).
+
+// A figures driver: failing loudly on any error is what it should do.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use dpgate::app::{AppState, Limits};
+use dpgate::auth::{Keys, Role};
+use dpgate_client::types::{
+    CreateDataset, DpGdParams, Iterate, ReleaseParams, ReleaseRequest, ReleaseResult, WarmStart,
+};
+use dpgate_client::{Client, ReleaseOptions, UploadFormat};
+use dpgate_learn::Objective;
+use ndarray::{Array1, Array2};
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+
+const EPSILONS: [f64; 8] = [0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 150.0];
+const BOUNDS: (f64, f64) = (-4.0, 5.0);
+
+fn normal(rng: &mut ChaCha8Rng) -> f64 {
+    let (u, v): (f64, f64) = (rng.random(), rng.random());
+    (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+}
+
+/// `n` raw rows: class 1 (30%) centred at (1, 1) + `shift`, class 0 at the
+/// origin, unit variance, clamped into the declared bounds.
+fn rows(rng: &mut ChaCha8Rng, n: usize, shift: [f64; 2]) -> (Array2<f64>, Vec<u8>) {
+    let mut x = Array2::zeros((n, 2));
+    let mut y = Vec::with_capacity(n);
+    for i in 0..n {
+        let label = u8::from(rng.random_bool(0.3));
+        for j in 0..2 {
+            let raw = f64::from(label) + shift[j] * f64::from(label) + normal(rng);
+            x[[i, j]] = raw.clamp(BOUNDS.0, BOUNDS.1);
+        }
+        y.push(label);
+    }
+    (x, y)
+}
+
+/// The non-private logistic fit on raw rows: (weights, intercept).
+fn public_model(x: &Array2<f64>, y: &[u8]) -> WarmStart {
+    let n = x.nrows();
+    let mut design = Array2::ones((n, 3));
+    design.slice_mut(ndarray::s![.., ..2]).assign(x);
+    let labels: Array1<f64> = y.iter().map(|&l| 2.0 * f64::from(l) - 1.0).collect();
+    let fit = Objective {
+        x: design.view(),
+        y: labels.view(),
+        lambda: 1e-6,
+        linear: None,
+    }
+    .minimise(1e-9)
+    .unwrap();
+    WarmStart {
+        weights: vec![fit.weights[0], fit.weights[1]],
+        intercept: fit.weights[2],
+    }
+}
+
+fn accuracy(weights: &[f64], intercept: f64, x: &Array2<f64>, y: &[u8]) -> f64 {
+    let right = x
+        .rows()
+        .into_iter()
+        .zip(y)
+        .filter(|(row, label)| {
+            let logit = intercept + weights[0] * row[0] + weights[1] * row[1];
+            u8::from(logit > 0.0) == **label
+        })
+        .count();
+    100.0 * right as f64 / y.len() as f64
+}
+
+fn csv(x: &Array2<f64>, y: &[u8]) -> String {
+    let mut out = String::from("row_id,y,x1,x2\n");
+    for (i, (row, label)) in x.rows().into_iter().zip(y).enumerate() {
+        out.push_str(&format!("r{i},{label},{},{}\n", row[0], row[1]));
+    }
+    out
+}
+
+/// A server over a fresh SQLite file: its address, an admin client, the
+/// keys to mint analysts' tokens, and the directory to keep alive.
+async fn serve() -> (String, Client, Keys, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("figures.db").display());
+    let store = dpgate::store::connect(&url).await.unwrap();
+    let keys = Keys::from_secret("figures-secret-of-at-least-thirty-two-bytes").unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    let state = AppState::new(store, keys.clone(), Limits::default());
+    tokio::spawn(async move {
+        axum::serve(listener, dpgate::api::router(state))
+            .await
+            .unwrap()
+    });
+    let token = keys
+        .mint(Role::Admin, "admin", &[], Duration::from_secs(86_400))
+        .unwrap();
+    let admin = Client::new(&address, Some(token));
+    (address, admin, keys, dir)
+}
+
+/// Mean and standard deviation.
+fn summary(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, var.sqrt())
+}
+
+#[tokio::main]
+async fn main() {
+    let seeds: usize = std::env::args()
+        .nth(1)
+        .and_then(|arg| arg.parse().ok())
+        .unwrap_or(200);
+    let (address, admin, keys, _dir) = serve().await;
+    let mut rng = ChaCha8Rng::seed_from_u64(2026);
+    let (test_x, test_y) = rows(&mut rng, 20_000, [0.0; 2]);
+    let (public_x, public_y) = rows(&mut rng, 2_000, [0.0; 2]);
+    let (shifted_x, shifted_y) = rows(&mut rng, 2_000, [0.5, -0.5]);
+    let same = public_model(&public_x, &public_y);
+    let shifted = public_model(&shifted_x, &shifted_y);
+    println!(
+        "public model alone, test accuracy: same distribution {:.1}, shifted {:.1}",
+        accuracy(&same.weights, same.intercept, &test_x, &test_y),
+        accuracy(&shifted.weights, shifted.intercept, &test_x, &test_y)
+    );
+    let configs: [(&str, u32, f64, Option<&WarmStart>); 5] = [
+        ("A: none", 50, 1.0, None),
+        ("A: pre (same)", 50, 1.0, Some(&same)),
+        ("A: pre (shifted)", 50, 1.0, Some(&shifted)),
+        ("B: none", 200, 4.0, None),
+        ("B: pre (same)", 200, 4.0, Some(&same)),
+    ];
+    let mut cells = vec![vec![Vec::new(); configs.len()]; EPSILONS.len()];
+    let mut train = Vec::new();
+    for seed in 0..seeds {
+        let (x, y) = rows(&mut rng, 400, [0.0; 2]);
+        train.push(public_model(&x, &y));
+        let request: CreateDataset = serde_json::from_value(serde_json::json!({
+            "name": format!("seed-000-{seed}"), "privacy_unit": "row",
+            "features": [
+                {"name": "x1", "min": BOUNDS.0, "max": BOUNDS.1},
+                {"name": "x2", "min": BOUNDS.0, "max": BOUNDS.1}
+            ],
+            "label": "y",
+            "budget": {"epsilon": 1000, "delta": 1e-3}, "accountant": "basic"
+        }))
+        .unwrap();
+        let dataset = admin.create_dataset(&request).await.unwrap();
+        admin
+            .upload_rows(dataset.id, UploadFormat::Csv, csv(&x, &y))
+            .await
+            .unwrap();
+        let analyst = Client::new(
+            &address,
+            Some(
+                keys.mint(
+                    Role::Analyst,
+                    "ana",
+                    &[dataset.id],
+                    Duration::from_secs(86_400),
+                )
+                .unwrap(),
+            ),
+        );
+        for (row, &epsilon) in EPSILONS.iter().enumerate() {
+            for (column, (_, steps, learning_rate, warm)) in configs.iter().enumerate() {
+                let request = ReleaseRequest {
+                    epsilon,
+                    delta: Some(1e-5),
+                    params: ReleaseParams::DpGd(DpGdParams {
+                        steps: *steps,
+                        learning_rate: *learning_rate,
+                        clip: 1.0,
+                        lambda: 0.0,
+                        fit_intercept: true,
+                        theta0: warm.cloned(),
+                        radius: None,
+                        output: Iterate::Last,
+                    }),
+                };
+                let release = analyst
+                    .release(dataset.id, &request, &ReleaseOptions::default())
+                    .await
+                    .unwrap()
+                    .release;
+                let Some(ReleaseResult::DpGd(model)) = &release.result else {
+                    panic!("a DP-GD result");
+                };
+                cells[row][column].push(accuracy(
+                    &model.weights,
+                    model.intercept,
+                    &test_x,
+                    &test_y,
+                ));
+            }
+        }
+    }
+    let non_private: Vec<f64> = train
+        .iter()
+        .map(|model| accuracy(&model.weights, model.intercept, &test_x, &test_y))
+        .collect();
+    let (mean, sd) = summary(&non_private);
+    println!("non-private fit on the 400 private rows: {mean:.1}±{sd:.1}");
+    println!("\n{seeds} seeds; test accuracy % (mean±sd)");
+    let names: Vec<&str> = configs.iter().map(|config| config.0).collect();
+    println!("| ε | {} |", names.join(" | "));
+    println!("|---|{}", "---|".repeat(names.len()));
+    for (row, &epsilon) in EPSILONS.iter().enumerate() {
+        let line: Vec<String> = cells[row]
+            .iter()
+            .map(|values| {
+                let (mean, sd) = summary(values);
+                format!("{mean:.1}±{sd:.1}")
+            })
+            .collect();
+        println!("| {epsilon} | {} |", line.join(" | "));
+    }
+}

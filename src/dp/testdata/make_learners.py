@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Independent reference values for the iterative learners' privacy math.
+
+What it computes (written to ``learners.json`` next to this script):
+
+* ``dp_gd`` -- for full-batch DP-GD (LEARNERS.md section 1) at several
+  (eps, delta, N, C, k, T), unit ``row``:
+  - ``sensitivity``: Delta = 2 min(C, sqrt(d))/N with d = k + 1 (intercept);
+  - ``sigma``: the smallest per-step sigma whose T-fold composition is
+    (eps, delta)-DP. T Gaussian steps of sensitivity Delta and noise sigma
+    are exactly one Gaussian with mu = sqrt(T) Delta/sigma (Dong, Roth &
+    Su 2022, Cor. 3.3), so sigma is found by bisection on
+    delta(mu(sigma), eps) <= delta with Balle & Wang 2018, Thm 8;
+  - ``sigma_slides``: the seed-000 slides' sigma = (2C/(N eps))
+    sqrt(2 T ln(1.25/delta)) (per-example clipping, C <= sqrt(d));
+  - ``epsilon_of_slides_sigma``: the eps that sigma_slides really delivers
+    at delta, from the same exact curve.
+
+Independence from the Rust code: the Rust mechanism computes
+sqrt(T) * sigma_analytic(eps, delta, Delta') with its own root finder in
+double precision; this script bisects sigma directly on the composed
+mu in 50-digit arithmetic. The Rust sigma also covers each step's lattice
+rounding (Delta' = Delta + gamma sqrt(d), which its test bounds from the
+lattice gamma it chose) and rounds sigma up to whole lattice units.
+
+Run: python3 src/dp/testdata/make_learners.py (mpmath only; a few seconds).
+"""
+
+import json
+import platform
+from pathlib import Path
+
+import mpmath
+from mpmath import mp, mpf
+
+mp.dps = 50
+
+OUT_PATH = Path(__file__).resolve().parent / "learners.json"
+
+
+def gaussian_delta(mu, eps):
+    """Balle & Wang 2018, Thm 8: delta(eps) of a Gaussian with mu = Delta/sigma."""
+    return mpmath.ncdf(mu / 2 - eps / mu) - mpmath.exp(eps) * mpmath.ncdf(-mu / 2 - eps / mu)
+
+
+def composed_sigma(eps, delta, sens, steps):
+    """Smallest sigma with delta(sqrt(T) sens/sigma, eps) <= delta, by bisection on log sigma."""
+    eps, delta, sens = mpf(eps), mpf(delta), mpf(sens)
+    root = mpmath.sqrt(steps)
+
+    def feasible(log_sigma):
+        return gaussian_delta(root * sens / mpmath.exp(log_sigma), eps) <= delta
+
+    lo = hi = mpmath.log(sens)
+    while not feasible(hi):
+        hi += 1
+    while feasible(lo):
+        lo -= 1
+    while hi - lo >= mpf("1e-30"):
+        mid = (lo + hi) / 2
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return mpmath.exp(hi)
+
+
+def delivered_epsilon(mu, delta):
+    """Smallest eps with delta(mu, eps) <= delta, by bisection."""
+    mu, delta = mpf(mu), mpf(delta)
+    lo, hi = mpf(0), mpf(1)
+    while gaussian_delta(mu, hi) > delta:
+        lo, hi = hi, 2 * hi
+    while hi - lo >= mpf("1e-25"):
+        mid = (lo + hi) / 2
+        if gaussian_delta(mu, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+# (eps, delta, N, C, k, T): the slides' setup (N = 400, C = 1, k = 2,
+# T = 50, delta = 1e-5) over their eps grid, then large N, small C, a
+# C above sqrt(d), and one step.
+DP_GD_POINTS = [
+    (eps, 1e-5, 400, 1.0, 2, 50) for eps in (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 15.0, 150.0)
+] + [
+    (1.0, 1e-6, 1_000_000, 1.0, 32, 100),
+    (0.5, 1e-8, 1000, 0.1, 10, 1000),
+    (2.0, 1e-6, 50_000, 10.0, 3, 1),
+    (0.1, 1e-10, 10_000, 0.5, 100, 10_000),
+]
+
+
+def dp_gd_section():
+    points = []
+    for eps, delta, n, clip, k, steps in DP_GD_POINTS:
+        d = k + 1
+        sens = 2 * min(mpf(clip), mpmath.sqrt(d)) / n
+        sigma = composed_sigma(eps, delta, sens, steps)
+        slides = (2 * mpf(clip) / (n * mpf(eps))) * mpmath.sqrt(
+            2 * steps * mpmath.log(mpf("1.25") / mpf(delta))
+        )
+        delivered = delivered_epsilon(mpmath.sqrt(steps) * sens / slides, delta)
+        points.append(
+            {
+                "epsilon": eps,
+                "delta": delta,
+                "n": n,
+                "clip": clip,
+                "k": k,
+                "steps": steps,
+                "sensitivity": float(sens),
+                "sigma": float(sigma),
+                "sigma_slides": float(slides),
+                "epsilon_of_slides_sigma": float(delivered),
+            }
+        )
+    return points
+
+
+def main():
+    reference = {
+        "dp_gd": dp_gd_section(),
+        "generated_with": {
+            "python": platform.python_version(),
+            "mpmath": mpmath.__version__,
+        },
+    }
+    OUT_PATH.write_text(json.dumps(reference, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

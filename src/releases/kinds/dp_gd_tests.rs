@@ -1,0 +1,427 @@
+use super::*;
+use crate::dp::reference::{self, assert_close};
+use crate::dp::statistics::FALSE_FAILURE_RATE;
+use crate::dp::{Delta, Epsilon, classic_sigma, gaussian_epsilon};
+use ndarray::Array2;
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+use statrs::distribution::{ChiSquared, ContinuousCDF};
+
+/// A standard normal draw (Box–Muller): test data, not noise.
+fn normal(rng: &mut ChaCha8Rng) -> f64 {
+    let (u, v): (f64, f64) = (rng.random(), rng.random());
+    (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+}
+
+fn mechanism(e: f64, d: f64, sensitivity: f64, dims: usize, steps: u32, clip: f64) -> Mechanism {
+    Mechanism::gaussian_steps(
+        Epsilon::new(e).unwrap(),
+        Delta::new(d).unwrap(),
+        sensitivity,
+        dims,
+        steps,
+        clip.min(1.0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn sigma_matches_the_independent_reference_and_the_slides_sigma_is_loose() {
+    for point in reference::learners().dp_gd {
+        let what = format!(
+            "ε = {}, δ = {}, N = {}, C = {}, k = {}, T = {}",
+            point.epsilon, point.delta, point.n, point.clip, point.k, point.steps
+        );
+        let delta_f = sensitivity(PrivacyUnit::Row, point.clip, point.k, 0.0, point.n, true);
+        assert_close(delta_f, point.sensitivity, 1e-15, &what);
+        let gd = mechanism(
+            point.epsilon,
+            point.delta,
+            delta_f,
+            point.k + 1,
+            point.steps,
+            point.clip,
+        );
+        // Never below the reference; above it only by each step's lattice
+        // rounding (γ√d on Δ: σ grows in proportion) and σ's rounding up
+        // to whole lattice units (2^−23 of σ).
+        let sigma = gd.noise_scale();
+        let rounding = gd.grid() * ((point.k + 1) as f64).sqrt() / delta_f;
+        assert!(rounding < 2e-4, "{what}: the lattice adds {rounding} of Δ");
+        assert!(sigma >= point.sigma * (1.0 - 1e-12), "{what}: σ = {sigma}");
+        assert!(
+            sigma <= point.sigma * (1.0 + rounding) * (1.0 + 1e-6),
+            "{what}: σ = {sigma}"
+        );
+        // The slides' σ is √T times the textbook σ, and it delivers the
+        // reference's ε, not the ε it claims (10.39 for 10, 610 for 150).
+        let slides = f64::from(point.steps).sqrt()
+            * classic_sigma(
+                point.epsilon,
+                point.delta,
+                2.0 * point.clip / point.n as f64,
+            )
+            .unwrap();
+        assert_close(slides, point.sigma_slides, 1e-12, &what);
+        let mu = f64::from(point.steps).sqrt() * point.sensitivity / slides;
+        assert_close(
+            gaussian_epsilon(mu, point.delta),
+            point.epsilon_of_slides_sigma,
+            1e-9,
+            &what,
+        );
+    }
+}
+
+/// The p-value of a two-sided χ² test that `values` are N(0, σ²).
+fn variance_p_value(values: &[f64], sigma: f64) -> f64 {
+    let statistic: f64 = values.iter().map(|v| (v / sigma).powi(2)).sum();
+    let law = ChiSquared::new(values.len() as f64).unwrap();
+    2.0 * law.cdf(statistic).min(law.sf(statistic))
+}
+
+#[test]
+fn the_step_noise_has_the_calibrated_sigma_and_not_a_forgotten_root_t_or_the_textbook_one() {
+    // Seed 000's setting: N = 400, C = 1, k = 2, T = 50, ε = 1, δ = 1e-5.
+    // 30,000 steps' noise on 3 coordinates: the sample variance is within
+    // 1.1% of σ² at one standard deviation, so a correct sampler passes
+    // with probability 1 − 10⁻⁶ and σ off by 3% or more fails.
+    let (e, d, n, steps) = (1.0, 1e-5, 400, 50);
+    let sensitivity = sensitivity(PrivacyUnit::Row, 1.0, 2, 0.0, n, true);
+    let gd = mechanism(e, d, sensitivity, 3, steps, 1.0);
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let values: Vec<f64> = (0..30_000)
+        .flat_map(|_| gd.release(&[0.0; 3], &mut rng).unwrap())
+        .collect();
+    let sigma = gd.noise_scale();
+    let p = variance_p_value(&values, sigma);
+    assert!(
+        p >= FALSE_FAILURE_RATE,
+        "the calibrated σ is rejected: p = {p}"
+    );
+    let root = f64::from(steps).sqrt();
+    let forgot_root_t = sigma / root;
+    let textbook = root * classic_sigma(e, d, gd.accounted_sensitivity()).unwrap();
+    for (wrong, what) in [(forgot_root_t, "σ/√T"), (textbook, "√T·textbook σ")] {
+        let p = variance_p_value(&values, wrong);
+        assert!(p < FALSE_FAILURE_RATE, "{what} = {wrong} passes: p = {p}");
+    }
+}
+
+/// A random row: features in [0, 1], a fifth of them at a corner.
+fn random_row(rng: &mut ChaCha8Rng, k: usize) -> (Vec<f64>, u8) {
+    let features = (0..k)
+        .map(|_| {
+            if rng.random_bool(0.2) {
+                f64::from(u8::from(rng.random_bool(0.5)))
+            } else {
+                rng.random::<f64>()
+            }
+        })
+        .collect();
+    (features, u8::from(rng.random_bool(0.5)))
+}
+
+fn columns_of(rows: &[(Vec<f64>, u8)], k: usize) -> Columns {
+    let x = Array2::from_shape_fn((rows.len(), k), |(i, j)| rows[i].0[j]);
+    let y: Vec<u8> = rows.iter().map(|row| row.1).collect();
+    Columns::of_labelled(x.view(), &y)
+}
+
+fn distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+#[test]
+fn neighbouring_datasets_move_each_clipped_gradient_by_at_most_the_sensitivity() {
+    let mut rng = ChaCha8Rng::seed_from_u64(2026);
+    let mut tight = [0.0f64; 2];
+    for pair in 0..6_000 {
+        let unit = if pair % 2 == 0 {
+            PrivacyUnit::Label
+        } else {
+            PrivacyUnit::Row
+        };
+        let intercept = pair % 4 < 2;
+        let k = rng.random_range(1..7);
+        let n = rng.random_range(1..25);
+        let clip = [0.05, 0.5, 1.0, 3.0, 100.0][rng.random_range(0..5)];
+        let rows: Vec<(Vec<f64>, u8)> = (0..n).map(|_| random_row(&mut rng, k)).collect();
+        let mut neighbour = rows.clone();
+        let changed = rng.random_range(0..n);
+        match unit {
+            PrivacyUnit::Label => neighbour[changed].1 ^= 1,
+            PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng, k),
+        }
+        // Any θ, adversarial ones included: sensitivity may not depend on it.
+        let scale = [0.1, 3.0, 300.0][rng.random_range(0..3)];
+        let theta: Vec<f64> = (0..k + usize::from(intercept))
+            .map(|_| scale * normal(&mut rng))
+            .collect();
+        let (original, moved) = (columns_of(&rows, k), columns_of(&neighbour, k));
+        let max_norm_squared = (0..n)
+            .map(|row| {
+                original
+                    .features(row)
+                    .iter()
+                    .map(|&v| f64::from(v).powi(2))
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max);
+        let declared = sensitivity(unit, clip, k, max_norm_squared, n as u64, intercept);
+        let gap = distance(
+            &clipped_mean(&original, &theta, clip, intercept),
+            &clipped_mean(&moved, &theta, clip, intercept),
+        );
+        assert!(
+            gap <= declared * (1.0 + 1e-12),
+            "pair {pair} ({unit:?}, k = {k}, N = {n}, C = {clip}): moved {gap}, declared {declared}"
+        );
+        let index = usize::from(unit == PrivacyUnit::Row);
+        tight[index] = tight[index].max(gap / declared);
+    }
+    // The bounds are nearly attained: they are not loose.
+    assert!(
+        tight[0] > 0.95,
+        "label unit: at most {} of the bound",
+        tight[0]
+    );
+    assert!(
+        tight[1] > 0.9,
+        "row unit: at most {} of the bound",
+        tight[1]
+    );
+}
+
+#[test]
+fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
+    // Row 1: x = 0.5, y = 1; row 2: x = 1, y = 0; θ = 0, so σ(θᵀu) = ½.
+    let rows = vec![(vec![0.5], 1), (vec![1.0], 0)];
+    let columns = columns_of(&rows, 1);
+    let clip = 0.5;
+    let first = -0.5 * (clip / (0.5 * 1.25f64.sqrt()));
+    let second = 0.5 * (clip / (0.5 * 2f64.sqrt()));
+    let expected = [(first + second) / 2.0, (first * 0.5 + second) / 2.0];
+    let mean = clipped_mean(&columns, &[0.0, 0.0], clip, true);
+    for (got, want) in mean.iter().zip(expected) {
+        assert!((got - want).abs() < 1e-15, "{mean:?} vs {expected:?}");
+    }
+    // Unclipped at C = 1: (−½(1, ½) + ½(1, 1))/2.
+    assert_eq!(
+        clipped_mean(&columns, &[0.0, 0.0], 1.0, true),
+        vec![0.0, 0.125]
+    );
+    // θ₁ = θ₀ − α(g + λθ₀), and the average of one step is that step.
+    let descent = Descent {
+        steps: 1,
+        learning_rate: 2.0,
+        clip: 1.0,
+        lambda: 0.5,
+        radius: None,
+        output: Iterate::Average,
+        fit_intercept: true,
+        start: vec![1.0, -1.0],
+    };
+    let exact = clipped_mean(&columns, &[1.0, -1.0], 1.0, true);
+    let theta = descent.run(&columns, |_, g| Ok(g.to_vec())).unwrap();
+    assert_eq!(
+        theta,
+        vec![1.0 - 2.0 * (exact[0] + 0.5), -1.0 - 2.0 * (exact[1] - 0.5)]
+    );
+}
+
+#[test]
+fn iterates_stay_in_the_ball_and_the_average_is_the_mean_iterate() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let rows: Vec<(Vec<f64>, u8)> = (0..50).map(|_| random_row(&mut rng, 3)).collect();
+    let columns = columns_of(&rows, 3);
+    let mut descent = Descent {
+        steps: 20,
+        learning_rate: 5.0,
+        clip: 1.0,
+        lambda: 0.0,
+        radius: Some(0.3),
+        output: Iterate::Last,
+        fit_intercept: true,
+        start: vec![4.0, 0.0, 0.0, 3.0],
+    };
+    let mut seen = Vec::new();
+    let noisy = |_: usize, g: &[f64]| -> Result<Vec<f64>, DpError> {
+        Ok(g.iter().map(|v| v + 0.5).collect())
+    };
+    let last = descent
+        .run(&columns, |step, g| {
+            let released = noisy(step, g)?;
+            seen.push(step);
+            Ok(released)
+        })
+        .unwrap();
+    assert_eq!(seen, (0..20).collect::<Vec<_>>());
+    assert!(distance(&last, &[0.0; 4]) <= 0.3 * (1.0 + 1e-15));
+    descent.output = Iterate::Average;
+    let average = descent.run(&columns, noisy).unwrap();
+    let mut iterates = Vec::new();
+    for steps in 1..=20 {
+        descent.steps = steps;
+        descent.output = Iterate::Last;
+        iterates.push(descent.run(&columns, noisy).unwrap());
+    }
+    for j in 0..4 {
+        let mean = iterates.iter().map(|theta| theta[j]).sum::<f64>() / 20.0;
+        assert!((average[j] - mean).abs() < 1e-12);
+    }
+}
+
+fn schema(min: &[f64], max: &[f64]) -> Schema {
+    let features = min
+        .iter()
+        .zip(max)
+        .enumerate()
+        .map(|(j, (&min, &max))| api::BoundedColumn {
+            name: format!("x{j}"),
+            min,
+            max,
+        })
+        .collect();
+    Schema {
+        features,
+        label: "y".to_owned(),
+        measures: Vec::new(),
+        dimensions: Vec::new(),
+    }
+}
+
+fn params(theta0: Option<api::WarmStart>, fit_intercept: bool) -> DpGdParams {
+    DpGdParams {
+        steps: 100,
+        learning_rate: 1.0,
+        clip: 1.0,
+        lambda: 0.0,
+        fit_intercept,
+        theta0,
+        radius: None,
+        output: Iterate::Last,
+    }
+}
+
+#[test]
+fn a_warm_start_in_raw_units_gives_the_same_logits_in_the_stored_space() {
+    let schema = schema(&[-2.0, 10.0], &[2.0, 30.0]);
+    let warm = api::WarmStart {
+        weights: vec![0.5, -0.1],
+        intercept: 0.25,
+    };
+    let theta = start(&params(Some(warm.clone()), true), &schema);
+    for raw in [[-2.0, 10.0], [0.0, 17.5], [2.0, 30.0]] {
+        let scaled = [(raw[0] + 2.0) / 4.0, (raw[1] - 10.0) / 20.0];
+        let logit = theta[0] + theta[1] * scaled[0] + theta[2] * scaled[1];
+        let raw_logit = warm.intercept + warm.weights[0] * raw[0] + warm.weights[1] * raw[1];
+        assert!((logit - raw_logit).abs() < 1e-12, "{logit} vs {raw_logit}");
+    }
+    // And the released weights map back to raw units.
+    let (weights, intercept) = unfold(&theta, &schema, true);
+    assert!((weights[0] - 0.5).abs() < 1e-12 && (weights[1] + 0.1).abs() < 1e-12);
+    assert!((intercept - 0.25).abs() < 1e-12);
+    // No warm start: zero; no intercept: one coordinate per feature.
+    assert_eq!(start(&params(None, true), &schema), vec![0.0; 3]);
+    assert_eq!(start(&params(Some(warm), false), &schema).len(), 2);
+}
+
+/// Seed 000's mirror: 2-D Gaussians, 30% positives, class means one apart
+/// on each axis, clamped into the declared bounds [−4, 5]².
+fn seed_000_rows(rng: &mut ChaCha8Rng, n: usize) -> (Array2<f64>, Vec<u8>) {
+    let mut x = Array2::zeros((n, 2));
+    let mut y = Vec::with_capacity(n);
+    for i in 0..n {
+        let label = u8::from(rng.random_bool(0.3));
+        for j in 0..2 {
+            let raw = f64::from(label) + normal(rng);
+            x[[i, j]] = (raw.clamp(-4.0, 5.0) + 4.0) / 9.0;
+        }
+        y.push(label);
+    }
+    (x, y)
+}
+
+fn accuracy(theta: &[f64], x: &Array2<f64>, y: &[u8]) -> f64 {
+    let right = x
+        .rows()
+        .into_iter()
+        .zip(y)
+        .filter(|(row, label)| {
+            let logit = theta[0] + theta[1] * row[0] + theta[2] * row[1];
+            u8::from(logit > 0.0) == **label
+        })
+        .count();
+    right as f64 / y.len() as f64
+}
+
+#[test]
+fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
+    // LEARNERS.md's config A: N = 400, T = 50, α = 1, C = 1, δ = 1e-5.
+    // From zero, 50 noisy steps barely leave the constant classifier
+    // (≈ 70%); from a model fitted on 2,000 public rows of the same
+    // distribution, descent starts near the optimum (≈ 77%). Over 20
+    // seeds the mean gap is ≈ 7 points with a standard error below 1, so
+    // the bound of 4 points fails a warm start that is ignored, or mapped
+    // into the stored space wrongly (which starts it far off), and passes
+    // a correct one but with probability < 10⁻⁶.
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let (test_x, test_y) = seed_000_rows(&mut rng, 20_000);
+    let (public_x, public_y) = seed_000_rows(&mut rng, 2_000);
+    let public = Descent {
+        steps: 2_000,
+        learning_rate: 4.0,
+        clip: 100.0,
+        lambda: 0.0,
+        radius: None,
+        output: Iterate::Last,
+        fit_intercept: true,
+        start: vec![0.0; 3],
+    }
+    .run(&Columns::of_labelled(public_x.view(), &public_y), |_, g| {
+        Ok(g.to_vec())
+    })
+    .unwrap();
+    let schema = schema(&[-4.0, -4.0], &[5.0, 5.0]);
+    let (weights, intercept) = unfold(&public, &schema, true);
+    let warm = api::WarmStart { weights, intercept };
+    let sensitivity = sensitivity(PrivacyUnit::Row, 1.0, 2, 0.0, 400, true);
+    let gd = mechanism(1.0, 1e-5, sensitivity, 3, 50, 1.0);
+    let (mut cold_total, mut warm_total) = (0.0, 0.0);
+    for _ in 0..20 {
+        let (x, y) = seed_000_rows(&mut rng, 400);
+        let columns = Columns::of_labelled(x.view(), &y);
+        let run = |start: Vec<f64>, rng: &mut ChaCha8Rng| {
+            let descent = Descent {
+                start,
+                ..Descent {
+                    steps: 50,
+                    learning_rate: 1.0,
+                    clip: 1.0,
+                    lambda: 0.0,
+                    radius: None,
+                    output: Iterate::Last,
+                    fit_intercept: true,
+                    start: Vec::new(),
+                }
+            };
+            let theta = descent
+                .run(&columns, |_, g| gd.release(g, &mut *rng))
+                .unwrap();
+            accuracy(&theta, &test_x, &test_y)
+        };
+        cold_total += run(vec![0.0; 3], &mut rng);
+        warm_total += run(start(&params(Some(warm.clone()), true), &schema), &mut rng);
+    }
+    let (cold, warm) = (cold_total / 20.0, warm_total / 20.0);
+    let public_accuracy = accuracy(&public, &test_x, &test_y);
+    assert!(
+        warm >= cold + 0.04,
+        "warm start {warm}, from zero {cold} (public model alone {public_accuracy})"
+    );
+}
