@@ -82,6 +82,13 @@ pub fn calibrate() {
 /// How long a release with `mechanism` may take to draw its noise: a
 /// function of public facts and of the machine alone.
 pub fn budget(mechanism: &Mechanism) -> Duration {
+    budget_of_draws(mechanism, 1)
+}
+
+/// How long `draws` draws of `mechanism` made one after the other (every
+/// step of a learner) may take: the floor once, the coordinates `draws`
+/// times.
+pub fn budget_of_draws(mechanism: &Mechanism, draws: u32) -> Duration {
     let speeds = speeds();
     let per_coordinate = match mechanism.name() {
         "gaussian" => speeds.gaussian,
@@ -89,7 +96,12 @@ pub fn budget(mechanism: &Mechanism) -> Duration {
         _ => speeds.norm_gamma,
     };
     let dims = u32::try_from(mechanism.dims()).unwrap_or(u32::MAX);
-    BASE.saturating_add(per_coordinate.saturating_mul(HEADROOM).saturating_mul(dims))
+    BASE.saturating_add(
+        per_coordinate
+            .saturating_mul(HEADROOM)
+            .saturating_mul(dims)
+            .saturating_mul(draws),
+    )
 }
 
 /// Runs `draw` and then sleeps until `budget` has passed since it began:
@@ -141,5 +153,9 @@ mod tests {
         assert!(budget(&large) > budget(&small));
         // The same mechanism always gets the same budget.
         assert_eq!(budget(&large), budget(&large));
+        // T draws in a row pay the floor once.
+        let hundred = budget_of_draws(&small, 100);
+        assert!(hundred > budget(&small));
+        assert!(hundred < budget(&small) * 100);
     }
 }

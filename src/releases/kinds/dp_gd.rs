@@ -34,7 +34,7 @@ pub const MAX_STEPS: u32 = 10_000;
 /// two cores (docs/models.md).
 pub const MAX_WORK: u64 = 100_000_000_000;
 
-/// Most a weight, a learning rate × λ product aside, may be in magnitude.
+/// The largest λ, radius or warm-start value a request may name.
 const MAX_MAGNITUDE: f64 = 1e6;
 
 /// A DP-GD release, priced.
@@ -344,10 +344,9 @@ impl Planned for DpGd {
 }
 
 /// Every step's noise, drawn from the OS CSPRNG before a row is read and
-/// held to the steps' [`pacing::budget`].
+/// held to the steps' [`pacing::budget_of_draws`].
 fn draw(mechanism: &Mechanism, steps: u32) -> Vec<Drawn> {
-    let budget = pacing::budget(mechanism).saturating_mul(steps);
-    pacing::paced(budget, || {
+    pacing::paced(pacing::budget_of_draws(mechanism, steps), || {
         let mut rng = OsNoise::new();
         (0..steps).map(|_| mechanism.draw(&mut rng)).collect()
     })
