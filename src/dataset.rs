@@ -82,6 +82,14 @@ fn check_bounds(what: &str, columns: &[api::BoundedColumn]) -> Result<(), String
 }
 
 impl Schema {
+    /// Every feature's declared (min, max), as two lists in schema order:
+    /// what maps weights between raw and stored units.
+    pub fn feature_bounds(&self) -> (Vec<f64>, Vec<f64>) {
+        let min = self.features.iter().map(|column| column.min).collect();
+        let max = self.features.iter().map(|column| column.max).collect();
+        (min, max)
+    }
+
     /// Validates the columns of a creation request.
     pub fn parse(request: &api::CreateDataset) -> Result<Self, String> {
         if request.features.is_empty() {

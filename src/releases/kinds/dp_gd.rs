@@ -203,7 +203,7 @@ fn start(params: &DpGdParams, schema: &Schema) -> Vec<f64> {
     let k = schema.k();
     let (weights, intercept) = match &params.theta0 {
         Some(start) => {
-            let (min, max) = bounds(schema);
+            let (min, max) = schema.feature_bounds();
             dpgate_learn::rescale(&start.weights, start.intercept, &min, &max)
         }
         None => (vec![0.0; k], 0.0),
@@ -214,12 +214,6 @@ fn start(params: &DpGdParams, schema: &Schema) -> Vec<f64> {
     }
     theta.extend(weights);
     theta
-}
-
-fn bounds(schema: &Schema) -> (Vec<f64>, Vec<f64>) {
-    let min = schema.features.iter().map(|column| column.min).collect();
-    let max = schema.features.iter().map(|column| column.max).collect();
-    (min, max)
 }
 
 /// Prices a DP-GD release from its settings, N, k and (under `label`) the
@@ -359,7 +353,7 @@ fn unfold(theta: &[f64], schema: &Schema, fit_intercept: bool) -> (Vec<f64>, f64
     } else {
         (0.0, theta)
     };
-    let (min, max) = bounds(schema);
+    let (min, max) = schema.feature_bounds();
     dpgate_learn::unscale(weights, intercept, &min, &max)
 }
 

@@ -296,8 +296,7 @@ pub fn unfold(weights: &[f64], schema: &Schema, fit_intercept: bool) -> (Vec<f64
     } else {
         0.0
     };
-    let min: Vec<f64> = schema.features.iter().map(|column| column.min).collect();
-    let max: Vec<f64> = schema.features.iter().map(|column| column.max).collect();
+    let (min, max) = schema.feature_bounds();
     dpgate_learn::unscale(&scaled, intercept, &min, &max)
 }
 
