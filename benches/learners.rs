@@ -3,7 +3,9 @@
 //!
 //! 1,000,000 rows × 32 features in memory (set `BENCH_ROWS` for fewer), as
 //! a warm release sees its snapshot: one DP-GD step (a pass computing every
-//! row's clipped gradient), and a whole T = 100 release with its noise.
+//! row's clipped gradient), a whole T = 100 release with its noise, and
+//! one DP-SGD epoch (batches of 256 in a random order, each with its
+//! norm-Gamma noise), on the features and on 8 projections of them.
 
 // Benchmark set-up only unwraps what valid parameters return.
 #![allow(clippy::unwrap_used)]
@@ -13,8 +15,13 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise};
 use dpgate::releases::kinds::dp_gd::Descent;
+use dpgate::releases::kinds::dp_sgd::Sgd;
+use dpgate::releases::kinds::gradients::{FeatureMap, Identity};
+use dpgate::releases::kinds::projection::Projection;
+use dpgate::releases::pacing::StepNoise;
 use dpgate::snapshots::Columns;
 use dpgate_client::types::Iterate;
+use rand::seq::SliceRandom;
 
 /// The shape of the other benches' datasets (`benches/common`).
 const FEATURES: usize = 32;
@@ -76,5 +83,49 @@ fn dp_gd(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dp_gd);
+/// One DP-SGD epoch on `map`'s features as a release runs it: a random
+/// order, and the noise drawn ahead in paced blocks.
+fn epoch(sgd: &Sgd, map: &impl FeatureMap, columns: &Columns) -> Vec<f64> {
+    let mechanism =
+        Mechanism::norm_gamma(Epsilon::new(1.0).unwrap(), 2.0, map.dims() + 1, 256.0).unwrap();
+    let mut order = OsNoise::new();
+    let mut noise = StepNoise::new(&mechanism, sgd.steps(columns.len() as u64));
+    sgd.run(
+        columns,
+        map,
+        |rows| rows.shuffle(&mut order),
+        |_, exact| mechanism.add(exact, &noise.next().unwrap()),
+    )
+    .unwrap()
+}
+
+fn dp_sgd(c: &mut Criterion) {
+    let n = rows();
+    let data = dpgate_learn::synthetic::logistic_data(n, FEATURES, 7);
+    let columns = Columns::of_labelled(data.x.view(), &data.y);
+    let sgd = Sgd {
+        batch_size: 256,
+        epochs: 1,
+        learning_rate: 1.0,
+        lambda: 1e-4,
+        clip: 1.0,
+        fit_intercept: true,
+    };
+    let mut group = c.benchmark_group("dp_sgd");
+    group.throughput(Throughput::Elements(n as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(30));
+    let identity = Identity(FEATURES);
+    group.bench_function(format!("one epoch, b = 256, {n} rows × {FEATURES}"), |b| {
+        b.iter(|| epoch(&sgd, &identity, &columns));
+    });
+    let projection = Projection::new(1, 8, FEATURES);
+    group.bench_function(
+        format!("one epoch on 8 projections, b = 256, {n} rows × {FEATURES}"),
+        |b| b.iter(|| epoch(&sgd, &projection, &columns)),
+    );
+    group.finish();
+}
+
+criterion_group!(benches, dp_gd, dp_sgd);
 criterion_main!(benches);

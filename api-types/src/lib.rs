@@ -17,9 +17,10 @@ pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
 pub use problem::{LineError, Problem, ProblemType};
 pub use releases::{
     AggregateGroup, AggregateMechanism, AggregateParams, AggregateResult, DpGdParams, DpGdResult,
-    Iterate, KINDS, ModelResult, NoiseDetails, ObjectiveDetails, ObjectivePerturbationParams,
-    OutputPerturbationParams, Release, ReleaseKind, ReleaseList, ReleaseParams, ReleaseRequest,
-    ReleaseResult, ReleaseSummary, SuppliedRow, WalrParams, WalrResult, WarmStart,
+    DpSgdParams, DpSgdResult, Iterate, KINDS, ModelResult, NoiseDetails, ObjectiveDetails,
+    ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams, ProjectionUsed,
+    Release, ReleaseKind, ReleaseList, ReleaseParams, ReleaseRequest, ReleaseResult,
+    ReleaseSummary, Seed, SuppliedRow, WalrParams, WalrResult, WarmStart,
 };
 
 /// Media type of problem documents (RFC 9457).

@@ -73,6 +73,18 @@ pub fn load() -> Reference {
 #[derive(Deserialize)]
 pub struct Learners {
     pub dp_gd: Vec<DpGdPoint>,
+    pub pure_epochs: Vec<PureEpochsPoint>,
+}
+
+/// E epochs of a pure ε_e-DP mechanism: what the ledger's accountants
+/// make of them at δ.
+#[derive(Deserialize)]
+pub struct PureEpochsPoint {
+    pub epoch_epsilon: f64,
+    pub epochs: u32,
+    pub delta: f64,
+    pub basic: f64,
+    pub rdp: f64,
 }
 
 /// DP-GD at one setting (unit `row`, with the intercept).

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::dp::{Delta, Epsilon, Mechanism, OsNoise};
+use crate::dp::{Delta, Drawn, Epsilon, Mechanism, OsNoise};
 
 /// Every deadline's floor: scheduling, the hand-off to a blocking thread,
 /// and the spread of a small draw.
@@ -127,6 +127,55 @@ pub fn paced<T>(budget: Duration, draw: impl FnOnce() -> T) -> T {
     drawn
 }
 
+/// Most noise coordinates a learner holds at once: its steps' noise is
+/// drawn ahead in blocks of about this many (16 MiB), each held to its own
+/// budget, so a release of many steps neither keeps all its noise in
+/// memory nor shows how long any of it took to draw.
+const BLOCK_COORDINATES: usize = 1 << 20;
+
+/// The noise of a learner's `steps` steps, one [`Drawn`] per step, drawn
+/// from the OS CSPRNG in [`paced`] blocks before the steps that use them.
+pub struct StepNoise<'a> {
+    mechanism: &'a Mechanism,
+    left: u64,
+    block: std::vec::IntoIter<Drawn>,
+    rng: OsNoise,
+}
+
+impl<'a> StepNoise<'a> {
+    pub fn new(mechanism: &'a Mechanism, steps: u64) -> Self {
+        StepNoise {
+            mechanism,
+            left: steps,
+            block: Vec::new().into_iter(),
+            rng: OsNoise::new(),
+        }
+    }
+}
+
+/// The next step's noise; `None` once every step has had its own.
+impl Iterator for StepNoise<'_> {
+    type Item = Drawn;
+
+    fn next(&mut self) -> Option<Drawn> {
+        if let Some(drawn) = self.block.next() {
+            return Some(drawn);
+        }
+        let per_block = (BLOCK_COORDINATES / self.mechanism.dims()).max(1) as u64;
+        let draws = self.left.min(per_block);
+        if draws == 0 {
+            return None;
+        }
+        self.left -= draws;
+        let (mechanism, rng) = (self.mechanism, &mut self.rng);
+        // At most 2^20 draws: the cast is exact.
+        let budget = budget_of_draws(mechanism, draws as u32);
+        let block: Vec<Drawn> = paced(budget, || (0..draws).map(|_| mechanism.draw(rng)).collect());
+        self.block = block.into_iter();
+        self.block.next()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +206,24 @@ mod tests {
         let hundred = budget_of_draws(&small, 100);
         assert!(hundred > budget(&small));
         assert!(hundred < budget(&small) * 100);
+    }
+
+    #[test]
+    fn step_noise_gives_each_step_its_own_draw_across_blocks() {
+        let epsilon = Epsilon::new(1.0).unwrap();
+        // 2^19 coordinates a draw: two draws a block.
+        let dims = BLOCK_COORDINATES / 2;
+        let mechanism = Mechanism::laplace(epsilon, 1.0, dims, 1.0).unwrap();
+        let noise = StepNoise::new(&mechanism, 5);
+        let zeros = vec![0.0; dims];
+        let steps: Vec<Vec<f64>> = noise
+            .map(|drawn| mechanism.add(&zeros, &drawn).unwrap())
+            .collect();
+        assert_eq!(steps.len(), 5);
+        for (index, step) in steps.iter().enumerate() {
+            for other in &steps[..index] {
+                assert_ne!(step, other, "step {index} repeats an earlier draw");
+            }
+        }
     }
 }

@@ -366,6 +366,60 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
     .await
     .unwrap_err();
     assert!(refused.to_string().contains("elsewhere"), "{refused}");
+    // DP-SGD on a seeded projection, saved as a model file.
+    let sgd_path = dir.path().join("sgd.json");
+    let args = [
+        "release",
+        "dp-sgd",
+        "--dataset",
+        &id,
+        "--epsilon",
+        "1",
+        "--batch-size",
+        "50",
+        "--epochs",
+        "2",
+        "--projection-dims",
+        "4",
+        "--projection-seed",
+        "18446744073709551615",
+        "--out",
+        sgd_path.to_str().unwrap(),
+    ];
+    let released = client(&app, &analyst, &args).await.unwrap();
+    let released: serde_json::Value = serde_json::from_str(&released).unwrap();
+    assert_eq!(released["result"]["steps"], 20);
+    assert_eq!(released["result"]["epoch_epsilon"], 0.5);
+    assert_eq!(
+        released["result"]["projection"],
+        serde_json::json!({"dims": 4, "seed": "18446744073709551615"})
+    );
+    let saved = ModelFile::load(&sgd_path).unwrap();
+    assert_eq!(
+        (saved.weights.len(), saved.kind.as_str(), saved.delta),
+        (K, "model/dp-sgd", 0.0)
+    );
+    // A seed without a projection is refused by the CLI itself.
+    let seedless = client(
+        &app,
+        &analyst,
+        &[
+            "release",
+            "dp-sgd",
+            "--dataset",
+            &id,
+            "--epsilon",
+            "1",
+            "--projection-seed",
+            "3",
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        seedless.to_string().contains("--projection-dims"),
+        "{seedless}"
+    );
     assert_eq!(
         app.admin
             .dataset(dataset.id)
@@ -373,7 +427,7 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
             .unwrap()
             .spent
             .epsilon_basic,
-        2.0
+        3.0
     );
     app.finish().await;
 }

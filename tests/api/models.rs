@@ -27,7 +27,7 @@ pub fn dataset_request() -> serde_json::Value {
     })
 }
 
-const RANGES: [(f64, f64); 4] = [(0.0, 1.0), (-10.0, 10.0), (100.0, 300.0), (0.0, 0.5)];
+pub const RANGES: [(f64, f64); 4] = [(0.0, 1.0), (-10.0, 10.0), (100.0, 300.0), (0.0, 0.5)];
 
 /// The synthetic rows in raw units, as CSV, and (raw rows, labels).
 pub fn rows() -> (String, Vec<Vec<f64>>, Vec<u8>) {

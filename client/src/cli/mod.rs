@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dpgate_api_types::{
-    AggregateMechanism, AggregateParams, DpGdParams, Iterate, ObjectivePerturbationParams,
-    OutputPerturbationParams, Release, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow,
-    WalrParams, WarmStart,
+    AggregateMechanism, AggregateParams, DpGdParams, DpSgdParams, Iterate,
+    ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams, Release,
+    ReleaseParams, ReleaseRequest, ReleaseResult, Seed, SuppliedRow, WalrParams, WarmStart,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -196,6 +196,39 @@ pub enum ReleaseKind {
         /// Release the last iterate or the mean of all.
         #[arg(long, value_enum, default_value = "last")]
         output: Output,
+        /// Also save the model as a model file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Logistic regression by DP-SGD on the server: disjoint batches, each
+    /// batch's clipped gradient sum released with norm-Gamma noise; pure ε.
+    DpSgd {
+        #[command(flatten)]
+        spend: Spend,
+        /// b, rows per batch.
+        #[arg(long, default_value_t = 256)]
+        batch_size: u64,
+        /// E, passes over the data (each costs ε/E).
+        #[arg(long, default_value_t = 1)]
+        epochs: u32,
+        /// η₀ of the step size η₀/√t, in the space of the features scaled
+        /// into [0, 1].
+        #[arg(long, default_value_t = 1.0)]
+        learning_rate: f64,
+        /// C, the L2 bound on each row's gradient.
+        #[arg(long, default_value_t = 1.0)]
+        clip: f64,
+        /// λ of a ridge term (λ/2)‖θ‖².
+        #[arg(long, default_value_t = 1e-4)]
+        lambda: f64,
+        #[arg(long)]
+        no_intercept: bool,
+        /// Train on this many public random projections of the features.
+        #[arg(long)]
+        projection_dims: Option<usize>,
+        /// The projection's seed (the server picks one without it).
+        #[arg(long, requires = "projection_dims")]
+        projection_seed: Option<u64>,
         /// Also save the model as a model file.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -435,6 +468,36 @@ async fn release(
             };
             (spend, request, out)
         }
+        ReleaseKind::DpSgd {
+            spend,
+            batch_size,
+            epochs,
+            learning_rate,
+            clip,
+            lambda,
+            no_intercept,
+            projection_dims,
+            projection_seed,
+            out,
+        } => {
+            let request = ReleaseRequest {
+                epsilon: spend.epsilon,
+                delta: spend.delta,
+                params: ReleaseParams::DpSgd(DpSgdParams {
+                    batch_size,
+                    learning_rate,
+                    lambda,
+                    clip,
+                    epochs,
+                    fit_intercept: !no_intercept,
+                    projection: projection_dims.map(|dims| ProjectionParams {
+                        dims,
+                        seed: projection_seed.map(Seed),
+                    }),
+                }),
+            };
+            (spend, request, out)
+        }
     };
     let spinner = spinner(json, "releasing");
     let released = client
@@ -491,7 +554,9 @@ async fn release(
                 )?;
             }
         }
-        Some(result @ (ReleaseResult::Model(_) | ReleaseResult::DpGd(_))) => {
+        Some(
+            result @ (ReleaseResult::Model(_) | ReleaseResult::DpGd(_) | ReleaseResult::DpSgd(_)),
+        ) => {
             if let ReleaseResult::DpGd(gd) = result {
                 writeln!(
                     out,
@@ -504,6 +569,23 @@ async fn release(
                     } else {
                         ""
                     }
+                )?;
+            }
+            if let ReleaseResult::DpSgd(sgd) = result {
+                writeln!(
+                    out,
+                    "{} steps ({} epochs of batches of {}), ε = {} per epoch, noise norm scale {:.6e}{}",
+                    sgd.steps,
+                    sgd.epochs,
+                    sgd.batch_size,
+                    sgd.epoch_epsilon,
+                    sgd.noise_scale,
+                    sgd.projection
+                        .as_ref()
+                        .map_or_else(String::new, |p| format!(
+                            ", on {} projections (seed {})",
+                            p.dims, p.seed.0
+                        ))
                 )?;
             }
             if let Some((weights, intercept)) = result.model() {

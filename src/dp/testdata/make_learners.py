@@ -16,6 +16,12 @@ What it computes (written to ``learners.json`` next to this script):
   - ``epsilon_of_slides_sigma``: the eps that sigma_slides really delivers
     at delta, from the same exact curve.
 
+* ``pure_epochs`` -- what E epochs of DP-SGD at eps_e each cost on the
+  ledger (LEARNERS.md section 2): basic E eps_e, and the RDP accountant's
+  eps at delta for the E-fold composition of a pure eps_e-DP mechanism,
+  whose RDP curve is bounded by eps_e-randomized response's (capped at
+  eps_e), converted on the ledger's orders (from ``make_reference.py``).
+
 Independence from the Rust code: the Rust mechanism computes
 sqrt(T) * sigma_analytic(eps, delta, Delta') with its own root finder in
 double precision; this script bisects sigma directly on the composed
@@ -32,6 +38,8 @@ from pathlib import Path
 
 import mpmath
 from mpmath import mp, mpf
+
+from make_reference import ORDERS, randomized_response_rdp, rdp_to_epsilon
 
 mp.dps = 50
 
@@ -120,9 +128,30 @@ def dp_gd_section():
     return points
 
 
+# (eps_e, E, delta): LEARNERS.md's table, then a small eps_e at a small delta.
+PURE_EPOCHS = [(0.1, 10, 1e-6), (0.1, 100, 1e-6), (1.0, 100, 1e-6), (0.01, 50, 1e-9)]
+
+
+def pure_epochs_section():
+    points = []
+    for eps, epochs, delta in PURE_EPOCHS:
+        curve = [epochs * min(randomized_response_rdp(a, eps), mpf(eps)) for a in ORDERS]
+        points.append(
+            {
+                "epoch_epsilon": eps,
+                "epochs": epochs,
+                "delta": delta,
+                "basic": eps * epochs,
+                "rdp": float(min(rdp_to_epsilon(curve, delta), mpf(eps) * epochs)),
+            }
+        )
+    return points
+
+
 def main():
     reference = {
         "dp_gd": dp_gd_section(),
+        "pure_epochs": pure_epochs_section(),
         "generated_with": {
             "python": platform.python_version(),
             "mpmath": mpmath.__version__,

@@ -51,7 +51,6 @@ import json
 import platform
 from pathlib import Path
 
-import dp_accounting
 import mpmath
 from mpmath import mp, mpf
 
@@ -343,9 +342,14 @@ def pure_dp_rdp_section():
 def dp_accounting_section():
     """Epsilons from dp_accounting's RdpAccountant on ORDERS (double precision).
 
+    Imported here, so that other scripts can import this module's exact
+    functions without dp_accounting installed.
+
     Each value is also checked against rdp_to_epsilon applied to this script's
     own RDP curve for the same event (agreement to 1e-9 relative).
     """
+    import dp_accounting  # pylint: disable=import-outside-toplevel
+
     cases = [
         ("gaussian_nm1_x1", "Gaussian noise_multiplier=1.0 composed 1x",
          dp_accounting.GaussianDpEvent(1.0), 1, 1e-5,

@@ -13,29 +13,26 @@
 //! √T·σ_analytic(ε, δ, Δ′) with Δ′ the sensitivity plus each step's lattice
 //! rounding, and the ledger records T composed Gaussians. Every iterate is
 //! post-processing of released gradients; only the last (or the mean of
-//! all) leaves the server. The noise of all T steps is drawn before a row
-//! is read, and held to a deadline, so neither how long the draws took nor
-//! how the steps went shows in the response's timing.
+//! all) leaves the server. The steps' noise is drawn ahead of them in
+//! blocks, each held to a deadline ([`StepNoise`]), so neither how long the
+//! draws took nor how the steps went shows in the response's timing.
 
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DpGdParams, Iterate, PrivacyUnit, ReleaseKind};
 
 use super::gradients::clipped_mean;
+use super::iterative::{
+    MAX_MAGNITUDE, check_step, check_work, learn_on, require_in_memory, unfold, within,
+};
 use crate::dataset::{DatasetRecord, Schema};
-use crate::dp::{DpError, Drawn, Mechanism, OsNoise};
+use crate::dp::{DpError, Mechanism};
+use crate::releases::pacing::StepNoise;
 use crate::releases::plan::require_rows;
-use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot, pacing};
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::Columns;
 
 /// Most steps a release may take.
 pub const MAX_STEPS: u32 = 10_000;
-
-/// Most row-coordinates T·N·d one release may visit: about two minutes on
-/// two cores (docs/models.md).
-pub const MAX_WORK: u64 = 100_000_000_000;
-
-/// The largest λ, radius or warm-start value a request may name.
-const MAX_MAGNITUDE: f64 = 1e6;
 
 /// A DP-GD release, priced.
 struct DpGd {
@@ -125,22 +122,6 @@ pub fn sensitivity(
     }
 }
 
-/// Refuses `value` outside `range`, saying what `name` must be.
-fn within(
-    name: &str,
-    value: f64,
-    ok: impl Fn(f64) -> bool,
-    range: &str,
-) -> Result<(), ReleaseError> {
-    if ok(value) {
-        Ok(())
-    } else {
-        Err(ReleaseError::Invalid(format!(
-            "{name} must be {range} (got {value})"
-        )))
-    }
-}
-
 /// Checks the request's settings against their public bounds.
 fn check(params: &DpGdParams, dataset: &DatasetRecord) -> Result<(), ReleaseError> {
     if !(1..=MAX_STEPS).contains(&params.steps) {
@@ -149,25 +130,7 @@ fn check(params: &DpGdParams, dataset: &DatasetRecord) -> Result<(), ReleaseErro
             params.steps
         )));
     }
-    within(
-        "learning_rate",
-        params.learning_rate,
-        |a| a > 0.0 && a <= 100.0,
-        "in (0, 100]",
-    )?;
-    within("clip", params.clip, |c| c > 0.0 && c <= 1e3, "in (0, 1000]")?;
-    within(
-        "lambda",
-        params.lambda,
-        |l| (0.0..=MAX_MAGNITUDE).contains(&l),
-        "in [0, 1e6]",
-    )?;
-    within(
-        "learning_rate × lambda",
-        params.learning_rate * params.lambda,
-        |product| product < 2.0,
-        "below 2, or the ridge term makes every step diverge",
-    )?;
+    check_step(params.learning_rate, params.clip, params.lambda)?;
     if let Some(radius) = params.radius {
         within(
             "radius",
@@ -231,12 +194,7 @@ pub fn plan(
     let work = u64::from(params.steps)
         .saturating_mul(dataset.n_rows)
         .saturating_mul(dims as u64);
-    if work > MAX_WORK {
-        return Err(ReleaseError::Invalid(format!(
-            "steps × rows × coordinates = {work} is more than one release may do \
-             ({MAX_WORK:e}); take fewer steps"
-        )));
-    }
+    check_work(work, "steps × rows × coordinates", "take fewer steps")?;
     let sensitivity = sensitivity(
         dataset.privacy_unit,
         params.clip,
@@ -285,21 +243,11 @@ impl Planned for DpGd {
         &self.price
     }
 
-    /// Every step passes over all the rows: the snapshot must fit in
-    /// memory.
     async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
-        if !snapshot.fits() {
-            return Err(ReleaseError::Invalid(
-                "the dataset is larger than the snapshot cache (DPGATE_CACHE_BYTES), \
-                 and every step of descent passes over all its rows"
-                    .to_owned(),
-            ));
-        }
-        Ok(())
+        require_in_memory(snapshot)
     }
 
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
-        let columns = snapshot.columns().await?.ok_or(Failure::Unheld)?;
         let DpGd {
             mechanism,
             descent,
@@ -309,16 +257,14 @@ impl Planned for DpGd {
         } = *self;
         let (ran, sigma) = (descent.clone(), mechanism.noise_scale());
         let noise_multiplier = sigma / mechanism.accounted_sensitivity();
-        let span = tracing::Span::current();
-        let theta = tokio::task::spawn_blocking(move || {
-            let _entered = span.enter();
-            let drawn = draw(&mechanism, ran.steps);
-            ran.run(&columns, |step, exact| mechanism.add(exact, &drawn[step]))
+        let theta = learn_on(snapshot, move |columns| {
+            let mut noise = StepNoise::new(&mechanism, u64::from(ran.steps));
+            ran.run(columns, |_, exact| {
+                let drawn = noise.next().ok_or(DpError::NoSteps)?;
+                mechanism.add(exact, &drawn)
+            })
         })
-        .await??;
-        if theta.iter().any(|value| !value.is_finite()) {
-            return Err(Failure::NonFinite);
-        }
+        .await?;
         let (weights, intercept) = unfold(&theta, &schema, descent.fit_intercept);
         Ok(api::ReleaseResult::DpGd(api::DpGdResult {
             weights,
@@ -335,26 +281,6 @@ impl Planned for DpGd {
             warm_start,
         }))
     }
-}
-
-/// Every step's noise, drawn from the OS CSPRNG before a row is read and
-/// held to the steps' [`pacing::budget_of_draws`].
-fn draw(mechanism: &Mechanism, steps: u32) -> Vec<Drawn> {
-    pacing::paced(pacing::budget_of_draws(mechanism, steps), || {
-        let mut rng = OsNoise::new();
-        (0..steps).map(|_| mechanism.draw(&mut rng)).collect()
-    })
-}
-
-/// θ (stored features' space, intercept first) in raw feature units.
-fn unfold(theta: &[f64], schema: &Schema, fit_intercept: bool) -> (Vec<f64>, f64) {
-    let (intercept, weights) = if fit_intercept {
-        (theta[0], &theta[1..])
-    } else {
-        (0.0, theta)
-    };
-    let (min, max) = schema.feature_bounds();
-    dpgate_learn::unscale(weights, intercept, &min, &max)
 }
 
 #[cfg(test)]

@@ -2,16 +2,11 @@ use super::*;
 use crate::dp::reference::{self, assert_close};
 use crate::dp::statistics::FALSE_FAILURE_RATE;
 use crate::dp::{Delta, Epsilon, classic_sigma, gaussian_epsilon};
+use crate::releases::kinds::test_rows::{columns_of, distance, neighbours, normal, random_row};
 use ndarray::Array2;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 use statrs::distribution::{ChiSquared, ContinuousCDF};
-
-/// A standard normal draw (Box–Muller): test data, not noise.
-fn normal(rng: &mut ChaCha8Rng) -> f64 {
-    let (u, v): (f64, f64) = (rng.random(), rng.random());
-    (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-}
 
 fn mechanism(e: f64, d: f64, sensitivity: f64, dims: usize, steps: u32, clip: f64) -> Mechanism {
     Mechanism::gaussian_steps(
@@ -108,70 +103,22 @@ fn the_step_noise_has_the_calibrated_sigma_and_not_a_forgotten_root_t_or_the_tex
     }
 }
 
-/// A random row: features in [0, 1], a fifth of them at a corner.
-fn random_row(rng: &mut ChaCha8Rng, k: usize) -> (Vec<f64>, u8) {
-    let features = (0..k)
-        .map(|_| {
-            if rng.random_bool(0.2) {
-                f64::from(u8::from(rng.random_bool(0.5)))
-            } else {
-                rng.random::<f64>()
-            }
-        })
-        .collect();
-    (features, u8::from(rng.random_bool(0.5)))
-}
-
-fn columns_of(rows: &[(Vec<f64>, u8)], k: usize) -> Columns {
-    let x = Array2::from_shape_fn((rows.len(), k), |(i, j)| rows[i].0[j]);
-    let y: Vec<u8> = rows.iter().map(|row| row.1).collect();
-    Columns::of_labelled(x.view(), &y)
-}
-
-fn distance(a: &[f64], b: &[f64]) -> f64 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).powi(2))
-        .sum::<f64>()
-        .sqrt()
-}
-
 #[test]
 fn neighbouring_datasets_move_each_clipped_gradient_by_at_most_the_sensitivity() {
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
     let mut tight = [0.0f64; 2];
     for pair in 0..6_000 {
-        let unit = if pair % 2 == 0 {
-            PrivacyUnit::Label
-        } else {
-            PrivacyUnit::Row
-        };
+        let unit = [PrivacyUnit::Label, PrivacyUnit::Row][pair as usize % 2];
         let intercept = pair % 4 < 2;
         let k = rng.random_range(1..7);
         let n = rng.random_range(1..25);
         let clip = [0.05, 0.5, 1.0, 3.0, 100.0][rng.random_range(0..5)];
-        let rows: Vec<(Vec<f64>, u8)> = (0..n).map(|_| random_row(&mut rng, k)).collect();
-        let mut neighbour = rows.clone();
-        let changed = rng.random_range(0..n);
-        match unit {
-            PrivacyUnit::Label => neighbour[changed].1 ^= 1,
-            PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng, k),
-        }
+        let (original, moved, max_norm_squared) = neighbours(&mut rng, unit, n, k);
         // Any θ, adversarial ones included: sensitivity may not depend on it.
         let scale = [0.1, 3.0, 300.0][rng.random_range(0..3)];
         let theta: Vec<f64> = (0..k + usize::from(intercept))
             .map(|_| scale * normal(&mut rng))
             .collect();
-        let (original, moved) = (columns_of(&rows, k), columns_of(&neighbour, k));
-        let max_norm_squared = (0..n)
-            .map(|row| {
-                original
-                    .features(row)
-                    .iter()
-                    .map(|&v| f64::from(v).powi(2))
-                    .sum::<f64>()
-            })
-            .fold(0.0, f64::max);
         let declared = sensitivity(unit, clip, k, max_norm_squared, n as u64, intercept);
         let gap = distance(
             &clipped_mean(&original, &theta, clip, intercept),

@@ -1,16 +1,39 @@
 //! Per-example clipped gradients of the logistic loss over a snapshot's
 //! rows: the query every iterative learner releases, step by step.
 //!
-//! Row i is uᵢ = (1, xᵢ) with the intercept (first) or xᵢ without, xᵢ its
-//! stored features in [0, 1]ᵏ, and yᵢ ∈ {0, 1} its label. Its gradient at
-//! θ is (σ(θᵀuᵢ) − yᵢ)·uᵢ, scaled down to L2 norm at most C. The loop over
-//! the rows does not branch on a row's values, and the chunks' partial sums
-//! are added in row order, so the sum is the same bits on any number of
-//! cores.
-
-use std::ops::Range;
+//! Row i is uᵢ = (1, φ(xᵢ)) with the intercept (first) or φ(xᵢ) without,
+//! xᵢ its stored features in [0, 1]ᵏ, φ a public per-row [`FeatureMap`],
+//! and yᵢ ∈ {0, 1} its label. Its gradient at θ is (σ(θᵀuᵢ) − yᵢ)·uᵢ,
+//! scaled down to L2 norm at most C. The loop over the rows does not branch
+//! on a row's values, and the chunks' partial sums are added in row order,
+//! so the sum is the same bits on any number of cores.
 
 use crate::snapshots::Columns;
+
+/// A public map of one row's stored features into the space a model is
+/// trained in.
+pub trait FeatureMap: Sync {
+    /// The dimension of φ(x).
+    fn dims(&self) -> usize;
+
+    /// Writes φ(`features`) into `out` (of length [`Self::dims`]).
+    fn apply(&self, features: &[f32], out: &mut [f64]);
+}
+
+/// φ(x) = x.
+pub struct Identity(pub usize);
+
+impl FeatureMap for Identity {
+    fn dims(&self) -> usize {
+        self.0
+    }
+
+    fn apply(&self, features: &[f32], out: &mut [f64]) {
+        for (mapped, &value) in out.iter_mut().zip(features) {
+            *mapped = f64::from(value);
+        }
+    }
+}
 
 /// The logistic function without a branch on its argument: e^{−z}
 /// overflows to ∞ below z ≈ −709, where 1/(1 + ∞) = 0 is the right answer
@@ -19,10 +42,11 @@ fn logistic(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
-/// The clipped gradients of rows `rows` at `theta`, summed.
+/// The clipped gradients of `rows` at `theta`, summed.
 pub fn clipped_sum(
     columns: &Columns,
-    rows: Range<usize>,
+    rows: impl IntoIterator<Item = usize>,
+    map: &impl FeatureMap,
     theta: &[f64],
     clip: f64,
     intercept: bool,
@@ -38,11 +62,11 @@ pub fn clipped_sum(
     let matrix = columns.feature_matrix();
     let labels = columns.labels();
     let mut sum = vec![0.0; theta.len()];
+    let mut mapped = vec![0.0; map.dims()];
     for row in rows {
-        let features = &matrix[row * k..(row + 1) * k];
+        map.apply(&matrix[row * k..(row + 1) * k], &mut mapped);
         let (mut logit, mut norm_squared) = (bias, one);
-        for (weight, &value) in weights.iter().zip(features) {
-            let value = f64::from(value);
+        for (weight, &value) in weights.iter().zip(&mapped) {
             logit += weight * value;
             norm_squared += value * value;
         }
@@ -52,8 +76,8 @@ pub fn clipped_sum(
         if intercept {
             sum[0] += factor;
         }
-        for (total, &value) in sum[offset..].iter_mut().zip(features) {
-            *total += factor * f64::from(value);
+        for (total, &value) in sum[offset..].iter_mut().zip(&mapped) {
+            *total += factor * value;
         }
     }
     sum
@@ -61,7 +85,8 @@ pub fn clipped_sum(
 
 /// The mean clipped gradient over every row of `columns` at `theta`.
 pub fn clipped_mean(columns: &Columns, theta: &[f64], clip: f64, intercept: bool) -> Vec<f64> {
-    let parts = columns.chunks(|rows| clipped_sum(columns, rows, theta, clip, intercept));
+    let map = Identity(columns.shape().features);
+    let parts = columns.chunks(|rows| clipped_sum(columns, rows, &map, theta, clip, intercept));
     let mut mean = vec![0.0; theta.len()];
     for part in parts {
         for (total, value) in mean.iter_mut().zip(part) {

@@ -4,11 +4,16 @@
 
 pub mod aggregate;
 pub mod dp_gd;
-mod gradients;
+pub mod dp_sgd;
+pub mod gradients;
+mod iterative;
 pub mod model;
 mod objective;
 mod output;
+pub mod projection;
 pub mod supplied;
+#[cfg(test)]
+mod test_rows;
 pub mod walr;
 
 use std::sync::Arc;
@@ -71,6 +76,7 @@ impl Kind {
                 objective::plan(dataset, model.lambda, model.fit_intercept, knobs)
             }
             Kind::Requested(Params::DpGd(params)) => dp_gd::plan(dataset, params, knobs),
+            Kind::Requested(Params::DpSgd(params)) => dp_sgd::plan(dataset, params, knobs),
         }
     }
 }

@@ -1,0 +1,348 @@
+//! `model/dp-sgd`: logistic regression by SGD over disjoint batches, each
+//! batch's sum of clipped gradients released with norm-Gamma noise (Song,
+//! Chaudhuri, Sarwate 2013; seed 004 §3.3.8, corrected as in LEARNERS.md
+//! §2), optionally on a public random projection of the features.
+//!
+//! Privacy. Replacing one row moves a batch's sum of clipped gradients by
+//! at most 2·min(C, max‖uᵢ‖) (unit `row`: ‖uᵢ‖ ≤ √d on [0, 1]ᵏ; unit
+//! `label`: flipping a label moves the residual by 1 along uᵢ, and the
+//! largest ‖uᵢ‖ is public), or 2C on projected features. Noise with
+//! density ∝ exp(−(ε_e/Δ)‖z‖) makes each step ε_e-DP, and every row lies
+//! in exactly one batch of an epoch, so an epoch is ε_e-DP by parallel
+//! composition, adaptivity included. That holds for any partition chosen
+//! without looking at the data, so the shuffle (from the OS CSPRNG) is not
+//! a secret the guarantee rests on. E epochs cost ε = E·ε_e: pure ε-DP,
+//! with the E-fold composition on the ledger for its RDP accountant.
+//!
+//! The thesis's own samplers (a uniform vector in the *ball*, or
+//! independent Gamma magnitudes per coordinate) are not ε-DP; this uses
+//! [`Mechanism::norm_gamma`], whose norm is Gamma(d, Δ/ε_e) and whose
+//! direction is uniform on the sphere, on the lattice (float-safe).
+
+use async_trait::async_trait;
+use dpgate_api_types::{self as api, DpSgdParams, PrivacyUnit, ProjectionUsed, ReleaseKind, Seed};
+use rand::Rng;
+use rand::seq::SliceRandom;
+
+use super::dp_gd;
+use super::gradients::{FeatureMap, Identity, clipped_sum};
+use super::iterative::{check_step, check_work, learn_on, require_in_memory, unfold};
+use super::projection::Projection;
+use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::{DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss};
+use crate::releases::pacing::StepNoise;
+use crate::releases::plan::require_rows;
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
+use crate::snapshots::Columns;
+
+/// Most passes over the data.
+pub const MAX_EPOCHS: u32 = 100;
+
+/// Most noisy steps ⌈N/b⌉·E.
+pub const MAX_STEPS: u64 = 1_000_000;
+
+/// A DP-SGD release, priced.
+struct DpSgd {
+    price: Price,
+    mechanism: Mechanism,
+    sgd: Sgd,
+    projection: Option<Projection>,
+    schema: Schema,
+    epoch_epsilon: Epsilon,
+}
+
+/// SGD as requested, in the model's space: every setting public.
+#[derive(Debug, Clone)]
+pub struct Sgd {
+    pub batch_size: usize,
+    pub epochs: u32,
+    pub learning_rate: f64,
+    pub lambda: f64,
+    pub clip: f64,
+    pub fit_intercept: bool,
+}
+
+impl Sgd {
+    /// ⌈N/b⌉·E.
+    pub fn steps(&self, n: u64) -> u64 {
+        n.div_ceil(self.batch_size as u64) * u64::from(self.epochs)
+    }
+
+    /// E epochs over `columns` mapped by `map`, from θ = 0: `permute`
+    /// orders the rows of each epoch, which is cut into batches of b, and
+    /// `release(t, s)` gives step t's released batch sum for the exact one
+    /// s (the noise, in production). Step t (from 1) moves θ by
+    /// −(η₀/√t)·(λθ + ŝ/|B|). The last iterate, intercept first.
+    pub fn run(
+        &self,
+        columns: &Columns,
+        map: &impl FeatureMap,
+        mut permute: impl FnMut(&mut [usize]),
+        mut release: impl FnMut(u64, &[f64]) -> Result<Vec<f64>, DpError>,
+    ) -> Result<Vec<f64>, DpError> {
+        let mut theta = vec![0.0; map.dims() + usize::from(self.fit_intercept)];
+        let mut order: Vec<usize> = (0..columns.len()).collect();
+        let mut step = 0u64;
+        for _ in 0..self.epochs {
+            permute(&mut order);
+            for batch in order.chunks(self.batch_size) {
+                let exact = clipped_sum(
+                    columns,
+                    batch.iter().copied(),
+                    map,
+                    &theta,
+                    self.clip,
+                    self.fit_intercept,
+                );
+                let released = release(step, &exact)?;
+                step += 1;
+                let rate = self.learning_rate / (step as f64).sqrt();
+                let size = batch.len() as f64;
+                for (weight, sum) in theta.iter_mut().zip(released) {
+                    *weight -= rate * (self.lambda * *weight + sum / size);
+                }
+            }
+        }
+        Ok(theta)
+    }
+}
+
+/// The L2 sensitivity of one batch's sum of clipped gradients (module
+/// docs): DP-GD's for one row, or 2C on projected features, whose norms
+/// the declared bounds do not bound.
+pub fn sensitivity(
+    unit: PrivacyUnit,
+    clip: f64,
+    k: usize,
+    max_norm_squared: f64,
+    projected: bool,
+    fit_intercept: bool,
+) -> f64 {
+    if projected {
+        2.0 * clip
+    } else {
+        dp_gd::sensitivity(unit, clip, k, max_norm_squared, 1, fit_intercept)
+    }
+}
+
+/// Checks the request's settings against their public bounds.
+fn check(params: &DpSgdParams, dataset: &DatasetRecord) -> Result<(), ReleaseError> {
+    let n = dataset.n_rows;
+    if !(1..=n).contains(&params.batch_size) {
+        return Err(ReleaseError::Invalid(format!(
+            "batch_size must be from 1 to the dataset's {n} rows (got {})",
+            params.batch_size
+        )));
+    }
+    if !(1..=MAX_EPOCHS).contains(&params.epochs) {
+        return Err(ReleaseError::Invalid(format!(
+            "epochs must be from 1 to {MAX_EPOCHS} (got {})",
+            params.epochs
+        )));
+    }
+    check_step(params.learning_rate, params.clip, params.lambda)?;
+    let k = dataset.schema.k();
+    if let Some(projection) = &params.projection
+        && !(1..=k).contains(&projection.dims)
+    {
+        return Err(ReleaseError::Invalid(format!(
+            "projection.dims must be from 1 to the dataset's {k} features (got {})",
+            projection.dims
+        )));
+    }
+    let steps = sgd(params).steps(n);
+    if steps > MAX_STEPS {
+        return Err(ReleaseError::Invalid(format!(
+            "⌈rows / batch_size⌉ × epochs = {steps} steps is more than {MAX_STEPS}; \
+             take larger batches or fewer epochs"
+        )));
+    }
+    Ok(())
+}
+
+/// Prices a DP-SGD release from its settings, N, k and (under `label`,
+/// without a projection) the largest feature norm.
+pub fn plan(
+    dataset: &DatasetRecord,
+    params: &DpSgdParams,
+    knobs: &Knobs,
+) -> Result<Box<dyn Planned>, ReleaseError> {
+    knobs.pure(DpSgdParams::KIND)?;
+    require_rows(dataset)?;
+    check(params, dataset)?;
+    let k = dataset.schema.k();
+    let mapped = params.projection.as_ref().map_or(k, |p| p.dims);
+    let dims = mapped + usize::from(params.fit_intercept);
+    // Each row costs d for the gradient and k·k′ for its projection.
+    let per_row = dims + params.projection.as_ref().map_or(0, |p| p.dims * k);
+    let work = u64::from(params.epochs)
+        .saturating_mul(dataset.n_rows)
+        .saturating_mul(per_row as u64);
+    check_work(
+        work,
+        "epochs × rows × (coordinates + projection)",
+        "take fewer epochs or a smaller projection",
+    )?;
+    let epoch_epsilon = Epsilon::from_units(knobs.epsilon.units() / u64::from(params.epochs));
+    if epoch_epsilon == Epsilon::ZERO {
+        return Err(ReleaseError::Invalid(format!(
+            "epsilon / epochs is below the ledger's unit of 1e-9 (epsilon {}, {} epochs)",
+            knobs.epsilon.value(),
+            params.epochs
+        )));
+    }
+    let projected = params.projection.is_some();
+    let sensitivity = sensitivity(
+        dataset.privacy_unit,
+        params.clip,
+        k,
+        dataset.stats.max_norm_squared,
+        projected,
+        params.fit_intercept,
+    );
+    if sensitivity == 0.0 {
+        return Err(ReleaseError::Invalid(
+            "every feature vector is zero and the intercept is off: nothing to learn".to_owned(),
+        ));
+    }
+    // A coordinate of a clipped gradient is at most C, and at most 1
+    // without a projection; a batch sums b of them.
+    let per_row = if projected {
+        params.clip
+    } else {
+        params.clip.min(1.0)
+    };
+    let range = params.batch_size as f64 * per_row;
+    let mechanism = Mechanism::norm_gamma(epoch_epsilon, sensitivity, dims, range)
+        .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
+    let mut price = Price::of(&mechanism, sensitivity, dataset.n_rows);
+    if params.epochs > 1 {
+        price.loss = Some(PrivacyLoss::Composition {
+            count: params.epochs,
+            each: Box::new(mechanism.loss().clone()),
+        });
+    }
+    let projection = params.projection.as_ref().map(|requested| {
+        let seed = requested
+            .seed
+            .map_or_else(|| OsNoise::new().next_u64(), |Seed(seed)| seed);
+        Projection::new(seed, requested.dims, k)
+    });
+    Ok(Box::new(DpSgd {
+        price,
+        mechanism,
+        sgd: sgd(params),
+        projection,
+        schema: dataset.schema.clone(),
+        epoch_epsilon,
+    }))
+}
+
+fn sgd(params: &DpSgdParams) -> Sgd {
+    Sgd {
+        // At most N, which is held in memory: the cast is exact.
+        batch_size: params.batch_size as usize,
+        epochs: params.epochs,
+        learning_rate: params.learning_rate,
+        lambda: params.lambda,
+        clip: params.clip,
+        fit_intercept: params.fit_intercept,
+    }
+}
+
+#[async_trait]
+impl Planned for DpSgd {
+    fn price(&self) -> &Price {
+        &self.price
+    }
+
+    async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
+        require_in_memory(snapshot)
+    }
+
+    async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
+        let DpSgd {
+            mechanism,
+            sgd,
+            projection,
+            schema,
+            epoch_epsilon,
+            ..
+        } = *self;
+        let (steps, noise_scale) = (
+            sgd.steps(snapshot.dataset().n_rows),
+            mechanism.noise_scale(),
+        );
+        let (ran, map) = (sgd.clone(), projection.clone());
+        let theta = learn_on(snapshot, move |columns| {
+            let mut noise = StepNoise::new(&mechanism, steps);
+            let mut rng = OsNoise::new();
+            let permute = |order: &mut [usize]| order.shuffle(&mut rng);
+            let release = |_, exact: &[f64]| {
+                let drawn = noise.next().ok_or(DpError::NoSteps)?;
+                mechanism.add(exact, &drawn)
+            };
+            match &map {
+                Some(projection) => ran.run(columns, projection, permute, release),
+                None => {
+                    let identity = Identity(columns.shape().features);
+                    ran.run(columns, &identity, permute, release)
+                }
+            }
+        })
+        .await?;
+        Ok(api::ReleaseResult::DpSgd(result(
+            &theta,
+            &sgd,
+            projection.as_ref(),
+            &schema,
+            steps,
+            epoch_epsilon,
+            noise_scale,
+        )))
+    }
+}
+
+/// The response: θ mapped back through the projection (Rᵀ) and into raw
+/// feature units.
+fn result(
+    theta: &[f64],
+    sgd: &Sgd,
+    projection: Option<&Projection>,
+    schema: &Schema,
+    steps: u64,
+    epoch_epsilon: Epsilon,
+    noise_scale: f64,
+) -> api::DpSgdResult {
+    let (weights, intercept) = match projection {
+        Some(projection) => {
+            let offset = usize::from(sgd.fit_intercept);
+            let mut stored = theta[..offset].to_vec();
+            stored.extend(projection.back(&theta[offset..]));
+            unfold(&stored, schema, sgd.fit_intercept)
+        }
+        None => unfold(theta, schema, sgd.fit_intercept),
+    };
+    api::DpSgdResult {
+        weights,
+        intercept,
+        fit_intercept: sgd.fit_intercept,
+        batch_size: sgd.batch_size as u64,
+        epochs: sgd.epochs,
+        steps,
+        learning_rate: sgd.learning_rate,
+        lambda: sgd.lambda,
+        clip: sgd.clip,
+        projection: projection.map(|projection| ProjectionUsed {
+            dims: projection.dims(),
+            seed: Seed(projection.seed()),
+        }),
+        projected_weights: projection.map(|_| theta.to_vec()),
+        epoch_epsilon: epoch_epsilon.value(),
+        noise_scale,
+    }
+}
+
+#[cfg(test)]
+#[path = "dp_sgd_tests.rs"]
+mod tests;

@@ -1,0 +1,111 @@
+//! What the iterative learners (`model/dp-gd`, `model/dp-sgd`) share: the
+//! public bounds on their settings, the cap on their work, and the mapping
+//! of their weights back to raw feature units.
+
+use crate::dataset::Schema;
+use crate::dp::DpError;
+use crate::releases::{Failure, ReleaseError, Snapshot};
+use crate::snapshots::Columns;
+
+/// Most row-coordinates one release may visit (T·N·d for descent, E·N·d
+/// for SGD, more with a projection): about two minutes on two cores
+/// (docs/models.md).
+pub const MAX_WORK: u64 = 100_000_000_000;
+
+/// The largest λ, radius or warm-start value a request may name.
+pub const MAX_MAGNITUDE: f64 = 1e6;
+
+/// Refuses `value` outside `range`, saying what `name` must be.
+pub fn within(
+    name: &str,
+    value: f64,
+    ok: impl Fn(f64) -> bool,
+    range: &str,
+) -> Result<(), ReleaseError> {
+    if ok(value) {
+        Ok(())
+    } else {
+        Err(ReleaseError::Invalid(format!(
+            "{name} must be {range} (got {value})"
+        )))
+    }
+}
+
+/// Checks the step size α, the clipping bound C and the ridge λ.
+pub fn check_step(learning_rate: f64, clip: f64, lambda: f64) -> Result<(), ReleaseError> {
+    within(
+        "learning_rate",
+        learning_rate,
+        |a| a > 0.0 && a <= 100.0,
+        "in (0, 100]",
+    )?;
+    within("clip", clip, |c| c > 0.0 && c <= 1e3, "in (0, 1000]")?;
+    within(
+        "lambda",
+        lambda,
+        |l| (0.0..=MAX_MAGNITUDE).contains(&l),
+        "in [0, 1e6]",
+    )?;
+    within(
+        "learning_rate × lambda",
+        learning_rate * lambda,
+        |product| product < 2.0,
+        "below 2, or the ridge term makes every step diverge",
+    )
+}
+
+/// Refuses `work` row-coordinates above [`MAX_WORK`]; `fewer` says what
+/// to ask for instead.
+pub fn check_work(work: u64, what: &str, fewer: &str) -> Result<(), ReleaseError> {
+    if work > MAX_WORK {
+        return Err(ReleaseError::Invalid(format!(
+            "{what} = {work} is more than one release may do ({MAX_WORK:e}); {fewer}"
+        )));
+    }
+    Ok(())
+}
+
+/// Every step passes over the rows again: the snapshot must fit in memory.
+pub fn require_in_memory(snapshot: &Snapshot) -> Result<(), ReleaseError> {
+    if snapshot.fits() {
+        Ok(())
+    } else {
+        Err(ReleaseError::Invalid(
+            "the dataset is larger than the snapshot cache (DPGATE_CACHE_BYTES), \
+             and an iterative learner passes over all its rows many times"
+                .to_owned(),
+        ))
+    }
+}
+
+/// θ (stored features' space, intercept first when fitted) in raw feature
+/// units.
+pub fn unfold(theta: &[f64], schema: &Schema, fit_intercept: bool) -> (Vec<f64>, f64) {
+    let (intercept, weights) = if fit_intercept {
+        (theta[0], &theta[1..])
+    } else {
+        (0.0, theta)
+    };
+    let (min, max) = schema.feature_bounds();
+    dpgate_learn::unscale(weights, intercept, &min, &max)
+}
+
+/// Runs `learn` on the snapshot's rows, held in memory, on a blocking
+/// thread in the release's span: the model it trained, refused if any of
+/// it is not finite.
+pub async fn learn_on(
+    snapshot: Snapshot,
+    learn: impl FnOnce(&Columns) -> Result<Vec<f64>, DpError> + Send + 'static,
+) -> Result<Vec<f64>, Failure> {
+    let columns = snapshot.columns().await?.ok_or(Failure::Unheld)?;
+    let span = tracing::Span::current();
+    let theta = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        learn(&columns)
+    })
+    .await??;
+    if theta.iter().any(|value| !value.is_finite()) {
+        return Err(Failure::NonFinite);
+    }
+    Ok(theta)
+}

@@ -1,0 +1,73 @@
+//! Random rows for the learners' tests: test data, not noise.
+
+use ndarray::Array2;
+use rand::RngExt;
+use rand::rngs::ChaCha8Rng;
+
+use dpgate_api_types::PrivacyUnit;
+
+use crate::snapshots::Columns;
+
+/// A standard normal draw (Box–Muller): test data, not noise.
+pub fn normal(rng: &mut ChaCha8Rng) -> f64 {
+    let (u, v): (f64, f64) = (rng.random(), rng.random());
+    (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+}
+
+/// A random row: features in [0, 1], a fifth of them at a corner.
+pub fn random_row(rng: &mut ChaCha8Rng, k: usize) -> (Vec<f64>, u8) {
+    let features = (0..k)
+        .map(|_| {
+            if rng.random_bool(0.2) {
+                f64::from(u8::from(rng.random_bool(0.5)))
+            } else {
+                rng.random::<f64>()
+            }
+        })
+        .collect();
+    (features, u8::from(rng.random_bool(0.5)))
+}
+
+pub fn columns_of(rows: &[(Vec<f64>, u8)], k: usize) -> Columns {
+    let x = Array2::from_shape_fn((rows.len(), k), |(i, j)| rows[i].0[j]);
+    let y: Vec<u8> = rows.iter().map(|row| row.1).collect();
+    Columns::of_labelled(x.view(), &y)
+}
+
+pub fn distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// `n` random rows of `k` features and a neighbour under `unit` (one
+/// label flipped, or one row replaced), as columns; and the largest ‖xᵢ‖²
+/// of the first, from its stored (f32) features as the dataset's
+/// statistics are.
+pub fn neighbours(
+    rng: &mut ChaCha8Rng,
+    unit: PrivacyUnit,
+    n: usize,
+    k: usize,
+) -> (Columns, Columns, f64) {
+    let rows: Vec<(Vec<f64>, u8)> = (0..n).map(|_| random_row(rng, k)).collect();
+    let mut neighbour = rows.clone();
+    let changed = rng.random_range(0..n);
+    match unit {
+        PrivacyUnit::Label => neighbour[changed].1 ^= 1,
+        PrivacyUnit::Row => neighbour[changed] = random_row(rng, k),
+    }
+    let original = columns_of(&rows, k);
+    let max_norm_squared = (0..n)
+        .map(|row| {
+            original
+                .features(row)
+                .iter()
+                .map(|&v| f64::from(v).powi(2))
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max);
+    (original, columns_of(&neighbour, k), max_norm_squared)
+}
