@@ -15,6 +15,7 @@ pub(crate) mod reference;
 mod sample;
 #[cfg(test)]
 pub(crate) mod statistics;
+mod steps;
 mod units;
 
 pub use accountant::{
@@ -28,4 +29,5 @@ pub use sample::{
     MAX_GAUSSIAN_SIGMA, OsNoise, discrete_gaussian, discrete_laplace, norm_gamma_continuous,
     norm_gamma_lattice,
 };
+pub use steps::per_step_epsilon;
 pub use units::{Delta, Epsilon};

@@ -74,6 +74,18 @@ pub fn load() -> Reference {
 pub struct Learners {
     pub dp_gd: Vec<DpGdPoint>,
     pub pure_epochs: Vec<PureEpochsPoint>,
+    pub per_step: Vec<PerStepPoint>,
+}
+
+/// The largest per-step ε of T steps priced together at (ε, δ).
+#[derive(Deserialize)]
+pub struct PerStepPoint {
+    /// `pure` (ε₀-DP steps) or `gaussian` (each calibrated to (ε₀, δ)).
+    pub loss: String,
+    pub epsilon: f64,
+    pub delta: f64,
+    pub steps: u32,
+    pub per_step: f64,
 }
 
 /// E epochs of a pure ε_e-DP mechanism: what the ledger's accountants

@@ -22,6 +22,15 @@ What it computes (written to ``learners.json`` next to this script):
   whose RDP curve is bounded by eps_e-randomized response's (capped at
   eps_e), converted on the ledger's orders (from ``make_reference.py``).
 
+* ``per_step`` -- the largest per-step eps_0 whose T-fold composition the
+  ledger prices at <= eps at delta (LEARNERS.md sections 3 and 4): for
+  pure eps_0 steps (Frank-Wolfe's Laplace selection), min(RDP conversion
+  of T x the randomized-response bound, T eps_0) <= eps; for Gaussian steps
+  each calibrated (analytic) to (eps_0, delta) (gradient calls), T of them
+  are one Gaussian of mu = sqrt(T) mu(eps_0, delta), so eps_0 =
+  eps_GDP(mu(eps, delta)/sqrt(T), delta). Bisection in 50 digits; the Rust
+  value is the same on the ledger's 1e-9 grid, rounded down.
+
 Independence from the Rust code: the Rust mechanism computes
 sqrt(T) * sigma_analytic(eps, delta, Delta') with its own root finder in
 double precision; this script bisects sigma directly on the composed
@@ -73,19 +82,24 @@ def composed_sigma(eps, delta, sens, steps):
     return mpmath.exp(hi)
 
 
+def bisect(lo, hi, low_side, width):
+    """Narrows [lo, hi] to below `width`, keeping low_side(lo) and not low_side(hi)."""
+    while hi - lo >= width:
+        mid = (lo + hi) / 2
+        if low_side(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
+
+
 def delivered_epsilon(mu, delta):
     """Smallest eps with delta(mu, eps) <= delta, by bisection."""
     mu, delta = mpf(mu), mpf(delta)
     lo, hi = mpf(0), mpf(1)
     while gaussian_delta(mu, hi) > delta:
         lo, hi = hi, 2 * hi
-    while hi - lo >= mpf("1e-25"):
-        mid = (lo + hi) / 2
-        if gaussian_delta(mu, mid) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return bisect(lo, hi, lambda eps: gaussian_delta(mu, eps) > delta, mpf("1e-25"))[1]
 
 
 # (eps, delta, N, C, k, T): the slides' setup (N = 400, C = 1, k = 2,
@@ -148,10 +162,57 @@ def pure_epochs_section():
     return points
 
 
+# (loss, eps, delta, T): LEARNERS.md's Frank-Wolfe setting and its
+# gradient-session table, then a large eps.
+PER_STEP = [
+    ("pure", 1.0, 1e-6, 50),
+    ("pure", 1.0, 1e-6, 10),
+    ("pure", 5.0, 1e-9, 200),
+    ("gaussian", 1.0, 1e-6, 10),
+    ("gaussian", 1.0, 1e-6, 100),
+    ("gaussian", 1.0, 1e-6, 1000),
+    ("gaussian", 8.0, 1e-10, 30),
+]
+
+
+def gaussian_mu(eps, delta):
+    """The mu with delta(mu, eps) = delta, by bisection on log mu."""
+    eps, delta = mpf(eps), mpf(delta)
+    lo, hi = mpf("1e-6"), mpf(1)
+    while gaussian_delta(hi, eps) <= delta:
+        hi *= 2
+    return bisect(lo, hi, lambda mu: gaussian_delta(mu, eps) <= delta, mpf("1e-40"))[0]
+
+
+def per_step_pure(eps, delta, steps):
+    """Largest eps_0 with min(RDP conversion of T RR(eps_0), T eps_0) <= eps."""
+    eps = mpf(eps)
+
+    def cost(eps0):
+        curve = [steps * min(randomized_response_rdp(a, eps0), eps0) for a in ORDERS]
+        return min(rdp_to_epsilon(curve, delta), steps * eps0)
+
+    return bisect(eps / steps, eps, lambda eps0: cost(eps0) <= eps, mpf("1e-15"))[0]
+
+
+def per_step_section():
+    points = []
+    for loss, eps, delta, steps in PER_STEP:
+        if loss == "pure":
+            eps0 = per_step_pure(eps, delta, steps)
+        else:
+            eps0 = delivered_epsilon(gaussian_mu(eps, delta) / mpmath.sqrt(steps), delta)
+        points.append(
+            {"loss": loss, "epsilon": eps, "delta": delta, "steps": steps, "per_step": float(eps0)}
+        )
+    return points
+
+
 def main():
     reference = {
         "dp_gd": dp_gd_section(),
         "pure_epochs": pure_epochs_section(),
+        "per_step": per_step_section(),
         "generated_with": {
             "python": platform.python_version(),
             "mpmath": mpmath.__version__,

@@ -29,7 +29,7 @@ use super::gradients::{FeatureMap, Identity, clipped_sum};
 use super::iterative::{check_step, check_work, learn_on, require_in_memory, unfold};
 use super::projection::Projection;
 use crate::dataset::{DatasetRecord, Schema};
-use crate::dp::{DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss};
+use crate::dp::{DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss, per_step_epsilon};
 use crate::releases::pacing::StepNoise;
 use crate::releases::plan::require_rows;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
@@ -183,14 +183,13 @@ pub fn plan(
         "epochs × rows × (coordinates + projection)",
         "take fewer epochs or a smaller projection",
     )?;
-    let epoch_epsilon = Epsilon::from_units(knobs.epsilon.units() / u64::from(params.epochs));
-    if epoch_epsilon == Epsilon::ZERO {
-        return Err(ReleaseError::Invalid(format!(
-            "epsilon / epochs is below the ledger's unit of 1e-9 (epsilon {}, {} epochs)",
-            knobs.epsilon.value(),
-            params.epochs
-        )));
-    }
+    // Pure ε: each epoch gets ⌊ε/E⌋ on the ledger's grid.
+    let epoch_epsilon = per_step_epsilon(knobs.epsilon, knobs.delta, params.epochs, |each| {
+        Ok(PrivacyLoss::PureEpsilon {
+            epsilon: each.value(),
+        })
+    })
+    .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
     let projected = params.projection.is_some();
     let sensitivity = sensitivity(
         dataset.privacy_unit,

@@ -141,7 +141,7 @@ fn settings_outside_their_bounds_are_refused_before_anything_is_read() {
     }
     // ε/E below the ledger's unit.
     let message = refused(&|p| p.epochs = 100, 5e-8);
-    assert!(message.contains("epsilon / epochs"), "{message}");
+    assert!(message.contains("epsilon per step"), "{message}");
 }
 
 /// Draws of a sampler's noise, and their norms and heights (last
