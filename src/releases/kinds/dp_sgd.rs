@@ -41,6 +41,11 @@ pub const MAX_EPOCHS: u32 = 100;
 /// Most noisy steps ⌈N/b⌉·E.
 pub const MAX_STEPS: u64 = 1_000_000;
 
+/// Most noise coordinates (steps × d) one release may draw: exact
+/// norm-Gamma draws take about 2 µs a coordinate on two cores, so this is
+/// about two minutes, as [`super::iterative::MAX_WORK`] is for the rows.
+pub const MAX_NOISE: u64 = 1 << 26;
+
 /// A DP-SGD release, priced.
 struct DpSgd {
     price: Price,
@@ -155,6 +160,14 @@ fn check(params: &DpSgdParams, dataset: &DatasetRecord) -> Result<(), ReleaseErr
         return Err(ReleaseError::Invalid(format!(
             "⌈rows / batch_size⌉ × epochs = {steps} steps is more than {MAX_STEPS}; \
              take larger batches or fewer epochs"
+        )));
+    }
+    let dims = params.projection.as_ref().map_or(k, |p| p.dims) + usize::from(params.fit_intercept);
+    let noise = steps.saturating_mul(dims as u64);
+    if noise > MAX_NOISE {
+        return Err(ReleaseError::Invalid(format!(
+            "steps × coordinates = {noise} noise values is more than one release may draw \
+             ({MAX_NOISE}); take larger batches, fewer epochs or a projection"
         )));
     }
     Ok(())

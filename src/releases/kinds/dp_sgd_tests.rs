@@ -142,6 +142,25 @@ fn settings_outside_their_bounds_are_refused_before_anything_is_read() {
     // ε/E below the ledger's unit.
     let message = refused(&|p| p.epochs = 100, 5e-8);
     assert!(message.contains("epsilon per step"), "{message}");
+    // 10⁶ steps of 101 coordinates: more noise than one release may draw,
+    // unless projected.
+    let mut wide = dataset.clone();
+    wide.n_rows = 1_000_000;
+    let feature = wide.schema.features[0].clone();
+    wide.schema.features = vec![feature; 100];
+    let mut params = params(1, 1);
+    match plan(&wide, &params, &knobs(1.0)) {
+        Err(ReleaseError::Invalid(message)) => {
+            assert!(message.contains("noise values"), "{message}")
+        }
+        Err(other) => panic!("{other:?}"),
+        Ok(_) => panic!("{params:?} was accepted"),
+    }
+    params.projection = Some(api::ProjectionParams {
+        dims: 10,
+        seed: None,
+    });
+    assert!(plan(&wide, &params, &knobs(1.0)).is_ok());
 }
 
 /// Draws of a sampler's noise, and their norms and heights (last
