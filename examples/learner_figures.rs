@@ -1,10 +1,18 @@
-//! Seed 000's table through the API: DP-GD test accuracy with and without
-//! a public warm start, against ε, on the seed's setup (LEARNERS.md,
-//! "Results"): 400 private rows of two 2-D Gaussians, 30% positives, C = 1,
-//! δ = 1e-5; config A (T = 50, α = 1) and B (T = 200, α = 4).
+//! The seeds' tables through the API (LEARNERS.md, "Results").
 //!
 //! `cargo run --release --example learner_figures [-- SEEDS]` (default
-//! 200). Each seed is a dataset of its own on a server in this process
+//! 200): seed 000, DP-GD test accuracy with and without a public warm
+//! start, against ε, on the seed's setup: 400 private rows of two 2-D
+//! Gaussians, 30% positives, C = 1, δ = 1e-5; config A (T = 50, α = 1) and
+//! B (T = 200, α = 4).
+//!
+//! `cargo run --release --example learner_figures -- sgd [SEEDS]` (default
+//! 4): seed 004, one-pass DP-SGD test error with and without a random
+//! projection, against ε, on an MNIST-4-vs-9-sized proxy (11,791 rows ×
+//! 784 features in [0, 1], noisy views of 10 latent factors, the label
+//! from the first; λ = 1e-4, C = 1, η₀ = 1).
+//!
+//! Each seed is a dataset of its own on a server in this process
 //! (SQLite in a temporary directory); every cell is a real release, its
 //! noise from the OS CSPRNG, scored on 20,000 fresh rows. The warm starts
 //! are fitted without privacy on 2,000 public rows of the same
@@ -19,7 +27,8 @@ use std::time::Duration;
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
 use dpgate_client::types::{
-    CreateDataset, DpGdParams, Iterate, ReleaseParams, ReleaseRequest, ReleaseResult, WarmStart,
+    CreateDataset, DpGdParams, DpSgdParams, Iterate, ProjectionParams, ReleaseParams,
+    ReleaseRequest, ReleaseResult, WarmStart,
 };
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use dpgate_learn::Objective;
@@ -122,12 +131,35 @@ fn summary(values: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// An analyst's client for `dataset`.
+fn analyst(address: &str, keys: &Keys, dataset: uuid::Uuid) -> Client {
+    let token = keys
+        .mint(
+            Role::Analyst,
+            "ana",
+            &[dataset],
+            Duration::from_secs(86_400),
+        )
+        .unwrap();
+    Client::new(address, Some(token))
+}
+
 #[tokio::main]
 async fn main() {
-    let seeds: usize = std::env::args()
-        .nth(1)
-        .and_then(|arg| arg.parse().ok())
-        .unwrap_or(200);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let seeds = |default| {
+        args.last()
+            .and_then(|arg| arg.parse().ok())
+            .unwrap_or(default)
+    };
+    if args.first().map(String::as_str) == Some("sgd") {
+        sgd_table(seeds(4)).await;
+    } else {
+        gd_table(seeds(200)).await;
+    }
+}
+
+async fn gd_table(seeds: usize) {
     let (address, admin, keys, _dir) = serve().await;
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
     let (test_x, test_y) = rows(&mut rng, 20_000, [0.0; 2]);
@@ -167,18 +199,7 @@ async fn main() {
             .upload_rows(dataset.id, UploadFormat::Csv, csv(&x, &y))
             .await
             .unwrap();
-        let analyst = Client::new(
-            &address,
-            Some(
-                keys.mint(
-                    Role::Analyst,
-                    "ana",
-                    &[dataset.id],
-                    Duration::from_secs(86_400),
-                )
-                .unwrap(),
-            ),
-        );
+        let analyst = analyst(&address, &keys, dataset.id);
         for (row, &epsilon) in EPSILONS.iter().enumerate() {
             for (column, (_, steps, learning_rate, warm)) in configs.iter().enumerate() {
                 let request = ReleaseRequest {
@@ -220,6 +241,151 @@ async fn main() {
     println!("non-private fit on the 400 private rows: {mean:.1}±{sd:.1}");
     println!("\n{seeds} seeds; test accuracy % (mean±sd)");
     let names: Vec<&str> = configs.iter().map(|config| config.0).collect();
+    println!("| ε | {} |", names.join(" | "));
+    println!("|---|{}", "---|".repeat(names.len()));
+    for (row, &epsilon) in EPSILONS.iter().enumerate() {
+        let line: Vec<String> = cells[row]
+            .iter()
+            .map(|values| {
+                let (mean, sd) = summary(values);
+                format!("{mean:.1}±{sd:.1}")
+            })
+            .collect();
+        println!("| {epsilon} | {} |", line.join(" | "));
+    }
+}
+
+/// Seed 004's proxy: `n` rows of `K` features, each a noisy view of 10
+/// latent factors through `loadings`, clamped into [0, 1]; the label is
+/// Bernoulli(σ(3·f₁)).
+fn latent_rows(rng: &mut ChaCha8Rng, loadings: &Array2<f64>, n: usize) -> (Array2<f64>, Vec<u8>) {
+    let (k, factors) = loadings.dim();
+    let mut x = Array2::zeros((n, k));
+    let mut y = Vec::with_capacity(n);
+    for i in 0..n {
+        let f: Vec<f64> = (0..factors).map(|_| normal(rng)).collect();
+        for j in 0..k {
+            let signal: f64 = (0..factors).map(|l| loadings[[j, l]] * f[l]).sum();
+            x[[i, j]] = (0.5 + 0.1 * signal + 0.05 * normal(rng)).clamp(0.0, 1.0);
+        }
+        y.push(u8::from(
+            rng.random::<f64>() < 1.0 / (1.0 + (-3.0 * f[0]).exp()),
+        ));
+    }
+    (x, y)
+}
+
+/// Test error in %, of σ(weightsᵀx + intercept) > ½.
+fn error(weights: &[f64], intercept: f64, x: &Array2<f64>, y: &[u8]) -> f64 {
+    let wrong = x
+        .rows()
+        .into_iter()
+        .zip(y)
+        .filter(|(row, label)| {
+            let logit = intercept + row.iter().zip(weights).map(|(x, w)| x * w).sum::<f64>();
+            u8::from(logit > 0.0) != **label
+        })
+        .count();
+    100.0 * wrong as f64 / y.len() as f64
+}
+
+async fn sgd_table(seeds: usize) {
+    const K: usize = 784;
+    const EPSILONS: [f64; 3] = [0.1, 1.0, 10.0];
+    // (batch size, projection dims): the rows of LEARNERS.md's table.
+    const CONFIGS: [(u64, Option<usize>); 7] = [
+        (5, Some(15)),
+        (5, Some(50)),
+        (5, Some(100)),
+        (5, None),
+        (500, Some(50)),
+        (500, Some(100)),
+        (500, None),
+    ];
+    let (address, admin, keys, _dir) = serve().await;
+    let mut rng = ChaCha8Rng::seed_from_u64(2004);
+    let loadings = Array2::from_shape_fn((K, 10), |_| normal(&mut rng));
+    let (test_x, test_y) = latent_rows(&mut rng, &loadings, 2_000);
+    let mut cells = vec![vec![Vec::new(); CONFIGS.len()]; EPSILONS.len()];
+    let mut non_private = Vec::new();
+    for seed in 0..seeds {
+        let (x, y) = latent_rows(&mut rng, &loadings, 11_791);
+        let mut design = Array2::ones((x.nrows(), K + 1));
+        design.slice_mut(ndarray::s![.., ..K]).assign(&x);
+        let labels: Array1<f64> = y.iter().map(|&l| 2.0 * f64::from(l) - 1.0).collect();
+        let fit = Objective {
+            x: design.view(),
+            y: labels.view(),
+            lambda: 1e-4,
+            linear: None,
+        }
+        .minimise(1e-9)
+        .unwrap();
+        let weights = fit.weights.to_vec();
+        non_private.push(error(&weights[..K], weights[K], &test_x, &test_y));
+        let features: Vec<serde_json::Value> = (0..K)
+            .map(|j| serde_json::json!({"name": format!("p{j}"), "min": 0, "max": 1}))
+            .collect();
+        let request: CreateDataset = serde_json::from_value(serde_json::json!({
+            "name": format!("seed-004-{seed}"), "privacy_unit": "row",
+            "features": features, "label": "y",
+            "budget": {"epsilon": 1000, "delta": 1e-3}, "accountant": "basic"
+        }))
+        .unwrap();
+        let dataset = admin.create_dataset(&request).await.unwrap();
+        let mut csv = String::from("row_id,y");
+        for j in 0..K {
+            csv.push_str(&format!(",p{j}"));
+        }
+        for (i, (row, label)) in x.rows().into_iter().zip(&y).enumerate() {
+            csv.push_str(&format!("\nr{i},{label}"));
+            for value in row {
+                csv.push_str(&format!(",{value:.4}"));
+            }
+        }
+        csv.push('\n');
+        admin
+            .upload_rows(dataset.id, UploadFormat::Csv, csv)
+            .await
+            .unwrap();
+        let analyst = analyst(&address, &keys, dataset.id);
+        for (row, &epsilon) in EPSILONS.iter().enumerate() {
+            for (column, &(batch_size, dims)) in CONFIGS.iter().enumerate() {
+                let request = ReleaseRequest {
+                    epsilon,
+                    delta: None,
+                    params: ReleaseParams::DpSgd(DpSgdParams {
+                        batch_size,
+                        learning_rate: 1.0,
+                        lambda: 1e-4,
+                        clip: 1.0,
+                        epochs: 1,
+                        fit_intercept: true,
+                        projection: dims.map(|dims| ProjectionParams { dims, seed: None }),
+                    }),
+                };
+                let release = analyst
+                    .release(dataset.id, &request, &ReleaseOptions::default())
+                    .await
+                    .unwrap()
+                    .release;
+                let Some(ReleaseResult::DpSgd(model)) = &release.result else {
+                    panic!("a DP-SGD result");
+                };
+                cells[row][column].push(error(&model.weights, model.intercept, &test_x, &test_y));
+            }
+        }
+    }
+    let (mean, sd) = summary(&non_private);
+    println!("non-private logistic regression (λ = 1e-4): {mean:.1}±{sd:.1} % error");
+    println!("\n{seeds} seeds; test error % (mean±sd)");
+    let names: Vec<String> = CONFIGS
+        .iter()
+        .map(|(b, dims)| match dims {
+            Some(dims) => format!("b = {b}, k′ = {dims}"),
+            None => format!("b = {b}, 784 (none)"),
+        })
+        .collect();
     println!("| ε | {} |", names.join(" | "));
     println!("|---|{}", "---|".repeat(names.len()));
     for (row, &epsilon) in EPSILONS.iter().enumerate() {
