@@ -240,11 +240,16 @@ async fn gd_table(seeds: usize) {
     let (mean, sd) = summary(&non_private);
     println!("non-private fit on the 400 private rows: {mean:.1}±{sd:.1}");
     println!("\n{seeds} seeds; test accuracy % (mean±sd)");
-    let names: Vec<&str> = configs.iter().map(|config| config.0).collect();
+    let names: Vec<String> = configs.iter().map(|config| config.0.to_owned()).collect();
+    print_table(&names, &EPSILONS, &cells);
+}
+
+/// A Markdown table: one row per ε, one `mean±sd` column per config.
+fn print_table(names: &[String], epsilons: &[f64], cells: &[Vec<Vec<f64>>]) {
     println!("| ε | {} |", names.join(" | "));
     println!("|---|{}", "---|".repeat(names.len()));
-    for (row, &epsilon) in EPSILONS.iter().enumerate() {
-        let line: Vec<String> = cells[row]
+    for (epsilon, row) in epsilons.iter().zip(cells) {
+        let line: Vec<String> = row
             .iter()
             .map(|values| {
                 let (mean, sd) = summary(values);
@@ -386,16 +391,5 @@ async fn sgd_table(seeds: usize) {
             None => format!("b = {b}, 784 (none)"),
         })
         .collect();
-    println!("| ε | {} |", names.join(" | "));
-    println!("|---|{}", "---|".repeat(names.len()));
-    for (row, &epsilon) in EPSILONS.iter().enumerate() {
-        let line: Vec<String> = cells[row]
-            .iter()
-            .map(|values| {
-                let (mean, sd) = summary(values);
-                format!("{mean:.1}±{sd:.1}")
-            })
-            .collect();
-        println!("| {epsilon} | {} |", line.join(" | "));
-    }
+    print_table(&names, &EPSILONS, &cells);
 }

@@ -34,7 +34,7 @@ What it computes (written to ``learners.json`` next to this script):
 Independence from the Rust code: the Rust mechanism computes
 sqrt(T) * sigma_analytic(eps, delta, Delta') with its own root finder in
 double precision; this script bisects sigma directly on the composed
-mu in 50-digit arithmetic. The Rust sigma also covers each step's lattice
+mu in 50-digit arithmetic (make_reference's analytic bisection on sqrt(T) Delta). The Rust sigma also covers each step's lattice
 rounding (Delta' = Delta + gamma sqrt(d), which its test bounds from the
 lattice gamma it chose) and rounds sigma up to whole lattice units.
 
@@ -48,7 +48,7 @@ from pathlib import Path
 import mpmath
 from mpmath import mp, mpf
 
-from make_reference import ORDERS, randomized_response_rdp, rdp_to_epsilon
+from make_reference import ORDERS, analytic_gaussian_sigma, randomized_response_rdp, rdp_to_epsilon
 
 mp.dps = 50
 
@@ -61,25 +61,9 @@ def gaussian_delta(mu, eps):
 
 
 def composed_sigma(eps, delta, sens, steps):
-    """Smallest sigma with delta(sqrt(T) sens/sigma, eps) <= delta, by bisection on log sigma."""
-    eps, delta, sens = mpf(eps), mpf(delta), mpf(sens)
-    root = mpmath.sqrt(steps)
-
-    def feasible(log_sigma):
-        return gaussian_delta(root * sens / mpmath.exp(log_sigma), eps) <= delta
-
-    lo = hi = mpmath.log(sens)
-    while not feasible(hi):
-        hi += 1
-    while feasible(lo):
-        lo -= 1
-    while hi - lo >= mpf("1e-30"):
-        mid = (lo + hi) / 2
-        if feasible(mid):
-            hi = mid
-        else:
-            lo = mid
-    return mpmath.exp(hi)
+    """Smallest sigma with delta(sqrt(T) sens/sigma, eps) <= delta: T steps of sigma on
+    sens are one Gaussian on sqrt(T) sens, so make_reference's analytic bisection applies."""
+    return analytic_gaussian_sigma(eps, delta, mpmath.sqrt(steps) * mpf(sens))
 
 
 def bisect(lo, hi, low_side, width):

@@ -2,7 +2,9 @@ use super::*;
 use crate::dp::reference::{self, assert_close};
 use crate::dp::statistics::FALSE_FAILURE_RATE;
 use crate::dp::{Delta, Epsilon, classic_sigma, gaussian_epsilon};
-use crate::releases::kinds::test_rows::{columns_of, distance, neighbours, normal, random_row};
+use crate::releases::kinds::test_rows::{
+    Tightness, columns_of, distance, neighbours, normal, random_row,
+};
 use ndarray::Array2;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -106,7 +108,7 @@ fn the_step_noise_has_the_calibrated_sigma_and_not_a_forgotten_root_t_or_the_tex
 #[test]
 fn neighbouring_datasets_move_each_clipped_gradient_by_at_most_the_sensitivity() {
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
-    let mut tight = [0.0f64; 2];
+    let mut tight = Tightness::new(2);
     for pair in 0..6_000 {
         let unit = [PrivacyUnit::Label, PrivacyUnit::Row][pair as usize % 2];
         let intercept = pair % 4 < 2;
@@ -124,24 +126,13 @@ fn neighbouring_datasets_move_each_clipped_gradient_by_at_most_the_sensitivity()
             &clipped_mean(&original, &theta, clip, intercept),
             &clipped_mean(&moved, &theta, clip, intercept),
         );
-        assert!(
-            gap <= declared * (1.0 + 1e-12),
-            "pair {pair} ({unit:?}, k = {k}, N = {n}, C = {clip}): moved {gap}, declared {declared}"
-        );
-        let index = usize::from(unit == PrivacyUnit::Row);
-        tight[index] = tight[index].max(gap / declared);
+        tight.record(usize::from(unit == PrivacyUnit::Row), gap, declared, || {
+            format!("pair {pair} ({unit:?}, k = {k}, N = {n}, C = {clip})")
+        });
     }
     // The bounds are nearly attained: they are not loose.
-    assert!(
-        tight[0] > 0.95,
-        "label unit: at most {} of the bound",
-        tight[0]
-    );
-    assert!(
-        tight[1] > 0.9,
-        "row unit: at most {} of the bound",
-        tight[1]
-    );
+    tight.attained(0, 0.95, "label unit");
+    tight.attained(1, 0.9, "row unit");
 }
 
 #[test]

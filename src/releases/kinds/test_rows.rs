@@ -71,3 +71,35 @@ pub fn neighbours(
         .fold(0.0, f64::max);
     (original, columns_of(&neighbour, k), max_norm_squared)
 }
+
+/// What neighbouring pairs showed of a declared sensitivity: each pair's
+/// gap must be within it, and the largest share of it any pair reached,
+/// by class of pair (a unit, say), shows it is not loose.
+pub struct Tightness(Vec<f64>);
+
+impl Tightness {
+    pub fn new(classes: usize) -> Self {
+        Tightness(vec![0.0; classes])
+    }
+
+    /// Asserts `gap` ≤ `declared` (to rounding) for a pair of `class`.
+    #[track_caller]
+    pub fn record(&mut self, class: usize, gap: f64, declared: f64, pair: impl Fn() -> String) {
+        assert!(
+            gap <= declared * (1.0 + 1e-12),
+            "{}: moved {gap}, declared {declared}",
+            pair()
+        );
+        self.0[class] = self.0[class].max(gap / declared);
+    }
+
+    /// Asserts some pair of `class` reached more than `share` of the bound.
+    #[track_caller]
+    pub fn attained(&self, class: usize, share: f64, name: &str) {
+        assert!(
+            self.0[class] > share,
+            "{name}: at most {} of the bound",
+            self.0[class]
+        );
+    }
+}

@@ -119,6 +119,7 @@ pub fn result(mut noisy: Vec<f64>, intercept: bool) -> WalrResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::releases::kinds::test_rows::{Tightness, distance};
     use rand::rngs::ChaCha8Rng;
     use rand::{RngExt, SeedableRng};
 
@@ -145,18 +146,10 @@ mod tests {
         (exact(&stats, rows.len() as u64, intercept), stats)
     }
 
-    fn distance(a: &[f64], b: &[f64]) -> f64 {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).powi(2))
-            .sum::<f64>()
-            .sqrt()
-    }
-
     #[test]
     fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity() {
         let mut rng = ChaCha8Rng::seed_from_u64(2026);
-        let mut tight = [0.0f64; 2];
+        let mut tight = Tightness::new(2);
         for pair in 0..10_000 {
             let unit = if pair % 2 == 0 {
                 PrivacyUnit::Label
@@ -177,24 +170,13 @@ mod tests {
             let (moved, _) = vector(&neighbour, k, intercept);
             let declared = sensitivity(unit, k, stats.max_norm_squared, n as u64, intercept);
             let gap = distance(&original, &moved);
-            assert!(
-                gap <= declared * (1.0 + 1e-12),
-                "pair {pair} ({unit:?}, k = {k}, N = {n}): moved {gap}, declared {declared}"
-            );
-            let index = usize::from(unit == PrivacyUnit::Row);
-            tight[index] = tight[index].max(gap / declared);
+            tight.record(usize::from(unit == PrivacyUnit::Row), gap, declared, || {
+                format!("pair {pair} ({unit:?}, k = {k}, N = {n})")
+            });
         }
         // The bound is attained (label flips of the largest row) or nearly so.
-        assert!(
-            tight[0] > 0.999,
-            "label unit: at most {} of the bound",
-            tight[0]
-        );
-        assert!(
-            tight[1] > 0.9,
-            "row unit: at most {} of the bound",
-            tight[1]
-        );
+        tight.attained(0, 0.999, "label unit");
+        tight.attained(1, 0.9, "row unit");
     }
 
     #[test]
