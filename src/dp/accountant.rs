@@ -14,6 +14,10 @@
 //!
 //! # Citations
 //! - J. Dong, A. Roth, W. Su. Gaussian Differential Privacy. JRSS B 2022.
+//! - D. Durfee, R. Rogers. Practical Differentially Private Top-k Selection
+//!   with Pay-what-you-get Composition. NeurIPS 2019.
+//! - M. Cesar, R. Rogers. Bounding, Concentrating, and Truncating: Unifying
+//!   Privacy Loss Composition for Data Analytics. ALT 2021.
 //! - I. Mironov. Rényi Differential Privacy. CSF 2017.
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +44,11 @@ pub enum PrivacyLoss {
     },
     /// Any other ε-DP mechanism, e.g. the norm-Gamma vector mechanism.
     PureEpsilon { epsilon: f64 },
+    /// An ε-bounded-range mechanism (its privacy loss always lies in an
+    /// interval of width ε), e.g. the exponential mechanism
+    /// P(s) ∝ exp(−ε·α_s/(2Δ)) (Durfee & Rogers 2019). Also ε-DP, and
+    /// ε²/8-zCDP (Cesar & Rogers 2021), which composes much better.
+    BoundedRange { epsilon: f64 },
     /// `count` adaptive repetitions of one mechanism (T-step training).
     Composition { count: u32, each: Box<PrivacyLoss> },
 }
@@ -58,7 +67,9 @@ impl PrivacyLoss {
                 scale,
                 grid,
             } => positive(*sensitivity) && positive(*scale) && positive(*grid),
-            PrivacyLoss::PureEpsilon { epsilon } => positive(*epsilon),
+            PrivacyLoss::PureEpsilon { epsilon } | PrivacyLoss::BoundedRange { epsilon } => {
+                positive(*epsilon)
+            }
             PrivacyLoss::Composition { count, each } => {
                 return if *count == 0 {
                     Err(DpError::InvalidLoss("a composition repeats at least once"))
@@ -86,6 +97,7 @@ impl PrivacyLoss {
                 grid,
             } => RdpCurve::discrete_laplace(sensitivity / grid, scale / grid),
             PrivacyLoss::PureEpsilon { epsilon } => RdpCurve::pure(*epsilon),
+            PrivacyLoss::BoundedRange { epsilon } => RdpCurve::bounded_range(*epsilon),
             PrivacyLoss::Composition { count, each } => each.rdp().repeated(*count),
         }
     }
@@ -97,7 +109,9 @@ impl PrivacyLoss {
             PrivacyLoss::Composition { count, each } => each
                 .gaussian_mu_squared()
                 .map(|mu2| mu2 * f64::from(*count)),
-            PrivacyLoss::Laplace { .. } | PrivacyLoss::PureEpsilon { .. } => None,
+            PrivacyLoss::Laplace { .. }
+            | PrivacyLoss::PureEpsilon { .. }
+            | PrivacyLoss::BoundedRange { .. } => None,
         }
     }
 }

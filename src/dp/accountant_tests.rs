@@ -30,6 +30,14 @@ fn pure(epsilon: f64) -> Charge {
     }
 }
 
+/// An ε-bounded-range release (an exponential-mechanism selection).
+fn bounded_range(epsilon: f64) -> Charge {
+    Charge {
+        loss: PrivacyLoss::BoundedRange { epsilon },
+        ..pure(epsilon)
+    }
+}
+
 #[test]
 fn ten_releases_of_a_tenth_fit_a_basic_budget_of_one_and_the_eleventh_is_refused() {
     let total = budget(1.0, 1e-6);
@@ -112,6 +120,47 @@ fn a_mixed_ledger_is_measured_by_its_rdp_curve() {
 }
 
 #[test]
+fn bounded_range_steps_compose_below_pure_ones_and_one_costs_at_most_its_epsilon() {
+    let total = budget(1000.0, 1e-6);
+    // Frank-Wolfe's fifty selections at LEARNERS.md's per-step ε.
+    for (each, steps) in [(0.0325, 50), (0.0624, 50), (0.01, 1000)] {
+        let rdp = |charge: Charge| {
+            Composition::of(&vec![charge; steps])
+                .spent(Accountant::Rdp, &total)
+                .epsilon
+        };
+        // A quarter of the RDP curve: about half the ε.
+        let (bounded, pure_steps) = (rdp(bounded_range(each)), rdp(pure(each)));
+        assert!(
+            bounded.value() < 0.55 * pure_steps.value(),
+            "{steps} × {each}: bounded range {bounded:?}, pure {pure_steps:?}"
+        );
+    }
+    // The exponential selection's calibration: 50 steps of 0.0624 fit ε = 1
+    // where pure steps of that size would not.
+    let fifty = |charge: Charge| Composition::of(&vec![charge; 50]);
+    let one = budget(1.0, 1e-6);
+    assert!(
+        fifty(bounded_range(0.0624))
+            .spent(Accountant::Rdp, &one)
+            .epsilon
+            <= one.epsilon
+    );
+    assert!(fifty(pure(0.0624)).spent(Accountant::Rdp, &one).epsilon > one.epsilon);
+    for epsilon in [1e-3, 0.1, 1.0, 5.0, 30.0] {
+        let single = Composition::of(&[bounded_range(epsilon)]);
+        for accountant in [Accountant::Basic, Accountant::Rdp] {
+            let spent = single.spent(accountant, &total).epsilon;
+            assert!(
+                spent <= Epsilon::new(epsilon).unwrap(),
+                "{epsilon}: {spent:?}"
+            );
+        }
+        assert_eq!(bounded_range(epsilon).loss.gaussian_mu_squared(), None);
+    }
+}
+
+#[test]
 fn an_empty_ledger_has_spent_nothing() {
     for accountant in [Accountant::Basic, Accountant::Rdp] {
         let spent = Composition::default().spent(accountant, &budget(1.0, 1e-6));
@@ -151,6 +200,13 @@ fn stored_descriptions_keep_their_json_shape() {
         r#"{"mechanism":"composition","count":3,"each":{"mechanism":"laplace","sensitivity":2.0,"scale":4.0,"grid":0.5}}"#
     );
     assert_eq!(serde_json::from_str::<PrivacyLoss>(&json).unwrap(), loss);
+    let selection = PrivacyLoss::BoundedRange { epsilon: 0.0625 };
+    let json = serde_json::to_string(&selection).unwrap();
+    assert_eq!(json, r#"{"mechanism":"bounded_range","epsilon":0.0625}"#);
+    assert_eq!(
+        serde_json::from_str::<PrivacyLoss>(&json).unwrap(),
+        selection
+    );
 }
 
 #[test]
@@ -172,6 +228,8 @@ fn malformed_descriptions_are_refused() {
         PrivacyLoss::PureEpsilon {
             epsilon: f64::INFINITY,
         },
+        PrivacyLoss::BoundedRange { epsilon: 0.0 },
+        PrivacyLoss::BoundedRange { epsilon: f64::NAN },
         PrivacyLoss::Composition {
             count: 0,
             each: Box::new(PrivacyLoss::PureEpsilon { epsilon: 1.0 }),
@@ -181,12 +239,18 @@ fn malformed_descriptions_are_refused() {
         assert!(loss.validate().is_err(), "{loss:?}");
     }
     assert!(PrivacyLoss::PureEpsilon { epsilon: 1.0 }.validate().is_ok());
+    assert!(
+        PrivacyLoss::BoundedRange { epsilon: 1.0 }
+            .validate()
+            .is_ok()
+    );
 }
 
 fn any_charge() -> impl Strategy<Value = Charge> {
     prop_oneof![
         (1e-3f64..5.0, 1e-10f64..1e-6).prop_map(|(epsilon, delta)| gaussian(epsilon, delta)),
         (1e-3f64..5.0).prop_map(pure),
+        (1e-3f64..5.0).prop_map(bounded_range),
         (1e-3f64..5.0, 1u32..20).prop_map(|(epsilon, scale)| Charge {
             epsilon: Epsilon::new(epsilon).unwrap(),
             delta: Delta::ZERO,

@@ -12,6 +12,8 @@
 //!   Differential Privacy. NeurIPS 2020 (Proposition 12, the conversion).
 //! - B. Balle, G. Barthe, M. Gaboardi, J. Hsu, T. Sato. Hypothesis Testing
 //!   Interpretations and Rényi Differential Privacy. AISTATS 2020 (Theorem 21).
+//! - M. Cesar, R. Rogers. Bounding, Concentrating, and Truncating: Unifying
+//!   Privacy Loss Composition for Data Analytics. ALT 2021.
 //! - P. Kairouz, S. Oh, P. Viswanath. The Composition Theorem for
 //!   Differential Privacy. ICML 2015 (randomized response dominates every
 //!   ε-DP mechanism).
@@ -108,6 +110,21 @@ impl RdpCurve {
                 (ln_cosh((alpha - 0.5) * epsilon) - ln_cosh(epsilon / 2.0)) / (alpha - 1.0);
             randomized_response.clamp(0.0, epsilon)
         })
+    }
+
+    /// An ε-bounded-range mechanism: R(α) ≤ min(the ε-DP bound of
+    /// [`RdpCurve::pure`], α·ε²/8).
+    ///
+    /// Bounded range implies ε-DP, hence the first term; it also implies
+    /// ε²/8-zCDP (Cesar & Rogers 2021: Hoeffding's lemma applied to a
+    /// privacy loss confined to an interval of width ε), which is the second
+    /// term and, for small ε, a quarter of randomized response's ≈ α·ε²/2.
+    pub fn bounded_range(epsilon: f64) -> Self {
+        let mut curve = Self::pure(epsilon);
+        for (bound, alpha) in curve.0.iter_mut().zip(ORDERS) {
+            *bound = bound.min(alpha * epsilon * epsilon / 8.0);
+        }
+        curve
     }
 
     /// The discrete Laplace mechanism P(y) ∝ exp(−|y|/`scale`) on ℤᵏ whose

@@ -97,6 +97,27 @@ fn pure_epsilon_curve_is_randomized_response() {
 }
 
 #[test]
+fn bounded_range_curve_is_the_smaller_of_the_pure_and_the_zcdp_bound() {
+    // (ε, α, R): randomized response's bound (capped at ε) where it is the
+    // smaller, α·ε²/8 where that is (randomized response values from
+    // make_reference.randomized_response_rdp, 50 digits).
+    for (epsilon, alpha, expected) in [
+        (0.1, 2.0, 0.0025),
+        (0.1, 1024.0, 0.09937009124137482),
+        (1.0, 1.5, 0.1875),
+        (1.0, 4.0, 0.5),
+        (1.0, 16.0, 0.9791158874987874),
+        (4.0, 1.25, 2.5),
+        (4.0, 2.0, 3.981856216275668),
+        (4.0, 16384.0, 3.9999988921486955),
+    ] {
+        let curve = RdpCurve::bounded_range(epsilon);
+        let what = format!("α={alpha}, ε={epsilon}");
+        assert_close(at(&curve, alpha), expected, 1e-9, &what);
+    }
+}
+
+#[test]
 fn the_empty_curve_converts_to_almost_nothing() {
     // The conversion's slack at δ = 1e-6 is ln(α)-sized over α − 1: tiny.
     assert!(RdpCurve::zero().epsilon(1e-6) < 1e-3);
@@ -108,6 +129,7 @@ proptest! {
         for curve in [
             RdpCurve::gaussian(mu),
             RdpCurve::pure(epsilon),
+            RdpCurve::bounded_range(epsilon),
             RdpCurve::discrete_laplace((shift_ratio * scale).round().max(1.0), scale),
         ] {
             prop_assert!(curve.bounds().windows(2).all(|pair| pair[0] <= pair[1] * (1.0 + 1e-12)));
@@ -123,6 +145,16 @@ proptest! {
         parts.add(&RdpCurve::discrete_laplace(f64::from(b), scale));
         for (joint, split) in whole.bounds().iter().zip(parts.bounds()) {
             prop_assert!(*joint >= split * (1.0 - 1e-9), "{joint} < {split}");
+        }
+    }
+
+    #[test]
+    fn bounded_range_never_costs_more_than_pure(epsilon in 1e-4f64..50.0) {
+        let pure = RdpCurve::pure(epsilon);
+        let bounded = RdpCurve::bounded_range(epsilon);
+        for (alpha, (b, p)) in ORDERS.iter().zip(bounded.bounds().iter().zip(pure.bounds())) {
+            prop_assert!(b <= p);
+            prop_assert!(*b <= alpha * epsilon * epsilon / 8.0);
         }
     }
 

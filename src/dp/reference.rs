@@ -80,7 +80,8 @@ pub struct Learners {
 /// The largest per-step ε of T steps priced together at (ε, δ).
 #[derive(Deserialize)]
 pub struct PerStepPoint {
-    /// `pure` (ε₀-DP steps) or `gaussian` (each calibrated to (ε₀, δ)).
+    /// `pure` (ε₀-DP steps), `bounded_range` (ε₀-BR steps) or `gaussian`
+    /// (each calibrated to (ε₀, δ)).
     pub loss: String,
     pub epsilon: f64,
     pub delta: f64,

@@ -10,6 +10,13 @@ fn pure(each: Epsilon) -> Result<PrivacyLoss, DpError> {
     })
 }
 
+/// ε₀-bounded-range steps (Frank-Wolfe's exponential selection).
+fn bounded_range(each: Epsilon) -> Result<PrivacyLoss, DpError> {
+    Ok(PrivacyLoss::BoundedRange {
+        epsilon: each.value(),
+    })
+}
+
 /// Gaussian steps, each calibrated to (ε₀, δ) on a unit sensitivity (a
 /// gradient call).
 fn gaussian(delta: Delta) -> impl Fn(Epsilon) -> Result<PrivacyLoss, DpError> {
@@ -25,6 +32,7 @@ fn per_step(epsilon: f64, delta: f64, steps: u32, loss: &str) -> Epsilon {
     let (epsilon, delta) = (Epsilon::new(epsilon).unwrap(), Delta::new(delta).unwrap());
     match loss {
         "pure" => per_step_epsilon(epsilon, delta, steps, pure),
+        "bounded_range" => per_step_epsilon(epsilon, delta, steps, bounded_range),
         _ => per_step_epsilon(epsilon, delta, steps, gaussian(delta)),
     }
     .unwrap()
@@ -47,9 +55,12 @@ fn per_step_epsilons_match_the_independent_reference() {
             point.per_step
         );
     }
-    // LEARNERS.md's figures: Frank-Wolfe's Laplace selection at T = 50,
-    // and the per-call ε of 10, 100 and 1,000 gradient calls.
+    // LEARNERS.md's figures: Frank-Wolfe's Laplace and exponential
+    // selections at T = 50, and the per-call ε of 10, 100 and 1,000
+    // gradient calls.
     assert_close(per_step(1.0, 1e-6, 50, "pure").value(), 0.0325, 2e-3, "FW");
+    let exponential = per_step(1.0, 1e-6, 50, "bounded_range").value();
+    assert_close(exponential, 0.0624, 2e-3, "FW, exponential");
     for (steps, expected) in [(10, 0.291), (100, 0.0850), (1000, 0.0246)] {
         let ours = per_step(1.0, 1e-6, steps, "gaussian").value();
         assert_close(ours, expected, 2e-3, &format!("{steps} gradient calls"));
@@ -82,14 +93,14 @@ proptest! {
         units in 1_000_000u64..20_000_000_000,
         steps in 1u32..500,
         delta_exponent in 3i32..15,
-        gaussian_steps in any::<bool>(),
+        kind in 0u8..3,
     ) {
         let epsilon = Epsilon::from_units(units);
         let delta = Delta::new(10f64.powi(-delta_exponent)).unwrap();
-        let each = |candidate: Epsilon| if gaussian_steps {
-            gaussian(delta)(candidate)
-        } else {
-            pure(candidate)
+        let each = |candidate: Epsilon| match kind {
+            0 => gaussian(delta)(candidate),
+            1 => bounded_range(candidate),
+            _ => pure(candidate),
         };
         let found = per_step_epsilon(epsilon, delta, steps, each).unwrap();
         prop_assert!(found.units() >= units / u64::from(steps));

@@ -25,7 +25,10 @@ What it computes (written to ``learners.json`` next to this script):
 * ``per_step`` -- the largest per-step eps_0 whose T-fold composition the
   ledger prices at <= eps at delta (LEARNERS.md sections 3 and 4): for
   pure eps_0 steps (Frank-Wolfe's Laplace selection), min(RDP conversion
-  of T x the randomized-response bound, T eps_0) <= eps; for Gaussian steps
+  of T x the randomized-response bound, T eps_0) <= eps; for eps_0-bounded-
+  range steps (Frank-Wolfe's exponential selection) the same with each
+  order's bound also capped at a eps_0^2/8 (Cesar & Rogers 2021: eps-BR is
+  eps^2/8-zCDP); for Gaussian steps
   each calibrated (analytic) to (eps_0, delta) (gradient calls), T of them
   are one Gaussian of mu = sqrt(T) mu(eps_0, delta), so eps_0 =
   eps_GDP(mu(eps, delta)/sqrt(T), delta). Bisection in 50 digits; the Rust
@@ -147,7 +150,8 @@ def pure_epochs_section():
 
 
 # (loss, eps, delta, T): LEARNERS.md's Frank-Wolfe setting and its
-# gradient-session table, then a large eps.
+# gradient-session table, then a large eps; then exponential selection at
+# the Frank-Wolfe setting and two more, with Laplace selection beside them.
 PER_STEP = [
     ("pure", 1.0, 1e-6, 50),
     ("pure", 1.0, 1e-6, 10),
@@ -156,6 +160,11 @@ PER_STEP = [
     ("gaussian", 1.0, 1e-6, 100),
     ("gaussian", 1.0, 1e-6, 1000),
     ("gaussian", 8.0, 1e-10, 30),
+    ("bounded_range", 1.0, 1e-6, 50),
+    ("bounded_range", 0.5, 1e-6, 20),
+    ("bounded_range", 2.0, 1e-9, 1000),
+    ("pure", 0.5, 1e-6, 20),
+    ("pure", 2.0, 1e-9, 1000),
 ]
 
 
@@ -168,12 +177,22 @@ def gaussian_mu(eps, delta):
     return bisect(lo, hi, lambda mu: gaussian_delta(mu, eps) <= delta, mpf("1e-40"))[0]
 
 
-def per_step_pure(eps, delta, steps):
-    """Largest eps_0 with min(RDP conversion of T RR(eps_0), T eps_0) <= eps."""
+def pure_rdp(alpha, eps0):
+    """Any eps_0-DP mechanism: randomized response's bound, capped at eps_0."""
+    return min(randomized_response_rdp(alpha, eps0), eps0)
+
+
+def bounded_range_rdp(alpha, eps0):
+    """An eps_0-BR mechanism: eps_0-DP, and eps_0^2/8-zCDP."""
+    return min(pure_rdp(alpha, eps0), mpf(alpha) * eps0 ** 2 / 8)
+
+
+def per_step_rdp(eps, delta, steps, rdp):
+    """Largest eps_0 with min(RDP conversion of T rdp(., eps_0), T eps_0) <= eps."""
     eps = mpf(eps)
 
     def cost(eps0):
-        curve = [steps * min(randomized_response_rdp(a, eps0), eps0) for a in ORDERS]
+        curve = [steps * rdp(a, eps0) for a in ORDERS]
         return min(rdp_to_epsilon(curve, delta), steps * eps0)
 
     return bisect(eps / steps, eps, lambda eps0: cost(eps0) <= eps, mpf("1e-15"))[0]
@@ -183,7 +202,9 @@ def per_step_section():
     points = []
     for loss, eps, delta, steps in PER_STEP:
         if loss == "pure":
-            eps0 = per_step_pure(eps, delta, steps)
+            eps0 = per_step_rdp(eps, delta, steps, pure_rdp)
+        elif loss == "bounded_range":
+            eps0 = per_step_rdp(eps, delta, steps, bounded_range_rdp)
         else:
             eps0 = delivered_epsilon(gaussian_mu(eps, delta) / mpmath.sqrt(steps), delta)
         points.append(
