@@ -46,6 +46,10 @@ pub enum DpError {
     /// A value too large for the release's lattice (|value| / spacing ≥ 2^62).
     #[error("the value to release at coordinate {0} is too large for the noise lattice")]
     ValueOutOfRange(usize),
+    /// A value beyond the range its mechanism was calibrated for: the caller
+    /// declared a range (or a sensitivity) its values do not respect.
+    #[error("the value at coordinate {index} lies outside the declared range ±{range:e}")]
+    OutsideRange { index: usize, range: f64 },
     /// A regularisation strength λ is finite and strictly positive.
     #[error("lambda must be a finite number greater than 0 (got {0})")]
     InvalidRegulariser(f64),

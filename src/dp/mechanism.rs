@@ -53,7 +53,7 @@ use super::{Delta, DpError, Epsilon, PrivacyLoss};
 const MIN_NOISE_BITS: i32 = 23;
 
 /// log₂ of the largest share of the sensitivity the rounding may add.
-const MAX_INFLATION_BITS: i32 = 20;
+pub(super) const MAX_INFLATION_BITS: i32 = 20;
 
 /// Values are snapped to lattice points n·γ with |n| below this.
 const MAX_LATTICE_INDEX: f64 = (1u64 << 62) as f64;
@@ -64,7 +64,7 @@ const RANGE_INDEX_BITS: i32 = 61;
 
 /// The lattice γℤᵏ, γ = 2^exponent, a release is rounded to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Lattice {
+pub(super) struct Lattice {
     exponent: i32,
 }
 
@@ -92,7 +92,12 @@ impl Lattice {
     /// coarser still if values up to `range` would otherwise snap to indices
     /// beyond 2^61 (then the rounding may add more than 2^−20·Δ, which the
     /// inflated sensitivity accounts for).
-    fn choose(noise: f64, per_axis: f64, max_bits: i32, range: f64) -> Result<Self, DpError> {
+    pub(super) fn choose(
+        noise: f64,
+        per_axis: f64,
+        max_bits: i32,
+        range: f64,
+    ) -> Result<Self, DpError> {
         if !(range.is_finite() && range >= 0.0) {
             return Err(DpError::RangeTooWide { range, noise });
         }
@@ -115,12 +120,12 @@ impl Lattice {
         Ok(Lattice { exponent })
     }
 
-    fn spacing(self) -> f64 {
+    pub(super) fn spacing(self) -> f64 {
         2f64.powi(self.exponent)
     }
 
     /// The nearest lattice index of every value.
-    fn snap(self, values: &[f64]) -> Result<Vec<i128>, DpError> {
+    pub(super) fn snap(self, values: &[f64]) -> Result<Vec<i128>, DpError> {
         values
             .iter()
             .enumerate()
@@ -199,7 +204,7 @@ fn rounded(
 }
 
 /// log₂ of the largest Laplace or norm-Gamma scale, in lattice units.
-const MAX_SCALE_BITS: i32 = 48;
+pub(super) const MAX_SCALE_BITS: i32 = 48;
 const MAX_SCALE: f64 = (1u64 << 50) as f64;
 
 /// The noise scale in lattice units: the smallest integer ≥ scale/γ.

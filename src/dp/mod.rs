@@ -13,6 +13,7 @@ mod rdp;
 #[cfg(test)]
 pub(crate) mod reference;
 mod sample;
+mod select;
 #[cfg(test)]
 pub(crate) mod statistics;
 mod steps;
@@ -29,5 +30,6 @@ pub use sample::{
     MAX_GAUSSIAN_SIGMA, OsNoise, discrete_gaussian, discrete_laplace, norm_gamma_continuous,
     norm_gamma_lattice,
 };
+pub use select::{SelectionRule, Selector};
 pub use steps::per_step_epsilon;
 pub use units::{Delta, Epsilon};

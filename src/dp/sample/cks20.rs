@@ -27,7 +27,8 @@ pub const MAX_GAUSSIAN_SIGMA: u32 = (1 << 31) - 1;
 /// A uniform integer in [0, `bound`), `bound ≥ 1`: draw as many 32-bit
 /// little-endian words as `bound` has bits, clear the excess top bits, and
 /// reject until below `bound` (num-bigint's method, as prio uses it).
-fn uniform_below<R: Rng + ?Sized>(bound: u128, rng: &mut R) -> u128 {
+/// Also the exponential selection's uniform proposals.
+pub(crate) fn uniform_below<R: Rng + ?Sized>(bound: u128, rng: &mut R) -> u128 {
     let bits = 128 - bound.leading_zeros();
     let words = bits.div_ceil(32) as usize;
     let excess_bits = 32 * words as u32 - bits;
@@ -79,9 +80,10 @@ fn bernoulli_exp_fraction<R: Rng + ?Sized>(p: u128, q: u128, rng: &mut R) -> boo
 }
 
 /// Bernoulli(exp(−p/q)) for any p/q ≥ 0: CKS20 Algorithm 1 (⌊γ⌋ trials of
-/// Bernoulli(e⁻¹), then the fractional part). Visible to the timing tests,
-/// which replay [`discrete_gaussian`] proposal by proposal.
-pub(super) fn bernoulli_exp<R: Rng + ?Sized>(p: u128, q: u128, rng: &mut R) -> bool {
+/// Bernoulli(e⁻¹), then the fractional part). Also the exponential
+/// selection's acceptance test, and visible to the timing tests, which
+/// replay [`discrete_gaussian`] proposal by proposal.
+pub(crate) fn bernoulli_exp<R: Rng + ?Sized>(p: u128, q: u128, rng: &mut R) -> bool {
     for _ in 0..p / q {
         if !bernoulli_exp_fraction(1, 1, rng) {
             return false;

@@ -16,6 +16,7 @@ mod norm_gamma;
 mod os;
 
 pub use cks20::{MAX_GAUSSIAN_SIGMA, discrete_gaussian, discrete_laplace};
+pub(super) use cks20::{bernoulli_exp, uniform_below};
 pub use norm_gamma::{norm_gamma_continuous, norm_gamma_lattice};
 pub use os::OsNoise;
 
