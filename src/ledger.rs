@@ -79,6 +79,21 @@ impl NewEntry {
         })
     }
 
+    /// The entry for a debit of a source dataset of a release on another
+    /// dataset (`target`), whose records hold the release.
+    pub fn source(
+        release_id: Uuid,
+        target: Uuid,
+        actor: &str,
+        charge: &Charge,
+        created_at: &str,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(NewEntry {
+            details: Some(serde_json::json!({ "source_of": target }).to_string()),
+            ..NewEntry::release(release_id, actor, charge, created_at)?
+        })
+    }
+
     /// Places the entry after `previous` (or first), computing its hash.
     pub fn chain(
         self,

@@ -3,6 +3,7 @@
 //! contract of DESIGN §8; add around them, never rename.
 
 mod datasets;
+mod frank_wolfe;
 mod ledger;
 mod problem;
 mod releases;
@@ -12,6 +13,9 @@ pub mod strict;
 pub use datasets::{
     AccountantKind, AnalystSpend, BoundedColumn, Budget, BudgetChange, CreateDataset, Dataset,
     DatasetList, Dimension, IngestReport, PrivacyUnit, Remaining, Spent,
+};
+pub use frank_wolfe::{
+    DebiasParams, FrankWolfeParams, FrankWolfeResult, Selection, SourceUsed, StageUsed,
 };
 pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
 pub use problem::{LineError, Problem, ProblemType};

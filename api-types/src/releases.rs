@@ -8,6 +8,7 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{Object, OneOfBuilder, Schema};
 use uuid::Uuid;
 
+use crate::frank_wolfe::{FrankWolfeParams, FrankWolfeResult};
 use crate::{Remaining, Spent};
 
 /// `POST /v1/datasets/{id}/releases`: `{"kind": …, "epsilon": …, "delta": …,
@@ -82,6 +83,7 @@ pub enum ReleaseParams {
     ObjectivePerturbation(ObjectivePerturbationParams),
     DpGd(DpGdParams),
     DpSgd(DpSgdParams),
+    FrankWolfe(FrankWolfeParams),
 }
 
 impl ReleaseParams {
@@ -94,6 +96,16 @@ impl ReleaseParams {
             ReleaseParams::ObjectivePerturbation(_) => ObjectivePerturbationParams::KIND,
             ReleaseParams::DpGd(_) => DpGdParams::KIND,
             ReleaseParams::DpSgd(_) => DpSgdParams::KIND,
+            ReleaseParams::FrankWolfe(_) => FrankWolfeParams::KIND,
+        }
+    }
+
+    /// The other datasets whose rows the release reads (and which it
+    /// debits).
+    pub fn sources(&self) -> &[Uuid] {
+        match self {
+            ReleaseParams::FrankWolfe(params) => &params.sources,
+            _ => &[],
         }
     }
 
@@ -119,6 +131,7 @@ impl ReleaseParams {
             }
             DpGdParams::KIND => ReleaseParams::DpGd(read(fields)?),
             DpSgdParams::KIND => ReleaseParams::DpSgd(read(fields)?),
+            FrankWolfeParams::KIND => ReleaseParams::FrankWolfe(read(fields)?),
             other => {
                 return Err(format!(
                     "unknown variant `{other}`, expected one of {}",
@@ -130,13 +143,14 @@ impl ReleaseParams {
 }
 
 /// The `kind`s there are.
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 7] = [
     WalrParams::KIND,
     AggregateParams::KIND,
     OutputPerturbationParams::KIND,
     ObjectivePerturbationParams::KIND,
     DpGdParams::KIND,
     DpSgdParams::KIND,
+    FrankWolfeParams::KIND,
 ];
 
 /// A release kind's parameters: what `kind` names it, and what it accepts
@@ -155,7 +169,7 @@ pub trait ReleaseKind: ToSchema + serde::de::DeserializeOwned {
     }
 }
 
-fn yes() -> bool {
+pub(crate) fn yes() -> bool {
     true
 }
 
@@ -473,6 +487,7 @@ impl utoipa::PartialSchema for ReleaseRequest {
             .item(object::<ObjectivePerturbationParams>())
             .item(object::<DpGdParams>())
             .item(object::<DpSgdParams>())
+            .item(object::<FrankWolfeParams>())
             .description(Some(
                 "`POST /v1/datasets/{id}/releases`: `{\"kind\": …, \"epsilon\": …, \"delta\": …,\n\
                  params…}`. Unknown fields, and fields of another kind, are refused, so a\n\
@@ -490,6 +505,7 @@ impl ToSchema for ReleaseRequest {
         <ObjectivePerturbationParams as ToSchema>::schemas(schemas);
         <DpGdParams as ToSchema>::schemas(schemas);
         <DpSgdParams as ToSchema>::schemas(schemas);
+        <FrankWolfeParams as ToSchema>::schemas(schemas);
     }
 }
 
@@ -680,17 +696,20 @@ pub enum ReleaseResult {
     Model(ModelResult),
     DpGd(DpGdResult),
     DpSgd(DpSgdResult),
+    FrankWolfe(FrankWolfeResult),
 }
 
 impl ReleaseResult {
-    /// The model a release gave, in raw feature units: its weights and
-    /// intercept.
+    /// The logistic-regression model a release gave, in raw feature
+    /// units: its weights and intercept.
     pub fn model(&self) -> Option<(&[f64], f64)> {
         match self {
             ReleaseResult::Model(model) => Some((&model.weights, model.intercept)),
             ReleaseResult::DpGd(model) => Some((&model.weights, model.intercept)),
             ReleaseResult::DpSgd(model) => Some((&model.weights, model.intercept)),
-            ReleaseResult::Walr(_) | ReleaseResult::Aggregate(_) => None,
+            ReleaseResult::Walr(_) | ReleaseResult::Aggregate(_) | ReleaseResult::FrankWolfe(_) => {
+                None
+            }
         }
     }
 }

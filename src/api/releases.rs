@@ -75,7 +75,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         (status = 200, description = "An idempotent replay; a dry run's price (no `result`); or a release of numbers that are all public under the privacy unit (nothing spent or stored; its id is nil)", body = Release),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not an analyst granted this dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an analyst granted this dataset (and every source a release reads)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Budget exhausted (`budget-exhausted`); or (`conflict`) the idempotency key was used for another request, its release is still being made after a minute, or rows kept arriving while the release was priced", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over the release body limit", body = Problem, content_type = "application/problem+json"),
@@ -92,6 +92,11 @@ pub async fn create(
     headers: HeaderMap,
     ApiJson(request): ApiJson<ReleaseRequest>,
 ) -> Result<Response, ApiError> {
+    for source in request.params.sources() {
+        caller.analyst_of(*source).map_err(|_| {
+            ApiError::Forbidden(format!("your token does not grant source dataset {source}"))
+        })?;
+    }
     let ask = Ask {
         dataset,
         analyst: &caller.sub,

@@ -51,6 +51,9 @@ pub enum PrivacyLoss {
     BoundedRange { epsilon: f64 },
     /// `count` adaptive repetitions of one mechanism (T-step training).
     Composition { count: u32, each: Box<PrivacyLoss> },
+    /// Different mechanisms one after the other, adaptively: the stages
+    /// of one release (Frank-Wolfe's fit, then its debias stage).
+    Sequence { parts: Vec<PrivacyLoss> },
 }
 
 impl PrivacyLoss {
@@ -77,6 +80,12 @@ impl PrivacyLoss {
                     each.validate()
                 };
             }
+            PrivacyLoss::Sequence { parts } => {
+                if parts.is_empty() {
+                    return Err(DpError::InvalidLoss("a sequence has at least one part"));
+                }
+                return parts.iter().try_for_each(PrivacyLoss::validate);
+            }
         };
         if valid {
             Ok(())
@@ -99,6 +108,13 @@ impl PrivacyLoss {
             PrivacyLoss::PureEpsilon { epsilon } => RdpCurve::pure(*epsilon),
             PrivacyLoss::BoundedRange { epsilon } => RdpCurve::bounded_range(*epsilon),
             PrivacyLoss::Composition { count, each } => each.rdp().repeated(*count),
+            PrivacyLoss::Sequence { parts } => {
+                let mut total = RdpCurve::zero();
+                for part in parts {
+                    total.add(&part.rdp());
+                }
+                total
+            }
         }
     }
 
@@ -109,6 +125,10 @@ impl PrivacyLoss {
             PrivacyLoss::Composition { count, each } => each
                 .gaussian_mu_squared()
                 .map(|mu2| mu2 * f64::from(*count)),
+            PrivacyLoss::Sequence { parts } => parts
+                .iter()
+                .map(PrivacyLoss::gaussian_mu_squared)
+                .sum::<Option<f64>>(),
             PrivacyLoss::Laplace { .. }
             | PrivacyLoss::PureEpsilon { .. }
             | PrivacyLoss::BoundedRange { .. } => None,

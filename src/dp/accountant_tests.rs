@@ -234,6 +234,13 @@ fn malformed_descriptions_are_refused() {
             count: 0,
             each: Box::new(PrivacyLoss::PureEpsilon { epsilon: 1.0 }),
         },
+        PrivacyLoss::Sequence { parts: Vec::new() },
+        PrivacyLoss::Sequence {
+            parts: vec![
+                PrivacyLoss::PureEpsilon { epsilon: 1.0 },
+                PrivacyLoss::BoundedRange { epsilon: -1.0 },
+            ],
+        },
     ];
     for loss in bad {
         assert!(loss.validate().is_err(), "{loss:?}");
@@ -243,6 +250,60 @@ fn malformed_descriptions_are_refused() {
         PrivacyLoss::BoundedRange { epsilon: 1.0 }
             .validate()
             .is_ok()
+    );
+}
+
+#[test]
+fn a_sequence_composes_its_parts_as_separate_charges_would() {
+    let total = budget(100.0, 1e-6);
+    let parts = [
+        PrivacyLoss::Composition {
+            count: 30,
+            each: Box::new(PrivacyLoss::BoundedRange { epsilon: 0.05 }),
+        },
+        PrivacyLoss::Gaussian {
+            sensitivity: 1.0,
+            sigma: 3.0,
+        },
+        PrivacyLoss::PureEpsilon { epsilon: 0.2 },
+    ];
+    let charge = |loss: PrivacyLoss, epsilon: f64| Charge {
+        epsilon: Epsilon::new(epsilon).unwrap(),
+        delta: Delta::new(1e-7).unwrap(),
+        loss,
+    };
+    let one = Composition::of([&charge(
+        PrivacyLoss::Sequence {
+            parts: parts.to_vec(),
+        },
+        3.0,
+    )]);
+    let separate: Vec<Charge> = parts.iter().map(|part| charge(part.clone(), 1.0)).collect();
+    let apart = Composition::of(&separate);
+    let (one, apart) = (
+        one.spent(Accountant::Rdp, &total),
+        apart.spent(Accountant::Rdp, &total),
+    );
+    assert_eq!(one.epsilon, apart.epsilon);
+    assert!(one.epsilon < Epsilon::new(3.0).unwrap());
+    // Gaussian parts alone keep the exact Gaussian composition.
+    let gaussians = PrivacyLoss::Sequence {
+        parts: vec![parts[1].clone(), parts[1].clone()],
+    };
+    let mu = (2.0f64).sqrt() / 3.0;
+    let spent = Composition::of([&charge(gaussians, 10.0)]).spent(Accountant::Rdp, &total);
+    let exact = crate::dp::gaussian_epsilon(mu, 1e-6);
+    assert!(
+        (spent.epsilon.value() - exact).abs() <= 1e-9,
+        "{spent:?} vs {exact}"
+    );
+    let json = serde_json::to_string(&PrivacyLoss::Sequence {
+        parts: vec![PrivacyLoss::PureEpsilon { epsilon: 0.5 }],
+    })
+    .unwrap();
+    assert_eq!(
+        json,
+        r#"{"mechanism":"sequence","parts":[{"mechanism":"pure_epsilon","epsilon":0.5}]}"#
     );
 }
 

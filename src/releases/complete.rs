@@ -46,6 +46,12 @@ fn finite(release: &api::Release) -> bool {
                 .iter()
                 .chain([&model.intercept, &model.sigma, &model.noise_multiplier])
                 .all(|value| value.is_finite()),
+            Some(api::ReleaseResult::FrankWolfe(model)) => model
+                .weights
+                .iter()
+                .chain(&model.model_weights)
+                .chain([&model.intercept, &model.stage.selection_scale])
+                .all(|value| value.is_finite()),
             Some(api::ReleaseResult::DpSgd(model)) => model
                 .weights
                 .iter()

@@ -39,7 +39,7 @@ use crate::budget::{self, Refusal};
 use crate::dataset::{DatasetRecord, spent_view};
 use crate::dp::{self, Charge, Delta, Epsilon};
 use crate::snapshots::Snapshots;
-use crate::store::{Debit, DebitOutcome, Decide, StoreError};
+use crate::store::{Debit, DebitOutcome, Decide, SourceDebit, StoreError};
 use kinds::Kind;
 pub use plan::{Knobs, Pass, Planned, Price, Snapshot};
 
@@ -175,31 +175,42 @@ fn response(
     }
 }
 
-fn exhausted(dataset: &DatasetRecord, refusal: Refusal) -> ReleaseError {
+/// The refusal of a release that `dataset` (its own, or with `source`
+/// set, one of its sources) cannot pay for.
+fn exhausted(dataset: &DatasetRecord, refusal: Refusal, source: bool) -> ReleaseError {
     let spent = dataset.spent();
-    let detail = match refusal {
-        Refusal::Budget(after) => {
-            let left = dataset.remaining(&spent);
-            format!(
-                "this release would bring the dataset's spending to ε = {}, δ = {} (budget ε = \
-                 {}, δ = {}); it has ε = {}, δ = {} left",
+    let which = if source {
+        format!(
+            "source dataset {:?} ({}) cannot pay its share, so nothing was spent anywhere: ",
+            dataset.name, dataset.id
+        )
+    } else {
+        String::new()
+    };
+    let detail = which
+        + &match refusal {
+            Refusal::Budget(after) => {
+                let left = dataset.remaining(&spent);
+                format!(
+                    "this release would bring the dataset's spending to ε = {}, δ = {} (budget \
+                     ε = {}, δ = {}); it has ε = {}, δ = {} left",
+                    after.epsilon.value(),
+                    after.delta.value(),
+                    dataset.budget.epsilon.value(),
+                    dataset.budget.delta.value(),
+                    left.epsilon,
+                    left.delta,
+                )
+            }
+            Refusal::Cap(cap, after) => format!(
+                "this release would bring your own spending on this dataset to ε = {}, δ = {}, \
+                 beyond your cap of ε = {}, δ = {}",
                 after.epsilon.value(),
                 after.delta.value(),
-                dataset.budget.epsilon.value(),
-                dataset.budget.delta.value(),
-                left.epsilon,
-                left.delta,
-            )
-        }
-        Refusal::Cap(cap, after) => format!(
-            "this release would bring your own spending on this dataset to ε = {}, δ = {}, \
-             beyond your cap of ε = {}, δ = {}",
-            after.epsilon.value(),
-            after.delta.value(),
-            cap.epsilon.value(),
-            cap.delta.value(),
-        ),
-    };
+                cap.epsilon.value(),
+                cap.delta.value(),
+            ),
+        };
     ReleaseError::BudgetExhausted {
         detail,
         remaining: dataset.remaining(&spent),
@@ -297,12 +308,24 @@ async fn make(
         analyst: ask.analyst.to_owned(),
     };
     let kind = Kind::parse(request.params)?;
+    let source_ids = kind.sources(ask.dataset)?;
     for _ in 0..STALE_RETRIES {
         let (dataset, analyst) = store
             .dataset_with_analyst(ask.dataset, ask.analyst)
             .await?
             .ok_or(ReleaseError::NoDataset)?;
-        let mut planned = kind.plan(&dataset, knobs)?;
+        let mut sources = Vec::with_capacity(source_ids.len());
+        for &id in source_ids {
+            sources.push(
+                store
+                    .dataset_with_analyst(id, ask.analyst)
+                    .await?
+                    .ok_or_else(|| ReleaseError::Invalid(format!("no source dataset {id}")))?,
+            );
+        }
+        let source_records: Vec<DatasetRecord> =
+            sources.iter().map(|(source, _)| source.clone()).collect();
+        let mut planned = kind.plan(&dataset, &source_records, knobs)?;
         let snapshot = Snapshot::new(data.clone(), dataset.clone());
         let Some(loss) = planned.price().loss.clone() else {
             return complete::free(planned, snapshot, &summary, ask.dry_run).await;
@@ -313,7 +336,20 @@ async fn make(
             loss,
         };
         let (composition, _) = budget::admit(&dataset, &analyst, &charge)
-            .map_err(|refusal| exhausted(&dataset, refusal))?;
+            .map_err(|refusal| exhausted(&dataset, refusal, false))?;
+        let source_charge = planned.source_charge();
+        let mut source_debits = Vec::with_capacity(sources.len());
+        if let Some(source_charge) = &source_charge {
+            for (source, analyst) in &sources {
+                budget::admit(source, analyst, source_charge)
+                    .map_err(|refusal| exhausted(source, refusal, true))?;
+                source_debits.push(SourceDebit {
+                    dataset: source.id,
+                    expected_rows: source.n_rows,
+                    charge: source_charge.clone(),
+                });
+            }
+        }
         planned.vet(&snapshot).await?;
         if ask.dry_run {
             let after = DatasetRecord {
@@ -336,9 +372,10 @@ async fn make(
             request: audit.to_owned(),
             charge: charge.clone(),
             created_at: crate::clock::timestamp().map_err(anyhow::Error::from)?,
+            sources: source_debits,
         };
         let decide: Decide =
-            Box::new(move |locked, analyst| budget::admit(locked, analyst, &charge).ok());
+            Box::new(|locked, analyst, charge| budget::admit(locked, analyst, charge).ok());
         let made = complete::debit_and_make(
             data.clone(),
             tasks,
@@ -352,10 +389,15 @@ async fn make(
             complete::Debited::Made(outcome) => return outcome,
             complete::Debited::Not(DebitOutcome::Refused(refused)) => {
                 let (locked, analyst) = *refused;
-                let refusal = budget::admit(&locked, &analyst, &debit.charge)
+                let source = locked.id != debit.dataset;
+                let charge = match &source_charge {
+                    Some(source_charge) if source => source_charge,
+                    _ => &debit.charge,
+                };
+                let refusal = budget::admit(&locked, &analyst, charge)
                     .err()
                     .unwrap_or(Refusal::Budget(locked.spent()));
-                return Err(exhausted(&locked, refusal));
+                return Err(exhausted(&locked, refusal, source));
             }
             complete::Debited::Not(DebitOutcome::Replay(stored)) => {
                 return complete::replay(store.as_ref(), stored, request_hash).await;

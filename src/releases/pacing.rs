@@ -104,6 +104,21 @@ pub fn budget_of_draws(mechanism: &Mechanism, draws: u32) -> Duration {
     )
 }
 
+/// How long one private selection among `candidates` scores may take:
+/// report-noisy-min draws a discrete Laplace value per candidate, and the
+/// exponential mechanism's rejection sampler expects at most one proposal
+/// (a uniform index and a Bernoulli) per candidate, each costed as two
+/// Laplace coordinates.
+pub fn budget_of_selection(candidates: usize) -> Duration {
+    let candidates = u32::try_from(candidates).unwrap_or(u32::MAX);
+    BASE.saturating_add(
+        speeds()
+            .laplace
+            .saturating_mul(2 * HEADROOM)
+            .saturating_mul(candidates),
+    )
+}
+
 /// Runs `draw` and then sleeps until `budget` has passed since it began:
 /// its result, and whether it overran the budget. Run it on a thread of its
 /// own (a blocking one): the thread's sleep is precise to tens of

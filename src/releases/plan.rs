@@ -9,7 +9,7 @@ use dpgate_api_types as api;
 
 use super::{Failure, ReleaseError, pacing};
 use crate::dataset::DatasetRecord;
-use crate::dp::{Delta, Epsilon, Mechanism, OsNoise, PrivacyLoss};
+use crate::dp::{Charge, Delta, Epsilon, Mechanism, OsNoise, PrivacyLoss};
 use crate::snapshots::{Columns, Shape, Snapshots};
 use crate::store::BlockStream;
 use futures_util::StreamExt;
@@ -114,6 +114,12 @@ pub trait Planned: Send {
     /// What it costs and how noisy it is.
     fn price(&self) -> &Price;
 
+    /// What each source dataset it reads is debited; `None` when it reads
+    /// none.
+    fn source_charge(&self) -> Option<Charge> {
+        None
+    }
+
     /// Checks of the request against what the privacy unit leaves public in
     /// the rows (that supplied row ids exist, say). Runs after the release
     /// is pre-admitted and before its debit, on dry runs too; reads no
@@ -154,6 +160,12 @@ impl Snapshot {
         &self.dataset
     }
 
+    /// Another dataset's snapshot at the version `dataset` was read at:
+    /// a source of the same release.
+    pub fn sibling(&self, dataset: DatasetRecord) -> Snapshot {
+        Snapshot::new(self.data.clone(), dataset)
+    }
+
     /// The whole snapshot in memory, outcomes included, loading it if need
     /// be; `None` if it is too large to hold (use [`Snapshot::scan`]).
     /// Only for a release whose debit has committed.
@@ -166,6 +178,12 @@ impl Snapshot {
     pub fn fits(&self) -> bool {
         self.data
             .fits(Shape::of(&self.dataset.schema), self.dataset.n_rows)
+    }
+
+    /// Whether this snapshot and those of `others` (at their versions) may
+    /// be held in memory at once. Reads nothing.
+    pub fn fit_together<'a>(&self, all: impl Iterator<Item = &'a DatasetRecord>) -> bool {
+        self.data.fit_together(all)
     }
 
     /// The snapshot in memory if it is held already, without reading the

@@ -106,6 +106,15 @@ impl Snapshots {
         self.bound > 0 && rows.saturating_mul(bytes) <= self.bound
     }
 
+    /// Whether the snapshots of all `datasets` may be held at once.
+    pub fn fit_together<'a>(&self, datasets: impl Iterator<Item = &'a DatasetRecord>) -> bool {
+        let bytes = datasets.fold(0u64, |total, dataset| {
+            let row = u64::try_from(Shape::of(&dataset.schema).row_bytes(true)).unwrap_or(u64::MAX);
+            total.saturating_add(dataset.n_rows.saturating_mul(row))
+        });
+        self.bound > 0 && bytes <= self.bound
+    }
+
     /// The snapshot of `dataset` as read (its `n_rows` is the version), in
     /// memory: held, or loaded now by this caller or one it waits for.
     /// `None` if it would not fit the bound: stream it with

@@ -619,7 +619,6 @@ macro_rules! common_store {
         ) -> Result<Vec<$crate::store::DebitOutcome>, $crate::store::StoreError> {
             use std::collections::HashMap;
             use $crate::budget::AnalystRecord;
-            use $crate::store::records::{signed, to_json};
             use $crate::store::{DebitOutcome, StoredRelease};
             let mut tx = store.begin_write().await?;
             let Some((pk, mut record)) = dataset_in(&mut tx, id, true).await? else {
@@ -657,7 +656,7 @@ macro_rules! common_store {
                     .get(&debit.analyst)
                     .cloned()
                     .unwrap_or_else(|| AnalystRecord::new(&debit.analyst));
-                let Some((composition, own)) = decide(&record, &analyst) else {
+                let Some((composition, own)) = decide(&record, &analyst, &debit.charge) else {
                     outcomes.push(DebitOutcome::Refused(Box::new((record.clone(), analyst))));
                     continue;
                 };
@@ -689,7 +688,43 @@ macro_rules! common_store {
             if made.is_empty() {
                 return Ok(outcomes);
             }
-            let chained = append_entries(&mut tx, pk, &id, entries).await?;
+            let changed: Vec<&AnalystRecord> =
+                changed.iter().filter_map(|name| analysts.get(name)).collect();
+            let chained = write_spending(&mut tx, pk, &record, entries, &changed).await?;
+            insert_releases(&mut tx, pk, &made, &chained).await?;
+            tx.commit().await?;
+            Ok(outcomes)
+        }
+
+        /// Writes what a transaction's debits of one dataset leave: their
+        /// ledger entries, chained, the analysts whose spending changed and
+        /// the dataset's composition. The entries as chained.
+        async fn write_spending(
+            conn: &mut Connection,
+            pk: i64,
+            record: &$crate::dataset::DatasetRecord,
+            entries: Vec<$crate::ledger::NewEntry>,
+            changed: &[&$crate::budget::AnalystRecord],
+        ) -> Result<Vec<$crate::ledger::LedgerRecord>, $crate::store::StoreError> {
+            let chained = append_entries(&mut *conn, pk, &record.id, entries).await?;
+            put_analysts(&mut *conn, pk, changed).await?;
+            sqlx::query("UPDATE datasets SET composition = $1 WHERE pk = $2")
+                .bind($crate::store::records::to_json(&record.composition)?)
+                .bind(pk)
+                .execute(&mut *conn)
+                .await?;
+            Ok(chained)
+        }
+
+        /// Records debited releases of dataset `pk`, each with the ledger
+        /// entry that debited it.
+        async fn insert_releases(
+            conn: &mut Connection,
+            pk: i64,
+            made: &[$crate::store::Debit],
+            chained: &[$crate::ledger::LedgerRecord],
+        ) -> Result<(), $crate::store::StoreError> {
+            use $crate::store::records::signed;
             let seqs = chained
                 .iter()
                 .map(|entry| signed("ledger sequence number", entry.seq))
@@ -709,17 +744,76 @@ macro_rules! common_store {
                     .push_bind(&debit.request)
                     .push_bind(&debit.created_at);
             });
-            insert.build().execute(&mut *tx).await?;
-            let changed: Vec<&AnalystRecord> =
-                changed.iter().filter_map(|name| analysts.get(name)).collect();
-            put_analysts(&mut tx, pk, &changed).await?;
-            sqlx::query("UPDATE datasets SET composition = $1 WHERE pk = $2")
-                .bind(to_json(&record.composition)?)
-                .bind(pk)
-                .execute(&mut *tx)
-                .await?;
+            insert.build().execute(&mut *conn).await?;
+            Ok(())
+        }
+
+        /// The check-and-debit transaction of a release with sources: every
+        /// dataset locked in id order (so that two such transactions cannot
+        /// wait on each other), each decided against its own charge, and
+        /// all debited or none. The release is recorded on its own
+        /// dataset; each source's ledger entry names it.
+        async fn debit_joint(
+            store: &$store,
+            debit: &$crate::store::Debit,
+            decide: $crate::store::Decide,
+        ) -> Result<$crate::store::DebitOutcome, $crate::store::StoreError> {
+            use $crate::budget::AnalystRecord;
+            use $crate::ledger::NewEntry;
+            use $crate::store::DebitOutcome;
+            let parts: Vec<(uuid::Uuid, u64, &$crate::dp::Charge)> =
+                std::iter::once((debit.dataset, debit.expected_rows, &debit.charge))
+                    .chain(debit.sources.iter().map(|source| {
+                        (source.dataset, source.expected_rows, &source.charge)
+                    }))
+                    .collect();
+            let mut order: Vec<usize> = (0..parts.len()).collect();
+            order.sort_by_key(|&index| parts[index].0);
+            let mut tx = store.begin_write().await?;
+            let mut locked = vec![None; parts.len()];
+            for index in order {
+                match dataset_in(&mut tx, parts[index].0, true).await? {
+                    Some(found) => locked[index] = Some(found),
+                    None => return Ok(DebitOutcome::NoDataset),
+                }
+            }
+            let locked: Vec<(i64, $crate::dataset::DatasetRecord)> =
+                locked.into_iter().flatten().collect();
+            if let Some(key) = &debit.idempotency_key {
+                let keys = [(debit.analyst.as_str(), key.as_str())];
+                if let Some(earlier) = keyed_releases(&mut tx, locked[0].0, &keys).await?.into_values().next() {
+                    return Ok(DebitOutcome::Replay(earlier));
+                }
+            }
+            if locked.iter().zip(&parts).any(|((_, record), (_, rows, _))| record.n_rows != *rows) {
+                return Ok(DebitOutcome::Stale);
+            }
+            let mut decided = Vec::with_capacity(locked.len());
+            for ((pk, mut record), (_, _, charge)) in locked.into_iter().zip(&parts) {
+                let analyst = analysts_in(&mut tx, pk, Some(&[debit.analyst.as_str()]))
+                    .await?
+                    .pop()
+                    .unwrap_or_else(|| AnalystRecord::new(&debit.analyst));
+                let Some((composition, own)) = decide(&record, &analyst, charge) else {
+                    return Ok(DebitOutcome::Refused(Box::new((record, analyst))));
+                };
+                record.composition = composition;
+                decided.push((pk, record, AnalystRecord { composition: own, ..analyst }, *charge));
+            }
+            for (index, (pk, record, analyst, charge)) in decided.iter().enumerate() {
+                let entry = if index == 0 {
+                    NewEntry::release(debit.release_id, &debit.analyst, charge, &debit.created_at)?
+                } else {
+                    NewEntry::source(debit.release_id, debit.dataset, &debit.analyst, charge, &debit.created_at)?
+                };
+                let chained = write_spending(&mut tx, *pk, record, vec![entry], &[analyst]).await?;
+                if index == 0 {
+                    insert_releases(&mut tx, *pk, std::slice::from_ref(debit), &chained).await?;
+                }
+            }
             tx.commit().await?;
-            Ok(outcomes)
+            let (_, target, _, _) = decided.swap_remove(0);
+            Ok(DebitOutcome::Debited(Box::new(target)))
         }
 
         fn map_unique(
@@ -884,6 +978,9 @@ macro_rules! common_store {
                 debit: &$crate::store::Debit,
                 decide: $crate::store::Decide,
             ) -> Result<$crate::store::DebitOutcome, $crate::store::StoreError> {
+                if !debit.sources.is_empty() {
+                    return debit_joint(self, debit, decide).await;
+                }
                 let store = self.clone();
                 self.debits
                     .submit(debit.dataset, (debit.clone(), decide), move |id, batch| {

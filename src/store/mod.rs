@@ -8,7 +8,10 @@
 //! appends the hash-chained ledger entry, records the release and stores the
 //! new composition, all or nothing. Debits of one dataset that arrive
 //! together share one such transaction, each decided in turn; finished
-//! releases are stored in batches too ([`batches`]).
+//! releases are stored in batches too ([`batches`]). A release that also
+//! reads source datasets gets a transaction of its own that locks every
+//! dataset it debits in id order (so two such releases cannot deadlock)
+//! and debits all or none.
 //! Noise is drawn by the caller only after this commits, never inside it.
 
 mod batches;
@@ -82,26 +85,40 @@ pub struct Debit {
     pub request: String,
     pub charge: Charge,
     pub created_at: String,
+    /// Other datasets whose rows the release also reads: each is debited
+    /// in the same transaction, or none is.
+    pub sources: Vec<SourceDebit>,
 }
 
-/// Decides, under the budget lock, whether a release fits the dataset's
-/// budget and the analyst's cap: both compositions after it, or `None` to
-/// refuse.
-pub type Decide =
-    Box<dyn FnOnce(&DatasetRecord, &AnalystRecord) -> Option<(Composition, Composition)> + Send>;
+/// A source dataset of a release, and what it is debited.
+#[derive(Debug, Clone)]
+pub struct SourceDebit {
+    pub dataset: Uuid,
+    /// As [`Debit::expected_rows`].
+    pub expected_rows: u64,
+    pub charge: Charge,
+}
+
+/// Decides, under the budget lock, whether `charge` fits a dataset's
+/// budget and the analyst's cap on it: both compositions after it, or
+/// `None` to refuse.
+pub type Decide = Box<
+    dyn Fn(&DatasetRecord, &AnalystRecord, &Charge) -> Option<(Composition, Composition)> + Send,
+>;
 
 /// How a debit ended.
 #[derive(Debug)]
 pub enum DebitOutcome {
     /// Committed; the dataset as it now stands.
     Debited(Box<DatasetRecord>),
-    /// Did not fit; nothing was written.
+    /// Did not fit the dataset here (the release's or one of its sources);
+    /// nothing was written anywhere.
     Refused(Box<(DatasetRecord, AnalystRecord)>),
     /// The idempotency key was used before (by this analyst, on this dataset).
     Replay(StoredRelease),
-    /// Rows were added since the release was priced.
+    /// Rows were added since the release was priced (to it or a source).
     Stale,
-    /// No such dataset.
+    /// No such dataset (or source).
     NoDataset,
 }
 

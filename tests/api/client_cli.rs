@@ -420,6 +420,45 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
         seedless.to_string().contains("--projection-dims"),
         "{seedless}"
     );
+    // Frank-Wolfe on the label with the exponential mechanism and a debias
+    // stage; no model file (it is a linear model, not a classifier).
+    let args = [
+        "release",
+        "frank-wolfe",
+        "--dataset",
+        &id,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--target",
+        "label",
+        "--radius",
+        "2",
+        "--steps",
+        "30",
+        "--selection",
+        "exponential",
+        "--debias-radius",
+        "0.5",
+        "--debias-share",
+        "0.25",
+    ];
+    let released = client(&app, &analyst, &args).await.unwrap();
+    let released: serde_json::Value = serde_json::from_str(&released).unwrap();
+    assert_eq!(released["noise"]["mechanism"], "exponential");
+    assert_eq!(released["result"]["stage"]["steps"], 30);
+    assert_eq!(released["result"]["stage"]["epsilon"], 0.75);
+    assert_eq!(released["result"]["debias"]["epsilon"], 0.25);
+    assert_eq!(released["result"]["weights"].as_array().unwrap().len(), K);
+    let unknown = client(
+        &app,
+        &analyst,
+        &[&args[..14], &["--source", "nope"]].concat(),
+    )
+    .await
+    .unwrap_err();
+    assert!(unknown.to_string().contains("--source"), "{unknown}");
     assert_eq!(
         app.admin
             .dataset(dataset.id)
@@ -427,7 +466,7 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
             .unwrap()
             .spent
             .epsilon_basic,
-        3.0
+        4.0
     );
     app.finish().await;
 }

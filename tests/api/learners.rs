@@ -64,7 +64,7 @@ async fn synthetic(app: &TestApp, csv: &str) -> uuid::Uuid {
 
 /// A dry run of `request`, then the release: the dry run priced exactly
 /// what the release spent.
-async fn priced_then_released(
+pub async fn priced_then_released(
     analyst: &dpgate_client::Client,
     dataset: uuid::Uuid,
     request: &ReleaseRequest,
@@ -416,21 +416,32 @@ async fn refused_without_spending(base: &str, cases: &[(&str, String)]) {
         let before = snapshot(&app, dataset).await;
         let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset]);
         let path = format!("/v1/datasets/{dataset}/releases");
-        for (case, fields) in cases {
-            let request = app
-                .raw(Method::POST, &path)
-                .bearer_auth(&token)
-                .header("content-type", "application/json")
-                .body(format!("{{{base}{fields}}}"));
-            expect(
-                request,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-input",
-                case,
-            )
-            .await;
-        }
+        each_invalid(&app, &token, &path, base, cases).await;
         assert_eq!(snapshot(&app, dataset).await, before);
         app.finish().await;
+    }
+}
+
+/// Posts `{base, fields}` to `path` for each case, expecting 422.
+pub async fn each_invalid(
+    app: &TestApp,
+    token: &str,
+    path: &str,
+    base: &str,
+    cases: &[(&str, String)],
+) {
+    for (case, fields) in cases {
+        let request = app
+            .raw(Method::POST, path)
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(format!("{{{base}{fields}}}"));
+        expect(
+            request,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-input",
+            case,
+        )
+        .await;
     }
 }

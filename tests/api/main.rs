@@ -16,6 +16,7 @@ mod disconnect;
 mod failed;
 mod features;
 mod floor;
+mod frank_wolfe;
 mod helpers;
 mod idempotency;
 mod learners;

@@ -49,16 +49,13 @@ fn debit(dataset: Uuid, rows: u64, key: Option<&str>) -> Debit {
             },
         },
         created_at: "2026-11-22T00:00:01Z".to_owned(),
+        sources: Vec::new(),
     }
 }
 
-fn admit(charge: Charge) -> dpgate::store::Decide {
-    Box::new(move |dataset: &DatasetRecord, analyst: &AnalystRecord| {
-        let (mut total, mut own) = (dataset.composition.clone(), analyst.composition.clone());
-        total.push(&charge);
-        own.push(&charge);
-        Some((total, own))
-    })
+/// Admits every charge.
+fn admit() -> dpgate::store::Decide {
+    at_most(u64::MAX)
 }
 
 /// Every block of the snapshot of `dataset` at `version`.
@@ -205,28 +202,24 @@ async fn conformance(store: &dyn Store) {
     let first = debit(dataset.id, 6, Some("k1"));
     assert!(matches!(
         store
-            .debit(&debit(Uuid::new_v4(), 2, None), admit(first.charge.clone()))
+            .debit(&debit(Uuid::new_v4(), 2, None), admit())
             .await
             .unwrap(),
         DebitOutcome::NoDataset
     ));
     assert!(matches!(
         store
-            .debit(&debit(dataset.id, 1, None), admit(first.charge.clone()))
+            .debit(&debit(dataset.id, 1, None), admit())
             .await
             .unwrap(),
         DebitOutcome::Stale
     ));
     assert!(matches!(
-        store.debit(&first, Box::new(|_, _| None)).await.unwrap(),
+        store.debit(&first, Box::new(|_, _, _| None)).await.unwrap(),
         DebitOutcome::Refused(refused) if refused.1 == AnalystRecord::new("ana")
     ));
     assert_eq!(store.ledger(dataset.id, None, 10).await.unwrap().len(), 1);
-    let DebitOutcome::Debited(after) = store
-        .debit(&first, admit(first.charge.clone()))
-        .await
-        .unwrap()
-    else {
+    let DebitOutcome::Debited(after) = store.debit(&first, admit()).await.unwrap() else {
         panic!("the debit commits");
     };
     assert_eq!(after.composition.releases(), 1);
@@ -274,11 +267,7 @@ async fn conformance(store: &dyn Store) {
     );
     let mut retry = debit(dataset.id, 6, Some("k1"));
     retry.request_hash = "h2".to_owned();
-    let DebitOutcome::Replay(replayed) = store
-        .debit(&retry, admit(retry.charge.clone()))
-        .await
-        .unwrap()
-    else {
+    let DebitOutcome::Replay(replayed) = store.debit(&retry, admit()).await.unwrap() else {
         panic!("a reused key replays");
     };
     assert_eq!(
@@ -288,10 +277,7 @@ async fn conformance(store: &dyn Store) {
 
     let second = debit(dataset.id, 6, None);
     assert!(matches!(
-        store
-            .debit(&second, admit(second.charge.clone()))
-            .await
-            .unwrap(),
+        store.debit(&second, admit()).await.unwrap(),
         DebitOutcome::Debited(_)
     ));
     let ledger = store.ledger(dataset.id, None, 10).await.unwrap();
@@ -534,16 +520,18 @@ async fn rows_stored_before_blocks_are_converted_on_start_up() {
 }
 
 /// Admits while fewer than `most` releases are composed, whoever asks.
-fn at_most(most: u64, charge: Charge) -> dpgate::store::Decide {
-    Box::new(move |dataset: &DatasetRecord, analyst: &AnalystRecord| {
-        if dataset.composition.releases() >= most {
-            return None;
-        }
-        let (mut total, mut own) = (dataset.composition.clone(), analyst.composition.clone());
-        total.push(&charge);
-        own.push(&charge);
-        Some((total, own))
-    })
+fn at_most(most: u64) -> dpgate::store::Decide {
+    Box::new(
+        move |dataset: &DatasetRecord, analyst: &AnalystRecord, charge: &Charge| {
+            if dataset.composition.releases() >= most {
+                return None;
+            }
+            let (mut total, mut own) = (dataset.composition.clone(), analyst.composition.clone());
+            total.push(charge);
+            own.push(charge);
+            Some((total, own))
+        },
+    )
 }
 
 /// Debits sent together share transactions; each is still decided in turn
@@ -570,9 +558,7 @@ async fn concurrent_debits(store: &dyn Store) {
         })
         .collect();
     let outcomes = futures_util::future::join_all(
-        debits
-            .iter()
-            .map(|debit| store.debit(debit, at_most(MOST, debit.charge.clone()))),
+        debits.iter().map(|debit| store.debit(debit, at_most(MOST))),
     )
     .await;
     let mut made = Vec::new();
@@ -631,6 +617,139 @@ async fn concurrent_debits_are_batched_and_each_decided_in_turn() {
     for backend in backends() {
         let app = spawn_app(backend).await;
         concurrent_debits(app.store.as_ref()).await;
+        app.finish().await;
+    }
+}
+
+/// A debit with sources: all datasets debited in one transaction, the
+/// release recorded on its own and named by each source's entry; a source
+/// that refuses (or has new rows, or is gone) leaves every dataset as it
+/// was.
+async fn joint_debits(store: &dyn Store) {
+    use dpgate::store::SourceDebit;
+    let [target, first, second] = ["target", "first", "second"].map(record);
+    for dataset in [&target, &first, &second] {
+        let new = NewDataset {
+            record: dataset.clone(),
+            actor: "admin".to_owned(),
+        };
+        store.create_dataset(&new).await.unwrap();
+    }
+    let source = |dataset: &DatasetRecord, rows: u64| SourceDebit {
+        dataset: dataset.id,
+        expected_rows: rows,
+        charge: debit(dataset.id, 0, None).charge,
+    };
+    let ledgers = || async {
+        let mut lengths = Vec::new();
+        for dataset in [&target, &first, &second] {
+            lengths.push(store.ledger(dataset.id, None, 100).await.unwrap().len());
+        }
+        lengths
+    };
+    // `second` has one release already: a decider that admits one per
+    // dataset refuses it, and nothing is written anywhere.
+    store
+        .debit(&debit(second.id, 0, None), admit())
+        .await
+        .unwrap();
+    let mut joint = debit(target.id, 0, Some("j1"));
+    joint.sources = vec![source(&first, 0), source(&second, 0)];
+    let before = ledgers().await;
+    let outcome = store.debit(&joint, at_most(1)).await.unwrap();
+    let DebitOutcome::Refused(refused) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(refused.0.id, second.id);
+    assert_eq!(ledgers().await, before);
+    assert!(
+        store
+            .release(target.id, joint.release_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A source with rows it was not priced for, or one that is gone.
+    joint.sources = vec![source(&first, 5), source(&second, 0)];
+    assert!(matches!(
+        store.debit(&joint, admit()).await.unwrap(),
+        DebitOutcome::Stale
+    ));
+    let gone = DatasetRecord {
+        id: Uuid::new_v4(),
+        ..record("gone")
+    };
+    joint.sources = vec![source(&first, 0), source(&gone, 0)];
+    assert!(matches!(
+        store.debit(&joint, admit()).await.unwrap(),
+        DebitOutcome::NoDataset
+    ));
+    assert_eq!(ledgers().await, before);
+    // Admitted: one entry on each, the release on the target alone.
+    joint.sources = vec![source(&second, 0), source(&first, 0)];
+    let DebitOutcome::Debited(after) = store.debit(&joint, admit()).await.unwrap() else {
+        panic!("admitted");
+    };
+    assert_eq!(after.id, target.id);
+    assert_eq!(after.composition.releases(), 1);
+    assert_eq!(
+        ledgers().await,
+        before.iter().map(|n| n + 1).collect::<Vec<_>>()
+    );
+    for dataset in [&first, &second] {
+        let entry = store
+            .ledger(dataset.id, None, 100)
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert_eq!(entry.release_id, Some(joint.release_id));
+        assert_eq!(
+            entry.details.as_deref(),
+            Some(format!(r#"{{"source_of":"{}"}}"#, target.id).as_str())
+        );
+        let view = store.dataset(dataset.id).await.unwrap().unwrap();
+        let analysts = store.analysts(dataset.id).await.unwrap();
+        assert_eq!(
+            analysts[0].composition,
+            view.composition.clone(),
+            "{}",
+            dataset.name
+        );
+    }
+    assert!(
+        store
+            .release(target.id, joint.release_id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .release(first.id, joint.release_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The same key again replays it, debiting nothing.
+    let mut again = joint.clone();
+    again.release_id = Uuid::new_v4();
+    let outcome = store.debit(&again, admit()).await.unwrap();
+    let DebitOutcome::Replay(earlier) = outcome else {
+        panic!("{outcome:?}");
+    };
+    assert_eq!(earlier.id, joint.release_id);
+    assert_eq!(
+        ledgers().await,
+        before.iter().map(|n| n + 1).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_debit_with_sources_debits_all_or_none() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        joint_debits(app.store.as_ref()).await;
         app.finish().await;
     }
 }

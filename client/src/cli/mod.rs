@@ -10,9 +10,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use dpgate_api_types::{
-    AggregateMechanism, AggregateParams, DpGdParams, DpSgdParams, Iterate,
-    ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams, Release,
-    ReleaseParams, ReleaseRequest, ReleaseResult, Seed, SuppliedRow, WalrParams, WarmStart,
+    AggregateMechanism, AggregateParams, DebiasParams, DpGdParams, DpSgdParams, FrankWolfeParams,
+    Iterate, ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams, Release,
+    ReleaseParams, ReleaseRequest, ReleaseResult, Seed, Selection, SuppliedRow, WalrParams,
+    WarmStart,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -233,6 +234,42 @@ pub enum ReleaseKind {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Linear regression by DP Frank-Wolfe on an L1 ball, over the dataset
+    /// and any source datasets (each of which is debited the same).
+    FrankWolfe {
+        #[command(flatten)]
+        spend: Spend,
+        /// `label` or `measure:NAME`.
+        #[arg(long)]
+        target: String,
+        /// r, the L1 radius, in model units (features and target in [−1, 1]).
+        #[arg(long)]
+        radius: f64,
+        /// T, the number of steps.
+        #[arg(long, default_value_t = 50)]
+        steps: u32,
+        #[arg(long, value_enum, default_value = "laplace")]
+        selection: SelectionArg,
+        /// A source dataset whose rows join the fit (repeatable).
+        #[arg(long = "source")]
+        sources: Vec<Uuid>,
+        #[arg(long)]
+        no_intercept: bool,
+        /// h: add a target-only debias stage of this L1 radius.
+        #[arg(long)]
+        debias_radius: Option<f64>,
+        #[arg(long, default_value_t = 20, requires = "debias_radius")]
+        debias_steps: u32,
+        /// The share of ε (and δ) the debias stage spends.
+        #[arg(long, default_value_t = 0.5, requires = "debias_radius")]
+        debias_share: f64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SelectionArg {
+    Laplace,
+    Exponential,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -498,6 +535,40 @@ async fn release(
             };
             (spend, request, out)
         }
+        ReleaseKind::FrankWolfe {
+            spend,
+            target,
+            radius,
+            steps,
+            selection,
+            sources,
+            no_intercept,
+            debias_radius,
+            debias_steps,
+            debias_share,
+        } => {
+            let request = ReleaseRequest {
+                epsilon: spend.epsilon,
+                delta: spend.delta,
+                params: ReleaseParams::FrankWolfe(FrankWolfeParams {
+                    target,
+                    radius,
+                    steps,
+                    fit_intercept: !no_intercept,
+                    selection: match selection {
+                        SelectionArg::Laplace => Selection::Laplace,
+                        SelectionArg::Exponential => Selection::Exponential,
+                    },
+                    sources,
+                    debias: debias_radius.map(|radius| DebiasParams {
+                        radius,
+                        steps: debias_steps,
+                        epsilon_share: debias_share,
+                    }),
+                }),
+            };
+            (spend, request, None)
+        }
     };
     let spinner = spinner(json, "releasing");
     let released = client
@@ -594,6 +665,29 @@ async fn release(
             if let Some(path) = &model_out {
                 writeln!(out, "model file: {}", path.display())?;
             }
+        }
+        Some(ReleaseResult::FrankWolfe(fit)) => {
+            writeln!(
+                out,
+                "{} steps over N = {} ({} sources), ε₀ = {} per step, selection scale {:.6e}",
+                fit.stage.steps,
+                fit.stage.n,
+                fit.sources.len(),
+                fit.stage.step_epsilon,
+                fit.stage.selection_scale
+            )?;
+            if let Some(debias) = &fit.debias {
+                writeln!(
+                    out,
+                    "debias: {} steps on the target, radius {}, ε = {}",
+                    debias.steps, debias.radius, debias.epsilon
+                )?;
+            }
+            writeln!(
+                out,
+                "{} ≈ intercept + weights · x\nweights: {:?}\nintercept: {}",
+                fit.target, fit.weights, fit.intercept
+            )?;
         }
         None => {}
     }

@@ -5,6 +5,7 @@
 pub mod aggregate;
 pub mod dp_gd;
 pub mod dp_sgd;
+pub mod frank_wolfe;
 pub mod gradients;
 mod iterative;
 pub mod model;
@@ -50,10 +51,23 @@ impl Kind {
         })
     }
 
-    /// Prices the release on `dataset` from public facts alone.
+    /// The other datasets whose rows the release reads (and which it
+    /// debits), checked against the release's own `dataset`.
+    pub fn sources(&self, dataset: uuid::Uuid) -> Result<&[uuid::Uuid], ReleaseError> {
+        let sources = match self {
+            Kind::Requested(params) => params.sources(),
+            Kind::Supplied { .. } => &[],
+        };
+        frank_wolfe::check_sources(sources, dataset)?;
+        Ok(sources)
+    }
+
+    /// Prices the release on `dataset` (reading `sources` too) from public
+    /// facts alone.
     pub fn plan(
         &self,
         dataset: &DatasetRecord,
+        sources: &[DatasetRecord],
         knobs: &Knobs,
     ) -> Result<Box<dyn Planned>, ReleaseError> {
         use api::ReleaseParams as Params;
@@ -77,6 +91,9 @@ impl Kind {
             }
             Kind::Requested(Params::DpGd(params)) => dp_gd::plan(dataset, params, knobs),
             Kind::Requested(Params::DpSgd(params)) => dp_sgd::plan(dataset, params, knobs),
+            Kind::Requested(Params::FrankWolfe(params)) => {
+                frank_wolfe::plan(dataset, sources, params, knobs)
+            }
         }
     }
 }
