@@ -5,7 +5,9 @@
 //! a warm release sees its snapshot: one DP-GD step (a pass computing every
 //! row's clipped gradient), a whole T = 100 release with its noise, and
 //! one DP-SGD epoch (batches of 256 in a random order, each with its
-//! norm-Gamma noise), on the features and on 8 projections of them.
+//! norm-Gamma noise), on the features and on 8 projections of them; and
+//! Frank-Wolfe's first stage, T = 50 steps (each a pass over the rows and
+//! a private selection among 66 vertices).
 
 // Benchmark set-up only unwraps what valid parameters return.
 #![allow(clippy::unwrap_used)]
@@ -13,9 +15,10 @@
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise};
+use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise, SelectionRule, Selector};
 use dpgate::releases::kinds::dp_gd::Descent;
 use dpgate::releases::kinds::dp_sgd::Sgd;
+use dpgate::releases::kinds::frank_wolfe::fit_label;
 use dpgate::releases::kinds::gradients::{FeatureMap, Identity};
 use dpgate::releases::kinds::projection::Projection;
 use dpgate::releases::pacing::StepNoise;
@@ -127,5 +130,26 @@ fn dp_sgd(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dp_gd, dp_sgd);
+fn frank_wolfe(c: &mut Criterion) {
+    let n = rows();
+    let data = dpgate_learn::synthetic::logistic_data(n, FEATURES, 7);
+    let columns = std::sync::Arc::new(Columns::of_labelled(data.x.view(), &data.y));
+    let mut group = c.benchmark_group("frank_wolfe");
+    group.throughput(Throughput::Elements(n as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(30));
+    for rule in [SelectionRule::Laplace, SelectionRule::Exponential] {
+        // Δ_s = 2r(r + 1)/N at r = 1, ε₀ of T = 50 steps at ε = 1, δ = 1e-6.
+        let selector =
+            Selector::new(rule, Epsilon::new(0.0325).unwrap(), 4.0 / n as f64, 2.0).unwrap();
+        group.bench_function(format!("T = 50, {rule:?}, {n} rows × {FEATURES}"), |b| {
+            b.iter(|| {
+                fit_label(columns.clone(), (1.0, 50), &selector, &mut OsNoise::new()).unwrap()
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, dp_gd, dp_sgd, frank_wolfe);
 criterion_main!(benches);

@@ -12,6 +12,13 @@
 //! 784 features in [0, 1], noisy views of 10 latent factors, the label
 //! from the first; λ = 1e-4, C = 1, η₀ = 1).
 //!
+//! `cargo run --release --example learner_figures -- fw [SEEDS]` (default
+//! 20): seed 001, DP Frank-Wolfe's test SSE against the number of source
+//! datasets K, on LEARNERS.md's mirror: y = x₁ + x₂ + 1 + N(0, 1), target
+//! x ~ U(0, 5)², each source x ~ U(a, a + 5)² with its own a ~ U(−2.5, 2.5),
+//! 500 rows each (features declared on [−2.5, 7.5], y on [−8, 20]); T = 50,
+//! r = 1, δ = 1e-6; SSE over 50 fresh target rows (noise floor ≈ 50).
+//!
 //! Each seed is a dataset of its own on a server in this process
 //! (SQLite in a temporary directory); every cell is a real release, its
 //! noise from the OS CSPRNG, scored on 20,000 fresh rows. The warm starts
@@ -27,8 +34,8 @@ use std::time::Duration;
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
 use dpgate_client::types::{
-    CreateDataset, DpGdParams, DpSgdParams, Iterate, ProjectionParams, ReleaseParams,
-    ReleaseRequest, ReleaseResult, WarmStart,
+    CreateDataset, DpGdParams, DpSgdParams, FrankWolfeParams, Iterate, ProjectionParams,
+    ReleaseParams, ReleaseRequest, ReleaseResult, Selection, WarmStart,
 };
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use dpgate_learn::Objective;
@@ -152,11 +159,129 @@ async fn main() {
             .and_then(|arg| arg.parse().ok())
             .unwrap_or(default)
     };
-    if args.first().map(String::as_str) == Some("sgd") {
-        sgd_table(seeds(4)).await;
-    } else {
-        gd_table(seeds(200)).await;
+    match args.first().map(String::as_str) {
+        Some("sgd") => sgd_table(seeds(4)).await,
+        Some("fw") => fw_table(seeds(20)).await,
+        _ => gd_table(seeds(200)).await,
     }
+}
+
+/// Seed 001's mirror: `n` rows of x ~ U(a, a + 5)², y = x₁ + x₂ + 1 + N(0, 1).
+fn regression_rows(rng: &mut ChaCha8Rng, n: usize, a: f64) -> Vec<[f64; 3]> {
+    (0..n)
+        .map(|_| {
+            let x = [a + 5.0 * rng.random::<f64>(), a + 5.0 * rng.random::<f64>()];
+            [x[0], x[1], x[0] + x[1] + 1.0 + normal(rng)]
+        })
+        .collect()
+}
+
+/// A seed-001 dataset of `rows`, created and filled.
+async fn regression_dataset(admin: &Client, name: String, rows: &[[f64; 3]]) -> uuid::Uuid {
+    let request: CreateDataset = serde_json::from_value(serde_json::json!({
+        "name": name, "privacy_unit": "row",
+        "features": [
+            {"name": "x1", "min": -2.5, "max": 7.5}, {"name": "x2", "min": -2.5, "max": 7.5}
+        ],
+        "label": "unused", "measures": [{"name": "y", "min": -8, "max": 20}],
+        "budget": {"epsilon": 1000, "delta": 1e-3}, "accountant": "basic"
+    }))
+    .unwrap();
+    let dataset = admin.create_dataset(&request).await.unwrap();
+    let mut csv = String::from("row_id,unused,x1,x2,y\n");
+    for (i, [x1, x2, y]) in rows.iter().enumerate() {
+        csv.push_str(&format!("r{i},0,{x1},{x2},{y}\n"));
+    }
+    admin
+        .upload_rows(dataset.id, UploadFormat::Csv, csv)
+        .await
+        .unwrap();
+    dataset.id
+}
+
+async fn fw_table(seeds: usize) {
+    const SOURCES: [usize; 5] = [0, 5, 10, 15, 20];
+    const EPSILONS: [f64; 4] = [0.5, 1.0, 2.0, 5.0];
+    let (address, admin, keys, _dir) = serve().await;
+    let mut rng = ChaCha8Rng::seed_from_u64(2001);
+    // Rows: K; columns: the ε of Laplace selection, then the exponential
+    // mechanism at ε = 1.
+    let mut cells = vec![vec![Vec::new(); EPSILONS.len() + 1]; SOURCES.len()];
+    let mut seconds = Vec::new();
+    for seed in 0..seeds {
+        let target = regression_dataset(
+            &admin,
+            format!("seed-001-{seed}"),
+            &regression_rows(&mut rng, 500, 0.0),
+        )
+        .await;
+        let mut sources = Vec::new();
+        for k in 0..20 {
+            let a = rng.random_range(-2.5..2.5);
+            let rows = regression_rows(&mut rng, 500, a);
+            sources.push(regression_dataset(&admin, format!("source-{seed}-{k}"), &rows).await);
+        }
+        let test = regression_rows(&mut rng, 50, 0.0);
+        let token = keys
+            .mint(
+                Role::Analyst,
+                "ana",
+                &[vec![target], sources.clone()].concat(),
+                Duration::from_secs(86_400),
+            )
+            .unwrap();
+        let analyst = Client::new(&address, Some(token));
+        for (row, &count) in SOURCES.iter().enumerate() {
+            let settings = EPSILONS
+                .iter()
+                .map(|&epsilon| (epsilon, Selection::Laplace))
+                .chain([(1.0, Selection::Exponential)]);
+            for (column, (epsilon, selection)) in settings.enumerate() {
+                let request = ReleaseRequest {
+                    epsilon,
+                    delta: Some(1e-6),
+                    params: ReleaseParams::FrankWolfe(FrankWolfeParams {
+                        target: "measure:y".to_owned(),
+                        radius: 1.0,
+                        steps: 50,
+                        fit_intercept: true,
+                        selection,
+                        sources: sources[..count].to_vec(),
+                        debias: None,
+                    }),
+                };
+                let started = std::time::Instant::now();
+                let release = analyst
+                    .release(target, &request, &ReleaseOptions::default())
+                    .await
+                    .unwrap()
+                    .release;
+                seconds.push(started.elapsed().as_secs_f64());
+                let Some(ReleaseResult::FrankWolfe(model)) = &release.result else {
+                    panic!("a Frank-Wolfe result");
+                };
+                let sse: f64 = test
+                    .iter()
+                    .map(|[x1, x2, y]| {
+                        let fitted =
+                            model.intercept + model.weights[0] * x1 + model.weights[1] * x2;
+                        (fitted - y).powi(2)
+                    })
+                    .sum();
+                cells[row][column].push(sse);
+            }
+        }
+    }
+    let (mean, sd) = summary(&seconds);
+    println!("release time: {mean:.3}±{sd:.3} s");
+    println!("\n{seeds} seeds; SSE over 50 target test rows (mean±sd); rows: K sources");
+    let names: Vec<String> = EPSILONS
+        .iter()
+        .map(|epsilon| format!("Laplace ε = {epsilon}"))
+        .chain(["exponential ε = 1".to_owned()])
+        .collect();
+    let rows: Vec<String> = SOURCES.iter().map(ToString::to_string).collect();
+    print_table("K", &rows, &names, &cells, 0);
 }
 
 async fn gd_table(seeds: usize) {
@@ -241,23 +366,35 @@ async fn gd_table(seeds: usize) {
     println!("non-private fit on the 400 private rows: {mean:.1}±{sd:.1}");
     println!("\n{seeds} seeds; test accuracy % (mean±sd)");
     let names: Vec<String> = configs.iter().map(|config| config.0.to_owned()).collect();
-    print_table(&names, &EPSILONS, &cells);
+    print_table("ε", &epsilon_labels(&EPSILONS), &names, &cells, 1);
 }
 
-/// A Markdown table: one row per ε, one `mean±sd` column per config.
-fn print_table(names: &[String], epsilons: &[f64], cells: &[Vec<Vec<f64>>]) {
-    println!("| ε | {} |", names.join(" | "));
+/// A Markdown table: one row per label (ε, or K), one `mean±sd` column
+/// per config, with `decimals` digits.
+fn print_table(
+    first: &str,
+    labels: &[String],
+    names: &[String],
+    cells: &[Vec<Vec<f64>>],
+    decimals: usize,
+) {
+    println!("| {first} | {} |", names.join(" | "));
     println!("|---|{}", "---|".repeat(names.len()));
-    for (epsilon, row) in epsilons.iter().zip(cells) {
+    for (label, row) in labels.iter().zip(cells) {
         let line: Vec<String> = row
             .iter()
             .map(|values| {
                 let (mean, sd) = summary(values);
-                format!("{mean:.1}±{sd:.1}")
+                format!("{mean:.decimals$}±{sd:.decimals$}")
             })
             .collect();
-        println!("| {epsilon} | {} |", line.join(" | "));
+        println!("| {label} | {} |", line.join(" | "));
     }
+}
+
+/// The ε column of a table.
+fn epsilon_labels(epsilons: &[f64]) -> Vec<String> {
+    epsilons.iter().map(ToString::to_string).collect()
 }
 
 /// Seed 004's proxy: `n` rows of `K` features, each a noisy view of 10
@@ -391,5 +528,5 @@ async fn sgd_table(seeds: usize) {
             None => format!("b = {b}, 784 (none)"),
         })
         .collect();
-    print_table(&names, &EPSILONS, &cells);
+    print_table("ε", &epsilon_labels(&EPSILONS), &names, &cells, 1);
 }

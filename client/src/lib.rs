@@ -24,6 +24,7 @@ pub use dpgate_api_types as types;
 pub mod cli;
 pub mod evaluate;
 pub mod features;
+pub mod lasso;
 pub mod model_file;
 pub mod trainer;
 

@@ -247,6 +247,45 @@ impl Stage {
     }
 }
 
+/// Frank-Wolfe on the label of `columns` (in memory) as a release runs its
+/// first stage, each step's vertex chosen by `selector` from `rng`
+/// without pacing: what `cargo bench --bench learners` times.
+pub fn fit_label<R: rand::Rng + ?Sized>(
+    columns: Arc<Columns>,
+    (radius, steps): (f64, u32),
+    selector: &Selector,
+    rng: &mut R,
+) -> Result<Vec<f64>, DpError> {
+    let n = columns.len() as u64;
+    let dims = columns.shape().features + 1;
+    let fit = Fit {
+        target: Target {
+            name: "label".to_owned(),
+            centre: 0.5,
+            scale: 0.5,
+        },
+        intercept: true,
+        inverse_n: 1.0 / n as f64,
+    };
+    let stage = Stage {
+        steps,
+        radius,
+        n,
+        epsilon: Epsilon::ZERO,
+        delta: Delta::ZERO,
+        step_epsilon: Epsilon::ZERO,
+        sensitivity: 0.0,
+        selector: selector.clone(),
+    };
+    let data = [Participant {
+        columns,
+        outcome: Outcome::Label,
+    }];
+    stage.run(&data, &fit, &vec![0.0; dims], |scores| {
+        selector.select(scores, rng)
+    })
+}
+
 /// One step's loss under `rule` at ε₀.
 fn one_step(rule: SelectionRule, epsilon: Epsilon) -> PrivacyLoss {
     match rule {
