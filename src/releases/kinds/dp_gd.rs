@@ -20,7 +20,7 @@
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DpGdParams, Iterate, PrivacyUnit, ReleaseKind};
 
-use super::gradients::clipped_mean;
+use super::gradients::{LogisticLabels, clipped_mean};
 use super::iterative::{
     MAX_MAGNITUDE, check_step, check_work, learn_on, require_in_memory, unfold, within,
 };
@@ -70,8 +70,9 @@ impl Descent {
         let mut theta = self.start.clone();
         project(&mut theta, self.radius);
         let mut total = vec![0.0; theta.len()];
+        let loss = LogisticLabels(columns.labels());
         for step in 0..self.steps as usize {
-            let exact = clipped_mean(columns, &theta, self.clip, self.fit_intercept);
+            let exact = clipped_mean(columns, &loss, &theta, self.clip, self.fit_intercept);
             let released = release(step, &exact)?;
             for (weight, gradient) in theta.iter_mut().zip(released) {
                 *weight -= self.learning_rate * (gradient + self.lambda * *weight);
@@ -114,11 +115,52 @@ pub fn sensitivity(
     n: u64,
     intercept: bool,
 ) -> f64 {
-    let one = if intercept { 1.0 } else { 0.0 };
-    let n = n as f64;
+    let rows = Rows {
+        k,
+        max_norm_squared,
+        n,
+        intercept,
+    };
+    clipped_sensitivity(unit, clip, &rows, Reach::LOGISTIC)
+}
+
+/// The public facts about the rows a mean clipped gradient is taken over.
+pub struct Rows {
+    pub k: usize,
+    /// The largest ‖xᵢ‖² of the stored features.
+    pub max_norm_squared: f64,
+    pub n: u64,
+    pub intercept: bool,
+}
+
+/// How far a row's residual r (its gradient is r·uᵢ) reaches.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach {
+    /// The largest |r| of any row at any θ (∞ when θ does not bound it).
+    pub largest: f64,
+    /// How far changing one row's outcome moves its r.
+    pub shift: f64,
+}
+
+impl Reach {
+    /// σ(θᵀu) − y with y ∈ [0, 1].
+    pub const LOGISTIC: Reach = Reach {
+        largest: 1.0,
+        shift: 1.0,
+    };
+}
+
+/// The L2 sensitivity of a mean clipped gradient r·u: unit `row`,
+/// 2·min(C, |r|max·√d)/N; unit `label`, min(2C, shift·maxᵢ‖uᵢ‖)/N, since
+/// clipping is 1-Lipschitz along the line an outcome moves r on.
+pub fn clipped_sensitivity(unit: PrivacyUnit, clip: f64, rows: &Rows, reach: Reach) -> f64 {
+    let one = if rows.intercept { 1.0 } else { 0.0 };
+    let n = rows.n as f64;
     match unit {
-        PrivacyUnit::Row => 2.0 * clip.min((k as f64 + one).sqrt()) / n,
-        PrivacyUnit::Label => (2.0 * clip).min((max_norm_squared + one).sqrt()) / n,
+        PrivacyUnit::Row => 2.0 * clip.min(reach.largest * (rows.k as f64 + one).sqrt()) / n,
+        PrivacyUnit::Label => {
+            (2.0 * clip).min(reach.shift * (rows.max_norm_squared + one).sqrt()) / n
+        }
     }
 }
 

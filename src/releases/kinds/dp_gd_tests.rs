@@ -123,8 +123,20 @@ fn neighbouring_datasets_move_each_clipped_gradient_by_at_most_the_sensitivity()
             .collect();
         let declared = sensitivity(unit, clip, k, max_norm_squared, n as u64, intercept);
         let gap = distance(
-            &clipped_mean(&original, &theta, clip, intercept),
-            &clipped_mean(&moved, &theta, clip, intercept),
+            &clipped_mean(
+                &original,
+                &LogisticLabels(original.labels()),
+                &theta,
+                clip,
+                intercept,
+            ),
+            &clipped_mean(
+                &moved,
+                &LogisticLabels(moved.labels()),
+                &theta,
+                clip,
+                intercept,
+            ),
         );
         tight.record(usize::from(unit == PrivacyUnit::Row), gap, declared, || {
             format!("pair {pair} ({unit:?}, k = {k}, N = {n}, C = {clip})")
@@ -144,13 +156,25 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
     let first = -0.5 * (clip / (0.5 * 1.25f64.sqrt()));
     let second = 0.5 * (clip / (0.5 * 2f64.sqrt()));
     let expected = [(first + second) / 2.0, (first * 0.5 + second) / 2.0];
-    let mean = clipped_mean(&columns, &[0.0, 0.0], clip, true);
+    let mean = clipped_mean(
+        &columns,
+        &LogisticLabels(columns.labels()),
+        &[0.0, 0.0],
+        clip,
+        true,
+    );
     for (got, want) in mean.iter().zip(expected) {
         assert!((got - want).abs() < 1e-15, "{mean:?} vs {expected:?}");
     }
     // Unclipped at C = 1: (−½(1, ½) + ½(1, 1))/2.
     assert_eq!(
-        clipped_mean(&columns, &[0.0, 0.0], 1.0, true),
+        clipped_mean(
+            &columns,
+            &LogisticLabels(columns.labels()),
+            &[0.0, 0.0],
+            1.0,
+            true
+        ),
         vec![0.0, 0.125]
     );
     // θ₁ = θ₀ − α(g + λθ₀), and the average of one step is that step.
@@ -164,7 +188,13 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
         fit_intercept: true,
         start: vec![1.0, -1.0],
     };
-    let exact = clipped_mean(&columns, &[1.0, -1.0], 1.0, true);
+    let exact = clipped_mean(
+        &columns,
+        &LogisticLabels(columns.labels()),
+        &[1.0, -1.0],
+        1.0,
+        true,
+    );
     let theta = descent.run(&columns, |_, g| Ok(g.to_vec())).unwrap();
     assert_eq!(
         theta,

@@ -25,7 +25,7 @@ use rand::Rng;
 use rand::seq::SliceRandom;
 
 use super::dp_gd;
-use super::gradients::{FeatureMap, Identity, clipped_sum};
+use super::gradients::{FeatureMap, Identity, LogisticLabels, clipped_sum};
 use super::iterative::{check_step, check_work, learn_on, require_in_memory, unfold};
 use super::projection::Projection;
 use crate::dataset::{DatasetRecord, Schema};
@@ -88,6 +88,7 @@ impl Sgd {
         let mut theta = vec![0.0; map.dims() + usize::from(self.fit_intercept)];
         let mut order: Vec<usize> = (0..columns.len()).collect();
         let mut step = 0u64;
+        let loss = LogisticLabels(columns.labels());
         for _ in 0..self.epochs {
             permute(&mut order);
             for batch in order.chunks(self.batch_size) {
@@ -95,6 +96,7 @@ impl Sgd {
                     columns,
                     batch.iter().copied(),
                     map,
+                    &loss,
                     &theta,
                     self.clip,
                     self.fit_intercept,

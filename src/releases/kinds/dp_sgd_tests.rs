@@ -284,9 +284,25 @@ fn neighbouring_datasets_move_each_batch_sum_by_at_most_the_sensitivity() {
             let all = 0..columns.len();
             if projected {
                 let projection = Projection::new(pair, dims, k);
-                clipped_sum(columns, all, &projection, &theta, clip, intercept)
+                clipped_sum(
+                    columns,
+                    all,
+                    &projection,
+                    &LogisticLabels(columns.labels()),
+                    &theta,
+                    clip,
+                    intercept,
+                )
             } else {
-                clipped_sum(columns, all, &Identity(k), &theta, clip, intercept)
+                clipped_sum(
+                    columns,
+                    all,
+                    &Identity(k),
+                    &LogisticLabels(columns.labels()),
+                    &theta,
+                    clip,
+                    intercept,
+                )
             }
         };
         let gap = distance(&sum(&original), &sum(&moved));
@@ -343,7 +359,15 @@ fn each_step_is_the_batch_mean_with_a_decaying_rate_over_shuffled_epochs() {
         .iter()
         .enumerate()
     {
-        let sum = clipped_sum(&columns, batch.iter().copied(), &map, &expected, 1.0, true);
+        let sum = clipped_sum(
+            &columns,
+            batch.iter().copied(),
+            &map,
+            &LogisticLabels(columns.labels()),
+            &expected,
+            1.0,
+            true,
+        );
         let rate = 2.0 / ((t + 1) as f64).sqrt();
         for (weight, value) in expected.iter_mut().zip(sum) {
             *weight -= rate * (0.5 * *weight + (value + 1.0) / batch.len() as f64);

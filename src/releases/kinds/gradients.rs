@@ -1,12 +1,15 @@
-//! Per-example clipped gradients of the logistic loss over a snapshot's
-//! rows: the query every iterative learner releases, step by step.
+//! Per-example clipped gradients of a GLM loss over a snapshot's rows:
+//! the query every iterative learner releases, step by step.
 //!
 //! Row i is uᵢ = (1, φ(xᵢ)) with the intercept (first) or φ(xᵢ) without,
-//! xᵢ its stored features in [0, 1]ᵏ, φ a public per-row [`FeatureMap`],
-//! and yᵢ ∈ {0, 1} its label. Its gradient at θ is (σ(θᵀuᵢ) − yᵢ)·uᵢ,
-//! scaled down to L2 norm at most C. The loop over the rows does not branch
-//! on a row's values, and the chunks' partial sums are added in row order,
-//! so the sum is the same bits on any number of cores.
+//! xᵢ its stored features in [0, 1]ᵏ, φ a public per-row [`FeatureMap`].
+//! Its gradient at θ is rᵢ·uᵢ, scaled down to L2 norm at most C, with the
+//! residual rᵢ a [`Residual`] of θᵀuᵢ: (σ(θᵀuᵢ) − yᵢ) for the logistic
+//! loss on the label ([`LogisticLabels`], what DP-GD and DP-SGD train).
+//! The residual is a type parameter, so each learner's loop is compiled
+//! for its own loss. The loop over the rows does not branch on a row's
+//! values, and the chunks' partial sums are added in row order, so the sum
+//! is the same bits on any number of cores.
 
 use crate::snapshots::Columns;
 
@@ -38,8 +41,22 @@ impl FeatureMap for Identity {
 /// The logistic function without a branch on its argument: e^{−z}
 /// overflows to ∞ below z ≈ −709, where 1/(1 + ∞) = 0 is the right answer
 /// to within 10⁻³⁰⁸.
-fn logistic(z: f64) -> f64 {
+pub fn logistic(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
+}
+
+/// dℓ/d(θᵀu) of one row's loss: its gradient is this times u.
+pub trait Residual: Sync {
+    fn residual(&self, prediction: f64, row: usize) -> f64;
+}
+
+/// The logistic loss on the rows' 0/1 labels: σ(θᵀu) − y.
+pub struct LogisticLabels<'a>(pub &'a [u8]);
+
+impl Residual for LogisticLabels<'_> {
+    fn residual(&self, prediction: f64, row: usize) -> f64 {
+        logistic(prediction) - f64::from(self.0[row])
+    }
 }
 
 /// The clipped gradients of `rows` at `theta`, summed.
@@ -47,6 +64,7 @@ pub fn clipped_sum(
     columns: &Columns,
     rows: impl IntoIterator<Item = usize>,
     map: &impl FeatureMap,
+    loss: &impl Residual,
     theta: &[f64],
     clip: f64,
     intercept: bool,
@@ -60,17 +78,16 @@ pub fn clipped_sum(
     };
     let weights = &theta[offset..];
     let matrix = columns.feature_matrix();
-    let labels = columns.labels();
     let mut sum = vec![0.0; theta.len()];
     let mut mapped = vec![0.0; map.dims()];
     for row in rows {
         map.apply(&matrix[row * k..(row + 1) * k], &mut mapped);
-        let (mut logit, mut norm_squared) = (bias, one);
+        let (mut prediction, mut norm_squared) = (bias, one);
         for (weight, &value) in weights.iter().zip(&mapped) {
-            logit += weight * value;
+            prediction += weight * value;
             norm_squared += value * value;
         }
-        let residual = logistic(logit) - f64::from(labels[row]);
+        let residual = loss.residual(prediction, row);
         // C/0 = ∞ when the gradient is zero: the factor is then 1.
         let factor = residual * (clip / (residual.abs() * norm_squared.sqrt())).min(1.0);
         if intercept {
@@ -83,10 +100,18 @@ pub fn clipped_sum(
     sum
 }
 
-/// The mean clipped gradient over every row of `columns` at `theta`.
-pub fn clipped_mean(columns: &Columns, theta: &[f64], clip: f64, intercept: bool) -> Vec<f64> {
+/// The mean clipped gradient of `loss` over every row of `columns` at
+/// `theta`.
+pub fn clipped_mean(
+    columns: &Columns,
+    loss: &impl Residual,
+    theta: &[f64],
+    clip: f64,
+    intercept: bool,
+) -> Vec<f64> {
     let map = Identity(columns.shape().features);
-    let parts = columns.chunks(|rows| clipped_sum(columns, rows, &map, theta, clip, intercept));
+    let parts =
+        columns.chunks(|rows| clipped_sum(columns, rows, &map, loss, theta, clip, intercept));
     let mut mean = vec![0.0; theta.len()];
     for part in parts {
         for (total, value) in mean.iter_mut().zip(part) {
