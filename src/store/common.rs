@@ -205,6 +205,27 @@ macro_rules! common_store {
                 .transpose()
         }
 
+        /// Call `call` of gradient session `release`, if it was claimed.
+        async fn read_call<'a>(
+            executor: impl sqlx::Executor<'a, Database = $db>,
+            release: &str,
+            call: u32,
+        ) -> Result<Option<$crate::store::StoredCall>, $crate::store::StoreError> {
+            let row: Option<(String, Option<String>, Option<String>)> = sqlx::query_as(
+                "SELECT theta_hash, response, failure FROM gradient_calls \
+                 WHERE release_id = $1 AND call = $2",
+            )
+            .bind(release)
+            .bind(i64::from(call))
+            .fetch_optional(executor)
+            .await?;
+            Ok(row.map(|(theta_hash, response, failure)| $crate::store::StoredCall {
+                theta_hash,
+                response,
+                failure,
+            }))
+        }
+
         /// The dataset's releases made under any of `keys` (analyst,
         /// idempotency key), in one query.
         async fn keyed_releases(
@@ -1114,6 +1135,77 @@ macro_rules! common_store {
                     .fetch_all(&self.pool)
                     .await?;
                 rows.into_iter().map(LedgerRow::into_record).collect()
+            }
+
+            async fn claim_call(
+                &self,
+                release: uuid::Uuid,
+                call: u32,
+                theta_hash: &str,
+            ) -> Result<$crate::store::CallClaim, $crate::store::StoreError> {
+                let release = release.to_string();
+                let mut tx = self.begin_write().await?;
+                let inserted = sqlx::query(
+                    "INSERT INTO gradient_calls (release_id, call, theta_hash) VALUES ($1, $2, $3) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(&release)
+                .bind(i64::from(call))
+                .bind(theta_hash)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                let claim = if inserted == 1 {
+                    let claimed: i64 =
+                        sqlx::query_scalar("SELECT COUNT(*) FROM gradient_calls WHERE release_id = $1")
+                            .bind(&release)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    $crate::store::CallClaim::Claimed {
+                        claimed: u64::try_from(claimed).unwrap_or(0),
+                    }
+                } else {
+                    $crate::store::CallClaim::Taken(read_call(&mut *tx, &release, call).await?.ok_or_else(
+                        || $crate::store::StoreError::Corrupt {
+                            what: "gradient call",
+                            detail: "a claimed call vanished".to_owned(),
+                        },
+                    )?)
+                };
+                tx.commit().await?;
+                Ok(claim)
+            }
+
+            async fn finish_call(
+                &self,
+                release: uuid::Uuid,
+                call: u32,
+                finished: $crate::store::Finished,
+            ) -> Result<(), $crate::store::StoreError> {
+                let (column, text) = match finished {
+                    $crate::store::Finished::Response(text) => ("response", text),
+                    $crate::store::Finished::Failure(text) => ("failure", text),
+                };
+                // Only a call's first ending counts.
+                let sql = format!(
+                    "UPDATE gradient_calls SET {column} = $1 WHERE release_id = $2 AND call = $3 \
+                     AND response IS NULL AND failure IS NULL"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(text)
+                    .bind(release.to_string())
+                    .bind(i64::from(call))
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn call(
+                &self,
+                release: uuid::Uuid,
+                call: u32,
+            ) -> Result<Option<$crate::store::StoredCall>, $crate::store::StoreError> {
+                read_call(&self.pool, &release.to_string(), call).await
             }
 
             async fn revoke(&self, jti: &str, at: &str) -> Result<(), $crate::store::StoreError> {

@@ -145,6 +145,27 @@ pub struct StoredRelease {
     pub failure: Option<String>,
 }
 
+/// A claimed call of a gradient session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCall {
+    /// SHA-256 of the θ it was claimed for.
+    pub theta_hash: String,
+    /// The exact response body sent, once made.
+    pub response: Option<String>,
+    /// The problem answered when it could not be made (it stays spent).
+    pub failure: Option<String>,
+}
+
+/// How a claim on a session's call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallClaim {
+    /// This request claimed it; `claimed` calls of the session are taken
+    /// now, this one included.
+    Claimed { claimed: u64 },
+    /// An earlier request did.
+    Taken(StoredCall),
+}
+
 /// A snapshot's rows in blocks, in stored order (upload by upload, each
 /// in arrival order), as the store reads them.
 pub type BlockStream = tokio_stream::wrappers::ReceiverStream<Result<Columns, StoreError>>;
@@ -247,6 +268,27 @@ pub trait Store: Send + Sync {
         analyst: &str,
         key: &str,
     ) -> Result<Option<StoredRelease>, StoreError>;
+
+    /// Claims call `call` of gradient session `release` for the θ whose
+    /// hash is `theta_hash`, unless an earlier request did: each call is
+    /// made once.
+    async fn claim_call(
+        &self,
+        release: Uuid,
+        call: u32,
+        theta_hash: &str,
+    ) -> Result<CallClaim, StoreError>;
+
+    /// Stores how a claimed call ended; only its first ending counts.
+    async fn finish_call(
+        &self,
+        release: Uuid,
+        call: u32,
+        finished: Finished,
+    ) -> Result<(), StoreError>;
+
+    /// Call `call` of session `release`, if claimed.
+    async fn call(&self, release: Uuid, call: u32) -> Result<Option<StoredCall>, StoreError>;
 
     /// Up to `limit` ledger entries with `seq > after`, oldest first.
     async fn ledger(

@@ -14,8 +14,8 @@ use dpgate::dataset::DatasetRecord;
 use dpgate::ledger::LedgerRecord;
 use dpgate::snapshots::Shape;
 use dpgate::store::{
-    BlockStream, BudgetOutcome, Debit, DebitOutcome, Decide, Finished, IngestSession, NewDataset,
-    Store, StoreError, StoredRelease,
+    BlockStream, BudgetOutcome, CallClaim, Debit, DebitOutcome, Decide, Finished, IngestSession,
+    NewDataset, Store, StoreError, StoredCall, StoredRelease,
 };
 use dpgate_api_types::ReleaseSummary;
 use futures_util::StreamExt;
@@ -207,6 +207,28 @@ impl Store for Counting {
         key: &str,
     ) -> Result<Option<StoredRelease>, StoreError> {
         self.inner.release_by_key(dataset, analyst, key).await
+    }
+
+    async fn claim_call(
+        &self,
+        release: Uuid,
+        call: u32,
+        theta_hash: &str,
+    ) -> Result<CallClaim, StoreError> {
+        self.inner.claim_call(release, call, theta_hash).await
+    }
+
+    async fn finish_call(
+        &self,
+        release: Uuid,
+        call: u32,
+        finished: Finished,
+    ) -> Result<(), StoreError> {
+        self.inner.finish_call(release, call, finished).await
+    }
+
+    async fn call(&self, release: Uuid, call: u32) -> Result<Option<StoredCall>, StoreError> {
+        self.inner.call(release, call).await
     }
 
     async fn ledger(
