@@ -182,6 +182,7 @@ impl From<ReleaseError> for ApiError {
         match error {
             ReleaseError::Invalid(detail) => ApiError::Invalid(detail),
             ReleaseError::NoDataset => ApiError::NotFound("no such dataset".to_owned()),
+            ReleaseError::NotFound(detail) => ApiError::NotFound(detail),
             ReleaseError::BudgetExhausted { detail, remaining } => {
                 ApiError::BudgetExhausted { detail, remaining }
             }

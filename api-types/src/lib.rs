@@ -4,6 +4,7 @@
 
 mod datasets;
 mod frank_wolfe;
+mod gradient;
 mod ledger;
 mod problem;
 mod releases;
@@ -16,6 +17,10 @@ pub use datasets::{
 };
 pub use frank_wolfe::{
     DebiasParams, FrankWolfeParams, FrankWolfeResult, Selection, SourceUsed, StageUsed,
+};
+pub use gradient::{
+    GradientCall, GradientCallResult, GradientLoss, GradientMechanism, GradientParams,
+    GradientResult, GradientSession,
 };
 pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
 pub use problem::{LineError, Problem, ProblemType};

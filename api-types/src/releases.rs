@@ -9,6 +9,7 @@ use utoipa::openapi::schema::{Object, OneOfBuilder, Schema};
 use uuid::Uuid;
 
 use crate::frank_wolfe::{FrankWolfeParams, FrankWolfeResult};
+use crate::gradient::{GradientParams, GradientResult};
 use crate::{Remaining, Spent};
 
 /// `POST /v1/datasets/{id}/releases`: `{"kind": …, "epsilon": …, "delta": …,
@@ -84,6 +85,7 @@ pub enum ReleaseParams {
     DpGd(DpGdParams),
     DpSgd(DpSgdParams),
     FrankWolfe(FrankWolfeParams),
+    Gradient(GradientParams),
 }
 
 impl ReleaseParams {
@@ -97,6 +99,7 @@ impl ReleaseParams {
             ReleaseParams::DpGd(_) => DpGdParams::KIND,
             ReleaseParams::DpSgd(_) => DpSgdParams::KIND,
             ReleaseParams::FrankWolfe(_) => FrankWolfeParams::KIND,
+            ReleaseParams::Gradient(_) => GradientParams::KIND,
         }
     }
 
@@ -132,6 +135,7 @@ impl ReleaseParams {
             DpGdParams::KIND => ReleaseParams::DpGd(read(fields)?),
             DpSgdParams::KIND => ReleaseParams::DpSgd(read(fields)?),
             FrankWolfeParams::KIND => ReleaseParams::FrankWolfe(read(fields)?),
+            GradientParams::KIND => ReleaseParams::Gradient(read(fields)?),
             other => {
                 return Err(format!(
                     "unknown variant `{other}`, expected one of {}",
@@ -143,7 +147,7 @@ impl ReleaseParams {
 }
 
 /// The `kind`s there are.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 8] = [
     WalrParams::KIND,
     AggregateParams::KIND,
     OutputPerturbationParams::KIND,
@@ -151,6 +155,7 @@ pub const KINDS: [&str; 7] = [
     DpGdParams::KIND,
     DpSgdParams::KIND,
     FrankWolfeParams::KIND,
+    GradientParams::KIND,
 ];
 
 /// A release kind's parameters: what `kind` names it, and what it accepts
@@ -488,6 +493,7 @@ impl utoipa::PartialSchema for ReleaseRequest {
             .item(object::<DpGdParams>())
             .item(object::<DpSgdParams>())
             .item(object::<FrankWolfeParams>())
+            .item(object::<GradientParams>())
             .description(Some(
                 "`POST /v1/datasets/{id}/releases`: `{\"kind\": …, \"epsilon\": …, \"delta\": …,\n\
                  params…}`. Unknown fields, and fields of another kind, are refused, so a\n\
@@ -506,6 +512,7 @@ impl ToSchema for ReleaseRequest {
         <DpGdParams as ToSchema>::schemas(schemas);
         <DpSgdParams as ToSchema>::schemas(schemas);
         <FrankWolfeParams as ToSchema>::schemas(schemas);
+        <GradientParams as ToSchema>::schemas(schemas);
     }
 }
 
@@ -697,6 +704,7 @@ pub enum ReleaseResult {
     DpGd(DpGdResult),
     DpSgd(DpSgdResult),
     FrankWolfe(FrankWolfeResult),
+    Gradient(GradientResult),
 }
 
 impl ReleaseResult {
@@ -707,9 +715,10 @@ impl ReleaseResult {
             ReleaseResult::Model(model) => Some((&model.weights, model.intercept)),
             ReleaseResult::DpGd(model) => Some((&model.weights, model.intercept)),
             ReleaseResult::DpSgd(model) => Some((&model.weights, model.intercept)),
-            ReleaseResult::Walr(_) | ReleaseResult::Aggregate(_) | ReleaseResult::FrankWolfe(_) => {
-                None
-            }
+            ReleaseResult::Walr(_)
+            | ReleaseResult::Aggregate(_)
+            | ReleaseResult::FrankWolfe(_)
+            | ReleaseResult::Gradient(_) => None,
         }
     }
 }

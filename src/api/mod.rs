@@ -84,6 +84,7 @@ fn routes(limits: &Limits) -> OpenApiRouter<AppState> {
         .routes(routes!(budget::change))
         .routes(routes!(features::export))
         .routes(routes!(releases::get))
+        .routes(routes!(releases::call))
         .routes(routes!(ledger::page))
         .routes(routes!(health::healthz))
 }

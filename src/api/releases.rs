@@ -3,7 +3,10 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use dpgate_api_types::{IDEMPOTENCY_KEY, Problem, Release, ReleaseList, ReleaseRequest};
+use dpgate_api_types::{
+    GradientCall, GradientCallResult, IDEMPOTENCY_KEY, Problem, Release, ReleaseList,
+    ReleaseRequest,
+};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -13,6 +16,7 @@ use super::extract::{ApiQuery, Caller, GrantedAnalyst, PageQuery, parse_id};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::error::ApiError;
+use crate::releases::calls::{self, CallAsk};
 use crate::releases::{self, Ask, Outcome};
 
 /// Longest accepted idempotency key.
@@ -206,4 +210,50 @@ pub async fn list(
         next_after: PageQuery::next_after(limit, &releases, |release| release.seq),
         releases,
     }))
+}
+
+/// Makes call `call` of a pre-paid gradient session (a `gradient` release
+/// with `calls`): the gradient at `theta`, freshly noised. Nothing is
+/// debited; each call index is spent once. A retry of a call with the
+/// same `theta` gets the stored answer, byte for byte; with another, 409.
+#[utoipa::path(
+    post,
+    path = "/v1/datasets/{id}/releases/{release_id}/calls",
+    operation_id = "callGradientSession",
+    tag = "releases",
+    params(
+        ("id" = Uuid, Path, description = "Dataset id"),
+        ("release_id" = Uuid, Path, description = "The session's release id"),
+    ),
+    request_body = GradientCall,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The call's gradient (made now, or the stored answer to a retry)", body = GradientCallResult),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an analyst granted this dataset", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset, or no gradient session of the caller's with this id", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`conflict`: this call was made at another theta, or is still being made", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A call index beyond the session, or a bad theta (nothing spent)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "`release-failed`: the call was claimed but not made (it stays spent; a retry gets this answer), or `internal`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+pub async fn call(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, release)): Path<(String, String)>,
+    ApiJson(call): ApiJson<GradientCall>,
+) -> Result<Response, ApiError> {
+    // As for a release: the grant first, so that a non-UUID id tells an
+    // analyst without one nothing more.
+    let dataset = uuid::Uuid::parse_str(&id).ok();
+    caller.analyst_of(dataset.unwrap_or_else(uuid::Uuid::nil))?;
+    let ask = CallAsk {
+        dataset: dataset.ok_or_else(|| ApiError::NotFound("no such dataset".to_owned()))?,
+        release: parse_id("gradient session", &release)?,
+        analyst: &caller.sub,
+        call,
+    };
+    let body = calls::call(state.snapshots.clone(), &state.tasks, ask).await?;
+    Ok(json(StatusCode::OK, body))
 }

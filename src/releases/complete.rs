@@ -52,6 +52,16 @@ fn finite(release: &api::Release) -> bool {
                 .chain(&model.model_weights)
                 .chain([&model.intercept, &model.stage.selection_scale])
                 .all(|value| value.is_finite()),
+            Some(api::ReleaseResult::Gradient(gradient)) => gradient
+                .gradient
+                .iter()
+                .flatten()
+                .chain([
+                    &gradient.sigma,
+                    &gradient.sensitivity,
+                    &gradient.call_epsilon,
+                ])
+                .all(|value| value.is_finite()),
             Some(api::ReleaseResult::DpSgd(model)) => model
                 .weights
                 .iter()

@@ -23,6 +23,7 @@
 //! record says so and the ledger entry stays (the safe side), and a retry
 //! gets the same failure, never fresh noise.
 
+pub mod calls;
 mod complete;
 pub mod kinds;
 pub mod pacing;
@@ -55,6 +56,9 @@ pub enum ReleaseError {
     Invalid(String),
     #[error("no such dataset")]
     NoDataset,
+    /// No such thing for this caller (a gradient session, say).
+    #[error("{0}")]
+    NotFound(String),
     /// The release does not fit (nothing spent).
     #[error("{detail}")]
     BudgetExhausted {

@@ -17,6 +17,7 @@ mod failed;
 mod features;
 mod floor;
 mod frank_wolfe;
+mod gradient;
 mod helpers;
 mod idempotency;
 mod learners;

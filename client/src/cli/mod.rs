@@ -689,6 +689,19 @@ async fn release(
                 fit.target, fit.weights, fit.intercept
             )?;
         }
+        Some(ReleaseResult::Gradient(result)) => {
+            writeln!(
+                out,
+                "{:?} loss on {}, C = {}, ε = {} per call, σ = {:.6e}",
+                result.loss, result.target, result.clip, result.call_epsilon, result.sigma
+            )?;
+            if let Some(gradient) = &result.gradient {
+                writeln!(out, "gradient (model space): {gradient:?}")?;
+            }
+            if let Some(session) = result.session {
+                writeln!(out, "session of {} calls", session.calls)?;
+            }
+        }
         None => {}
     }
     Ok(())

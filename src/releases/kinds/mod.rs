@@ -6,6 +6,7 @@ pub mod aggregate;
 pub mod dp_gd;
 pub mod dp_sgd;
 pub mod frank_wolfe;
+pub mod gradient;
 pub mod gradients;
 mod iterative;
 pub mod model;
@@ -94,6 +95,7 @@ impl Kind {
             Kind::Requested(Params::FrankWolfe(params)) => {
                 frank_wolfe::plan(dataset, sources, params, knobs)
             }
+            Kind::Requested(Params::Gradient(params)) => gradient::plan(dataset, params, knobs),
         }
     }
 }

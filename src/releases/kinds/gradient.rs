@@ -1,0 +1,497 @@
+//! `gradient`: the mean clipped gradient g = (1/N)·Σ clip_C(∇ℓᵢ(θ)) at
+//! the analyst's θ, released with noise (LEARNERS.md §4): the building
+//! block of a client-side learner such as distributed ISTA.
+//!
+//! Privacy holds for any θ, an adversarial one included, because clipping
+//! bounds the sensitivity ([`dp_gd::clipped_sensitivity`]): unit `row`,
+//! 2·min(C, |r|max·√d)/N, where the logistic residual is at most 1 and the
+//! squared one is unbounded; unit `label`, min(2C, |y₁ − y₀|·maxᵢ‖uᵢ‖)/N,
+//! since an outcome moves the residual by |y₁ − y₀| (1 for the logistic
+//! loss and for a measure scaled into [0, 1]).
+//!
+//! One release is one call, or a **session** of T calls priced together:
+//! σ is that of T composed steps ([`Mechanism::gaussian_steps`], or ε/T of
+//! norm-Gamma) and the ledger records their composition once, so every
+//! accountant gets the exact composition and a learner cannot run out of
+//! budget half-way. Adaptive choices of θ are covered by adaptive
+//! composition. The session's calls ([`Session`]) read the snapshot the
+//! session was priced for.
+
+use async_trait::async_trait;
+use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams};
+
+use super::dp_gd::{self, Reach, Rows};
+use super::gradients::{Residual, clipped_mean, logistic};
+use super::iterative::{MAX_MAGNITUDE, check_work, require_in_memory, within};
+use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::{self, Epsilon, Mechanism, PrivacyLoss, per_step_epsilon};
+use crate::releases::plan::{noise, require_rows};
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
+use crate::snapshots::Columns;
+
+/// Most calls a session may hold.
+pub const MAX_CALLS: u32 = 10_000;
+
+/// Where a row's y comes from, as the loss sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    /// y = y₀ for label 0, y₁ for label 1.
+    Label { values: [f64; 2] },
+    /// y = (m − min)/(max − min) of measure `index`.
+    Measure { index: usize, min: f64, width: f64 },
+}
+
+/// A gradient query as requested: every setting public.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fit {
+    pub loss: GradientLoss,
+    pub target: Target,
+    pub clip: f64,
+    pub fit_intercept: bool,
+}
+
+impl Fit {
+    /// d = k + the intercept.
+    fn dims(&self, schema: &Schema) -> usize {
+        schema.k() + usize::from(self.fit_intercept)
+    }
+
+    /// How far a residual reaches: the logistic one is at most 1, the
+    /// squared one unbounded; an outcome moves it by |y₁ − y₀|.
+    fn reach(&self) -> Reach {
+        let shift = match self.target {
+            Target::Label { values: [y0, y1] } => (y1 - y0).abs(),
+            Target::Measure { .. } => 1.0,
+        };
+        let largest = match self.loss {
+            GradientLoss::Logistic => 1.0,
+            GradientLoss::Squared => f64::INFINITY,
+        };
+        Reach { largest, shift }
+    }
+
+    /// The exact mean clipped gradient at `theta` over `columns`.
+    pub fn exact(&self, columns: &Columns, theta: &[f64]) -> Vec<f64> {
+        let outcomes = Outcomes { fit: self, columns };
+        clipped_mean(columns, &outcomes, theta, self.clip, self.fit_intercept)
+    }
+}
+
+/// The rows' residuals under a [`Fit`]. Neither loss branches on a row's
+/// values: y is y₀ + label·(y₁ − y₀), a measure is clamped.
+struct Outcomes<'a> {
+    fit: &'a Fit,
+    columns: &'a Columns,
+}
+
+impl Residual for Outcomes<'_> {
+    fn residual(&self, prediction: f64, row: usize) -> f64 {
+        let y = match self.fit.target {
+            Target::Label { values: [y0, y1] } => {
+                y0 + f64::from(self.columns.labels()[row]) * (y1 - y0)
+            }
+            Target::Measure { index, min, width } => {
+                ((self.columns.row(row).measures[index] - min) / width).clamp(0.0, 1.0)
+            }
+        };
+        match self.fit.loss {
+            GradientLoss::Logistic => logistic(prediction) - y,
+            GradientLoss::Squared => prediction - y,
+        }
+    }
+}
+
+/// The request's loss and target on `schema`.
+fn fit(params: &GradientParams, schema: &Schema) -> Result<Fit, ReleaseError> {
+    within("clip", params.clip, |c| c > 0.0 && c <= 1e3, "in (0, 1000]")?;
+    let target = if params.target == "label" {
+        let values = match (params.loss, params.label_values) {
+            (GradientLoss::Squared, Some(values)) => values,
+            (_, None) => [0.0, 1.0],
+            (GradientLoss::Logistic, Some(_)) => {
+                return Err(ReleaseError::Invalid(
+                    "label_values is for the squared loss only: the logistic loss fits y ∈ {0, 1}"
+                        .to_owned(),
+                ));
+            }
+        };
+        for value in values {
+            within(
+                "each of label_values",
+                value,
+                |y| y.abs() <= MAX_MAGNITUDE,
+                "finite and at most 1e6 in magnitude",
+            )?;
+        }
+        if values[0] == values[1] {
+            return Err(ReleaseError::Invalid(
+                "label_values must differ: [y0, y1] for labels 0 and 1".to_owned(),
+            ));
+        }
+        Target::Label { values }
+    } else {
+        let name = params.target.strip_prefix("measure:").ok_or_else(|| {
+            ReleaseError::Invalid(format!(
+                "target must be `label` or `measure:NAME` (got {:?})",
+                params.target
+            ))
+        })?;
+        if params.label_values.is_some() {
+            return Err(ReleaseError::Invalid(
+                "label_values is for the label target only".to_owned(),
+            ));
+        }
+        let index = schema
+            .measures
+            .iter()
+            .position(|column| column.name == name)
+            .ok_or_else(|| ReleaseError::Invalid(format!("the dataset has no measure {name:?}")))?;
+        let column = &schema.measures[index];
+        Target::Measure {
+            index,
+            min: column.min,
+            width: column.max - column.min,
+        }
+    };
+    Ok(Fit {
+        loss: params.loss,
+        target,
+        clip: params.clip,
+        fit_intercept: params.fit_intercept,
+    })
+}
+
+/// Refuses a θ that is not d finite values of magnitude at most 10⁶.
+pub fn check_theta(theta: &[f64], dims: usize) -> Result<(), ReleaseError> {
+    if theta.len() != dims {
+        return Err(ReleaseError::Invalid(format!(
+            "theta has {} values; this gradient has d = {dims} (the features, and the \
+             intercept first when fitted)",
+            theta.len()
+        )));
+    }
+    for &value in theta {
+        within(
+            "every value of theta",
+            value,
+            |v| v.abs() <= MAX_MAGNITUDE,
+            "finite and at most 1e6 in magnitude",
+        )?;
+    }
+    Ok(())
+}
+
+/// The noise of each of `calls` calls of Δ `sensitivity` on `dims`
+/// coordinates, (ε, δ) together, and ε of one call alone.
+fn mechanism(
+    kind: GradientMechanism,
+    knobs: &Knobs,
+    sensitivity: f64,
+    dims: usize,
+    calls: u32,
+    fit: &Fit,
+) -> Result<(Mechanism, f64), ReleaseError> {
+    let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
+    // A coordinate of a clipped gradient is at most C, and at most 1 when
+    // the residual is.
+    let range = fit.clip.min(fit.reach().largest);
+    match kind {
+        GradientMechanism::Gaussian => {
+            knobs.approximate("gradient with the gaussian mechanism")?;
+            let mechanism = Mechanism::gaussian_steps(
+                knobs.epsilon,
+                knobs.delta,
+                sensitivity,
+                dims,
+                calls,
+                range,
+            )
+            .map_err(invalid)?;
+            let alone = dp::gaussian_epsilon(
+                mechanism.accounted_sensitivity() / mechanism.noise_scale(),
+                knobs.delta.value(),
+            );
+            Ok((mechanism, alone))
+        }
+        GradientMechanism::NormGamma => {
+            knobs.pure("gradient with the norm_gamma mechanism")?;
+            let each = per_step_epsilon(knobs.epsilon, knobs.delta, calls, |each| {
+                Ok(PrivacyLoss::PureEpsilon {
+                    epsilon: each.value(),
+                })
+            })
+            .map_err(invalid)?;
+            let mechanism =
+                Mechanism::norm_gamma(each, sensitivity, dims, range).map_err(invalid)?;
+            Ok((mechanism, each.value()))
+        }
+    }
+}
+
+/// The terms of a priced gradient query: what every call of it repeats.
+struct Terms {
+    fit: Fit,
+    /// As requested: `label` or `measure:NAME`.
+    target: String,
+    kind: GradientMechanism,
+    mechanism: Mechanism,
+    call_epsilon: f64,
+    sensitivity: f64,
+    n: u64,
+    feature_bounds: Vec<[f64; 2]>,
+}
+
+impl Terms {
+    fn result(&self, gradient: Option<Vec<f64>>, calls: Option<u32>) -> api::GradientResult {
+        let label_values = match self.fit.target {
+            Target::Label { values } if self.fit.loss == GradientLoss::Squared => Some(values),
+            _ => None,
+        };
+        api::GradientResult {
+            gradient,
+            session: calls.map(|calls| api::GradientSession { calls }),
+            n: self.n,
+            sigma: self.mechanism.noise_scale(),
+            sensitivity: self.sensitivity,
+            clip: self.fit.clip,
+            loss: self.fit.loss,
+            target: self.target.clone(),
+            label_values,
+            fit_intercept: self.fit.fit_intercept,
+            mechanism: self.kind,
+            call_epsilon: self.call_epsilon,
+            space: "model".to_owned(),
+            feature_bounds: self.feature_bounds.clone(),
+        }
+    }
+
+    /// The released gradient at `theta` on `snapshot` (held in memory).
+    async fn call(&self, snapshot: &Snapshot, theta: Vec<f64>) -> Result<Vec<f64>, Failure> {
+        let columns = snapshot.columns().await?.ok_or(Failure::Unheld)?;
+        let fit = self.fit.clone();
+        let span = tracing::Span::current();
+        let exact = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            fit.exact(&columns, &theta)
+        })
+        .await?;
+        noise(self.mechanism.clone(), exact).await
+    }
+}
+
+/// Prices the terms on `dataset` at its N: the sensitivity from public
+/// facts (under `label`, the largest feature norm).
+fn terms(
+    dataset: &DatasetRecord,
+    params: &GradientParams,
+    knobs: &Knobs,
+    calls: u32,
+) -> Result<Terms, ReleaseError> {
+    let fit = fit(params, &dataset.schema)?;
+    let dims = fit.dims(&dataset.schema);
+    let rows = Rows {
+        k: dataset.schema.k(),
+        max_norm_squared: dataset.stats.max_norm_squared,
+        n: dataset.n_rows,
+        intercept: fit.fit_intercept,
+    };
+    let sensitivity =
+        dp_gd::clipped_sensitivity(dataset.privacy_unit, fit.clip, &rows, fit.reach());
+    if sensitivity == 0.0 {
+        return Err(ReleaseError::Invalid(
+            "every feature vector is zero and the intercept is off: the gradient is 0".to_owned(),
+        ));
+    }
+    let (mechanism, call_epsilon) =
+        mechanism(params.mechanism, knobs, sensitivity, dims, calls, &fit)?;
+    let (min, max) = dataset.schema.feature_bounds();
+    Ok(Terms {
+        fit,
+        target: params.target.clone(),
+        kind: params.mechanism,
+        mechanism,
+        call_epsilon,
+        sensitivity,
+        n: dataset.n_rows,
+        feature_bounds: min.into_iter().zip(max).map(|(a, b)| [a, b]).collect(),
+    })
+}
+
+/// A gradient release, priced: one call at `theta`, or a session.
+struct Gradient {
+    price: Price,
+    terms: Terms,
+    ask: Ask,
+}
+
+enum Ask {
+    Call(Vec<f64>),
+    Session(u32),
+}
+
+/// Prices a gradient release (one call, or a session of `calls`).
+pub fn plan(
+    dataset: &DatasetRecord,
+    params: &GradientParams,
+    knobs: &Knobs,
+) -> Result<Box<dyn Planned>, ReleaseError> {
+    require_rows(dataset)?;
+    let ask = match (params.calls, &params.theta) {
+        (Some(calls), None) if (1..=MAX_CALLS).contains(&calls) => Ask::Session(calls),
+        (Some(calls), None) => {
+            return Err(ReleaseError::Invalid(format!(
+                "calls must be from 1 to {MAX_CALLS} (got {calls})"
+            )));
+        }
+        (Some(_), Some(_)) => {
+            return Err(ReleaseError::Invalid(
+                "theta is given with each call of a session, not with `calls`".to_owned(),
+            ));
+        }
+        (None, Some(theta)) => Ask::Call(theta.clone()),
+        (None, None) => {
+            return Err(ReleaseError::Invalid(
+                "theta is required: the gradient is taken at θ (or give `calls` to open a \
+                 session)"
+                    .to_owned(),
+            ));
+        }
+    };
+    let calls = match ask {
+        Ask::Session(calls) => calls,
+        Ask::Call(_) => 1,
+    };
+    let terms = terms(dataset, params, knobs, calls)?;
+    let dims = terms.fit.dims(&dataset.schema);
+    if let Ask::Call(theta) = &ask {
+        check_theta(theta, dims)?;
+    }
+    let work = u64::from(calls)
+        .saturating_mul(dataset.n_rows)
+        .saturating_mul(dims as u64);
+    check_work(work, "calls × rows × coordinates", "open fewer calls")?;
+    let mut price = Price::of(&terms.mechanism, terms.sensitivity, dataset.n_rows);
+    if let (GradientMechanism::NormGamma, Ask::Session(count @ 2..)) = (params.mechanism, &ask) {
+        price.loss = Some(PrivacyLoss::Composition {
+            count: *count,
+            each: Box::new(terms.mechanism.loss().clone()),
+        });
+    }
+    Ok(Box::new(Gradient { price, terms, ask }))
+}
+
+#[async_trait]
+impl Planned for Gradient {
+    fn price(&self) -> &Price {
+        &self.price
+    }
+
+    async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
+        require_in_memory(snapshot)
+    }
+
+    async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
+        let Gradient { terms, ask, .. } = *self;
+        let result = match ask {
+            Ask::Call(theta) => {
+                let gradient = terms.call(&snapshot, theta).await?;
+                terms.result(Some(gradient), None)
+            }
+            Ask::Session(calls) => terms.result(None, Some(calls)),
+        };
+        Ok(api::ReleaseResult::Gradient(result))
+    }
+}
+
+/// An open session, as its release recorded it: the calls are priced on
+/// the terms it was debited for (its N, Δ and σ), whatever rows came since.
+pub struct Session {
+    terms: Terms,
+    /// T.
+    pub calls: u32,
+    snapshot: Snapshot,
+}
+
+impl Session {
+    /// The session `release` opened on `snapshot` (the dataset as it is
+    /// now; the session reads it at its own N); `None` if `release` is not
+    /// a gradient session.
+    pub fn of(release: &api::Release, snapshot: Snapshot) -> Result<Option<Session>, Failure> {
+        let Some(api::ReleaseResult::Gradient(opened)) = &release.result else {
+            return Ok(None);
+        };
+        let Some(session) = opened.session else {
+            return Ok(None);
+        };
+        let corrupt =
+            |detail: String| Failure::Corrupt(format!("session {:?}: {detail}", release.id));
+        let knobs = Knobs {
+            epsilon: Epsilon::new(release.epsilon).map_err(|e| corrupt(e.to_string()))?,
+            delta: dp::Delta::new(release.delta).map_err(|e| corrupt(e.to_string()))?,
+            max_groups: 0,
+        };
+        let params = GradientParams {
+            loss: opened.loss,
+            target: opened.target.clone(),
+            label_values: opened.label_values,
+            clip: opened.clip,
+            fit_intercept: opened.fit_intercept,
+            mechanism: opened.mechanism,
+            theta: None,
+            calls: Some(session.calls),
+        };
+        let dataset = DatasetRecord {
+            n_rows: opened.n,
+            ..snapshot.dataset().clone()
+        };
+        let fit = fit(&params, &dataset.schema).map_err(|e| corrupt(e.to_string()))?;
+        let dims = fit.dims(&dataset.schema);
+        // Δ as priced then: under `label` it came from the features' norms
+        // at that N, which later rows may have raised.
+        let (mechanism, call_epsilon) = mechanism(
+            opened.mechanism,
+            &knobs,
+            opened.sensitivity,
+            dims,
+            session.calls,
+            &fit,
+        )
+        .map_err(|e| corrupt(e.to_string()))?;
+        if mechanism.noise_scale() != opened.sigma {
+            return Err(corrupt(format!(
+                "its noise prices at {} now, not {}",
+                mechanism.noise_scale(),
+                opened.sigma
+            )));
+        }
+        Ok(Some(Session {
+            terms: Terms {
+                fit,
+                target: opened.target.clone(),
+                kind: opened.mechanism,
+                mechanism,
+                call_epsilon,
+                sensitivity: opened.sensitivity,
+                n: opened.n,
+                feature_bounds: opened.feature_bounds.clone(),
+            },
+            calls: session.calls,
+            snapshot: snapshot.sibling(dataset),
+        }))
+    }
+
+    /// d, the length of θ and of each gradient.
+    pub fn dims(&self) -> usize {
+        self.terms.fit.dims(&self.snapshot.dataset().schema)
+    }
+
+    /// One call's released gradient at `theta` (checked by the caller),
+    /// its noise fresh from the OS CSPRNG.
+    pub async fn call(&self, theta: Vec<f64>) -> Result<Vec<f64>, Failure> {
+        self.terms.call(&self.snapshot, theta).await
+    }
+}
+
+#[cfg(test)]
+#[path = "gradient_tests.rs"]
+mod tests;

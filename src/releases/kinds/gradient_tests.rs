@@ -1,0 +1,319 @@
+use super::*;
+use crate::dataset::tests::record;
+use crate::dp::reference::{self, assert_close};
+use crate::dp::{Accountant, Budget, Charge, Composition, Delta};
+use crate::releases::kinds::test_rows::{Tightness, columns_of, distance, neighbours, normal};
+use api::PrivacyUnit;
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+
+fn params(loss: GradientLoss, calls: Option<u32>) -> GradientParams {
+    GradientParams {
+        loss,
+        target: "label".to_owned(),
+        label_values: None,
+        clip: 1.0,
+        fit_intercept: true,
+        mechanism: GradientMechanism::Gaussian,
+        theta: calls.is_none().then(|| vec![0.0; 3]),
+        calls,
+    }
+}
+
+fn knobs(epsilon: f64, delta: f64) -> Knobs {
+    Knobs {
+        epsilon: Epsilon::new(epsilon).unwrap(),
+        delta: Delta::new(delta).unwrap(),
+        max_groups: 1,
+    }
+}
+
+fn dataset(unit: PrivacyUnit, n: u64) -> DatasetRecord {
+    let mut dataset = record();
+    dataset.privacy_unit = unit;
+    dataset.n_rows = n;
+    dataset
+}
+
+fn label_fit(loss: GradientLoss, values: [f64; 2], clip: f64, fit_intercept: bool) -> Fit {
+    Fit {
+        loss,
+        target: Target::Label { values },
+        clip,
+        fit_intercept,
+    }
+}
+
+#[test]
+fn a_sessions_call_epsilon_is_the_reference_per_step_epsilon() {
+    let points: Vec<_> = reference::learners()
+        .per_step
+        .into_iter()
+        .filter(|point| point.loss == "gaussian" && point.epsilon == 1.0 && point.delta == 1e-6)
+        .collect();
+    let steps: Vec<u32> = points.iter().map(|point| point.steps).collect();
+    assert_eq!(steps, [10, 100, 1000]);
+    for point in points {
+        let dataset = dataset(PrivacyUnit::Row, 10_000);
+        let params = params(GradientLoss::Logistic, Some(point.steps));
+        let terms = terms(&dataset, &params, &knobs(1.0, 1e-6), point.steps).unwrap();
+        // Only the lattice's rounding separates them.
+        let what = format!("ε of one call of {}", point.steps);
+        assert_close(terms.call_epsilon, point.per_step, 1e-4, &what);
+        let result = terms.result(None, Some(point.steps));
+        assert_eq!(result.call_epsilon, terms.call_epsilon);
+        assert_eq!(
+            result.session,
+            Some(api::GradientSession { calls: point.steps })
+        );
+    }
+}
+
+#[test]
+fn a_session_is_debited_its_composition_once() {
+    let dataset = dataset(PrivacyUnit::Row, 1000);
+    let gaussian = knobs(1.0, 1e-6);
+    let planned = plan(
+        &dataset,
+        &params(GradientLoss::Logistic, Some(100)),
+        &gaussian,
+    )
+    .unwrap();
+    let loss = planned.price().loss.clone().unwrap();
+    let PrivacyLoss::Composition { count: 100, each } = &loss else {
+        panic!("100 composed calls: {loss:?}");
+    };
+    assert!(matches!(**each, PrivacyLoss::Gaussian { .. }), "{each:?}");
+    let charge = Charge {
+        epsilon: gaussian.epsilon,
+        delta: gaussian.delta,
+        loss,
+    };
+    let budget = Budget {
+        epsilon: Epsilon::new(10.0).unwrap(),
+        delta: Delta::new(1e-6).unwrap(),
+    };
+    let spent = Composition::of([&charge]).spent(Accountant::Rdp, &budget);
+    assert!((0.99..=1.0).contains(&spent.epsilon.value()), "{spent:?}");
+    assert_eq!(spent.epsilon_basic.value(), 1.0);
+    // Pure ε: ⌊ε/T⌋ a call, T composed.
+    let mut pure = params(GradientLoss::Logistic, Some(100));
+    pure.mechanism = GradientMechanism::NormGamma;
+    let planned = plan(&dataset, &pure, &knobs(1.0, 0.0)).unwrap();
+    assert_eq!(
+        planned.price().loss,
+        Some(PrivacyLoss::Composition {
+            count: 100,
+            each: Box::new(PrivacyLoss::PureEpsilon { epsilon: 0.01 }),
+        })
+    );
+}
+
+#[test]
+fn neighbouring_datasets_move_the_clipped_gradient_by_at_most_the_sensitivity() {
+    let mut rng = ChaCha8Rng::seed_from_u64(2027);
+    let mut tight = Tightness::new(4);
+    for pair in 0..8_000 {
+        let unit = [PrivacyUnit::Label, PrivacyUnit::Row][pair % 2];
+        let loss = [GradientLoss::Logistic, GradientLoss::Squared][(pair / 2) % 2];
+        let intercept = pair % 8 < 4;
+        let k = rng.random_range(1..7);
+        let n = rng.random_range(1..25);
+        let clip = [0.05, 0.5, 1.0, 3.0, 100.0][rng.random_range(0..5)];
+        let values = match loss {
+            GradientLoss::Logistic => [0.0, 1.0],
+            GradientLoss::Squared => {
+                [[0.0, 1.0], [-1.0, 1.0], [3.0, -40.0]][rng.random_range(0..3)]
+            }
+        };
+        let (original, moved, max_norm_squared) = neighbours(&mut rng, unit, n, k);
+        // Any θ, large adversarial ones included.
+        let scale = [0.1, 3.0, 300.0, 1e6][rng.random_range(0..4)];
+        let theta: Vec<f64> = (0..k + usize::from(intercept))
+            .map(|_| scale * normal(&mut rng))
+            .collect();
+        let fit = label_fit(loss, values, clip, intercept);
+        let rows = Rows {
+            k,
+            max_norm_squared,
+            n: n as u64,
+            intercept,
+        };
+        let declared = dp_gd::clipped_sensitivity(unit, clip, &rows, fit.reach());
+        let gap = distance(&fit.exact(&original, &theta), &fit.exact(&moved, &theta));
+        let class =
+            usize::from(unit == PrivacyUnit::Row) + 2 * usize::from(loss == GradientLoss::Squared);
+        tight.record(class, gap, declared, || {
+            format!("pair {pair} ({unit:?}, {loss:?} {values:?}, k = {k}, N = {n}, C = {clip})")
+        });
+    }
+    tight.attained(0, 0.95, "logistic, label unit");
+    tight.attained(1, 0.9, "logistic, row unit");
+    tight.attained(2, 0.95, "squared, label unit");
+    tight.attained(3, 0.9, "squared, row unit");
+}
+
+#[test]
+fn one_call_is_the_mean_of_the_clipped_gradients_by_hand() {
+    // Row 1: x = 0.5, y = 1; row 2: x = 1, y = 0.
+    let columns = columns_of(&[(vec![0.5], 1), (vec![1.0], 0)], 1);
+    let theta = [0.5, -1.0];
+    // Squared loss on y ∈ {−1, 1}, C = 1: residuals θᵀu − y.
+    let squared = label_fit(GradientLoss::Squared, [-1.0, 1.0], 1.0, true);
+    let (r1, r2) = (0.5 - 0.5 - 1.0, 0.5 - 1.0 + 1.0);
+    let clip = |r: f64, norm: f64| r * (1.0 / (r.abs() * norm)).min(1.0);
+    let (f1, f2) = (clip(r1, 1.25f64.sqrt()), clip(r2, 2f64.sqrt()));
+    let expected = [(f1 + f2) / 2.0, (f1 * 0.5 + f2) / 2.0];
+    let got = squared.exact(&columns, &theta);
+    for (got, want) in got.iter().zip(expected) {
+        assert!((got - want).abs() < 1e-15, "{got} vs {want}");
+    }
+    // Logistic without the intercept: (σ(θx) − y)·x, unclipped at C = 10.
+    let logistic_fit = label_fit(GradientLoss::Logistic, [0.0, 1.0], 10.0, false);
+    let s = |z: f64| 1.0 / (1.0 + (-z).exp());
+    let want = ((s(-0.5) - 1.0) * 0.5 + s(-1.0)) / 2.0;
+    let got = logistic_fit.exact(&columns, &[-1.0]);
+    assert!((got[0] - want).abs() < 1e-15, "{got:?} vs {want}");
+}
+
+#[test]
+fn settings_outside_their_bounds_are_refused() {
+    let dataset = dataset(PrivacyUnit::Row, 100);
+    let gaussian = knobs(1.0, 1e-6);
+    let base = params(GradientLoss::Logistic, None);
+    let cases: Vec<(&str, GradientParams, Knobs)> = vec![
+        (
+            "theta",
+            GradientParams {
+                theta: Some(vec![0.0; 2]),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "theta",
+            GradientParams {
+                theta: Some(vec![0.0, f64::NAN, 0.0]),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "theta",
+            GradientParams {
+                theta: Some(vec![0.0, 2e6, 0.0]),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "theta is required",
+            GradientParams {
+                theta: None,
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "not with `calls`",
+            GradientParams {
+                calls: Some(10),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "calls",
+            GradientParams {
+                theta: None,
+                calls: Some(0),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "calls",
+            GradientParams {
+                theta: None,
+                calls: Some(10_001),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "squared loss only",
+            GradientParams {
+                label_values: Some([-1.0, 1.0]),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "label target only",
+            GradientParams {
+                loss: GradientLoss::Squared,
+                target: "measure:value".to_owned(),
+                label_values: Some([-1.0, 1.0]),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "must differ",
+            GradientParams {
+                loss: GradientLoss::Squared,
+                label_values: Some([1.0, 1.0]),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "no measure",
+            GradientParams {
+                target: "measure:nope".to_owned(),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "target must be",
+            GradientParams {
+                target: "value".to_owned(),
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        (
+            "clip",
+            GradientParams {
+                clip: 0.0,
+                ..base.clone()
+            },
+            gaussian,
+        ),
+        ("needs a delta", base.clone(), knobs(1.0, 0.0)),
+        (
+            "pure ε",
+            GradientParams {
+                mechanism: GradientMechanism::NormGamma,
+                ..base.clone()
+            },
+            gaussian,
+        ),
+    ];
+    for (says, params, knobs) in cases {
+        match plan(&dataset, &params, &knobs) {
+            Err(ReleaseError::Invalid(detail)) => {
+                assert!(detail.contains(says), "{says:?} not in {detail:?}");
+            }
+            Err(other) => panic!("{says}: {other}"),
+            Ok(_) => panic!("{says}: accepted"),
+        }
+    }
+    // A measure target is scaled into [0, 1]: a residual moves by at most 1.
+    let measure = GradientParams {
+        target: "measure:value".to_owned(),
+        ..base
+    };
+    assert!(plan(&dataset, &measure, &gaussian).is_ok());
+}
