@@ -10,8 +10,9 @@
 //! - [`cli`]: the `dpgate-client` command line.
 
 use dpgate_api_types::{
-    BudgetChange, CreateDataset, Dataset, DatasetList, IDEMPOTENCY_KEY, IngestReport, LedgerEntry,
-    LedgerPage, PROBLEM_JSON, Problem, ProblemType, Release, ReleaseList, ReleaseRequest,
+    BudgetChange, CreateDataset, Dataset, DatasetList, GradientCall, GradientCallResult,
+    IDEMPOTENCY_KEY, IngestReport, LedgerEntry, LedgerPage, PROBLEM_JSON, Problem, ProblemType,
+    Release, ReleaseList, ReleaseRequest,
 };
 use std::time::Duration;
 
@@ -261,6 +262,25 @@ impl Client {
             release,
             replayed: status == StatusCode::OK && !options.dry_run,
         })
+    }
+
+    /// Call `call` of gradient session `release` on dataset `id`: the
+    /// noisy gradient at `theta`. A retry of the same call and θ gets the
+    /// stored answer, so it is sent with the idempotent retries.
+    pub async fn gradient_call(
+        &self,
+        id: Uuid,
+        release: Uuid,
+        call: &GradientCall,
+    ) -> Result<GradientCallResult, ClientError> {
+        let builder = self
+            .request(
+                Method::POST,
+                &format!("/v1/datasets/{id}/releases/{release}/calls"),
+            )
+            .json(call);
+        let response = self.send_idempotent(builder).await?;
+        Ok(Self::problem_or(response).await?.1)
     }
 
     /// `GET /v1/datasets/{id}/releases/{release}`.

@@ -31,12 +31,20 @@ fn dataset_request(name: &str, epsilon: f64) -> serde_json::Value {
 
 /// `row_id,y,f0,…` (with labels) or `row_id,f0,…` (features only).
 fn csv(data: &Synthetic, labels: bool) -> String {
+    csv_rows(data, labels, 0..data.y.len())
+}
+
+/// [`csv`] of the rows in `range`.
+fn csv_rows(data: &Synthetic, labels: bool, range: std::ops::Range<usize>) -> String {
     let mut out = String::from(if labels { "row_id,y" } else { "row_id" });
     for j in 0..K {
         out.push_str(&format!(",f{j}"));
     }
     out.push('\n');
     for (i, row) in data.x.rows().into_iter().enumerate() {
+        if !range.contains(&i) {
+            continue;
+        }
         out.push_str(&format!("r{i}"));
         if labels {
             out.push_str(&format!(",{}", data.y[i]));
@@ -467,6 +475,169 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
             .spent
             .epsilon_basic,
         4.0
+    );
+    app.finish().await;
+}
+
+/// A holder without noise: the clipped mean logistic gradient of its rows
+/// (C = 1), as the server computes it before its noise.
+struct Exact<'a>(&'a Synthetic);
+
+impl dpgate_client::lasso::Holder for Exact<'_> {
+    fn n(&self) -> u64 {
+        self.0.y.len() as u64
+    }
+
+    async fn gradient(&self, _call: u32, theta: &[f64]) -> anyhow::Result<Vec<f64>> {
+        let mut mean = vec![0.0; theta.len()];
+        for (row, &label) in self.0.x.rows().into_iter().zip(&self.0.y) {
+            let u: Vec<f64> = std::iter::once(1.0).chain(row.iter().copied()).collect();
+            let score: f64 = u.iter().zip(theta).map(|(a, b)| a * b).sum();
+            let residual = 1.0 / (1.0 + (-score).exp()) - f64::from(label);
+            let norm = residual.abs() * u.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let scale = residual / norm.max(1.0);
+            for (slot, value) in mean.iter_mut().zip(&u) {
+                *slot += scale * value / self.0.y.len() as f64;
+            }
+        }
+        Ok(mean)
+    }
+}
+
+/// Distributed ISTA through `train-lasso`: three holders of 2,000 rows
+/// each (the first named with its server) against one holder of all 6,000
+/// rows and one of 2,000, each spending ε = 1 on 100 pre-paid calls
+/// (η = 0.2, below 1/L = 4/17 for the logistic loss on 17 coordinates).
+/// What the noise did is measured against ISTA without noise on the same
+/// rows (which is the same for pooled and distributed): the three holders'
+/// combined noise has √3 times the pooled σ, one holder's 3 times, so the
+/// squared errors should be about 1 : 3 : 9 (LEARNERS.md §4, "what the
+/// distribution costs").
+#[tokio::test]
+async fn train_lasso_over_three_holders_sits_between_one_holder_and_the_pooled_data() {
+    let data = logistic_data(6000, K, 31);
+    let dir = tempfile::tempdir().unwrap();
+    let app = spawn_app(backends()[0]).await;
+    let settings = dpgate_client::lasso::Ista {
+        steps: 100,
+        learning_rate: 0.2,
+        lambda: 1e-4,
+        fit_intercept: true,
+    };
+    let exact = settings.run(&[Exact(&data)], K + 1, |_| {}).await.unwrap();
+    let make = |name: &str, range: std::ops::Range<usize>| {
+        let (app, data) = (&app, &data);
+        let name = name.to_owned();
+        async move {
+            let dataset = app.dataset(dataset_request(&name, 100.0)).await;
+            let rows = csv_rows(data, true, range);
+            app.admin
+                .upload_rows(dataset.id, UploadFormat::Csv, rows)
+                .await
+                .unwrap();
+            dataset.id
+        }
+    };
+    let pooled = make("pooled", 0..6000).await;
+    let holders = [
+        make("h0", 0..2000).await,
+        make("h1", 2000..4000).await,
+        make("h2", 4000..6000).await,
+    ];
+    let all: Vec<_> = std::iter::once(pooled).chain(holders).collect();
+    let analyst = app.token(Role::Analyst, "ana", &all);
+    let runs = 4;
+    let mut errors = Vec::new();
+    for datasets in [vec![pooled], holders.to_vec(), vec![holders[0]]] {
+        let mut total = 0.0;
+        for run in 0..runs {
+            let path = dir
+                .path()
+                .join(format!("lasso-{}-{run}.json", datasets.len()));
+            let mut args: Vec<String> = [
+                "train-lasso",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-6",
+                "--learning-rate",
+                "0.2",
+                "--lambda",
+                "1e-4",
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            for dataset in &datasets {
+                args.extend(["--dataset".to_owned(), dataset.to_string()]);
+            }
+            args.extend(["--server".to_owned(), app.address.clone()]);
+            args.extend(["--out".to_owned(), path.to_str().unwrap().to_owned()]);
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            client(&app, &analyst, &refs).await.unwrap();
+            // Features declared on [0, 1]: raw and scaled units agree.
+            let model = ModelFile::load(&path).unwrap();
+            assert_eq!(model.kind, "gradient");
+            let theta = std::iter::once(model.intercept).chain(model.weights);
+            total += theta.zip(&exact).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+        }
+        errors.push(total / f64::from(runs));
+    }
+    let [together, distributed, alone] = errors[..] else {
+        unreachable!()
+    };
+    // Measured over three runs of the test: 0.0139 / 0.0291 / 0.119,
+    // 0.0076 / 0.0235 / 0.130, 0.0149 / 0.0328 / 0.107, so ratios of 2.1 to
+    // 3.1 and 3.3 to 5.5 against the predicted 3 and 3 (the soft-threshold
+    // and the clipping make it only roughly linear in the noise). The
+    // bounds leave room for that spread; the thesis's sum of the holders'
+    // means (pooled ISTA at three times the rate) or a holder whose noise
+    // did not shrink with the others' would cross them.
+    assert!(
+        distributed > 1.3 * together && distributed < 8.0 * together,
+        "squared error: pooled {together}, distributed {distributed}, one holder {alone}"
+    );
+    assert!(
+        alone > 1.5 * distributed && alone < 12.0 * distributed,
+        "squared error: pooled {together}, distributed {distributed}, one holder {alone}"
+    );
+    // Each holder paid ε = 1 a run, once for its 100 calls.
+    for dataset in holders {
+        let view = app.admin.dataset(dataset).await.unwrap();
+        let runs = if dataset == holders[0] {
+            2 * runs
+        } else {
+            runs
+        };
+        assert_eq!(view.spent.epsilon_basic, f64::from(runs));
+    }
+    // Holders of other features are refused before any step.
+    let mut other = dataset_request("other", 10.0);
+    other["features"][0]["max"] = 2.into();
+    let other = app.dataset(other).await.id;
+    app.admin
+        .upload_rows(other, UploadFormat::Csv, csv_rows(&data, true, 0..50))
+        .await
+        .unwrap();
+    let token = app.token(Role::Analyst, "ana", &[holders[1], other]);
+    let out = dir.path().join("x.json");
+    let (first, second) = (holders[1].to_string(), other.to_string());
+    let args = [
+        "train-lasso",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--dataset",
+        &first,
+        "--dataset",
+        &second,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let refused = client(&app, &token, &args).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("other features or bounds"),
+        "{refused}"
     );
     app.finish().await;
 }

@@ -2,6 +2,7 @@
 //! training, evaluation and the ledger. Text for people by default; `--json`
 //! prints one JSON document for scripts and hides the progress bars.
 
+mod lasso;
 mod train;
 
 use std::io::Write;
@@ -23,6 +24,7 @@ use crate::features::{FeatureTable, Scaling};
 use crate::model_file::ModelFile;
 use crate::{Client, ReleaseOptions};
 
+pub use lasso::LassoArgs;
 pub use train::{FeaturesFormat, TrainArgs};
 
 /// A release's id for people, or why it has none.
@@ -65,6 +67,10 @@ pub enum Command {
     },
     /// Train logistic regression label-blind from a WALR release.
     Train(TrainArgs),
+    /// Train L1-regularised logistic regression by distributed ISTA over
+    /// datasets on one server or several, each spending (ε, δ) once on a
+    /// pre-paid session of gradient calls.
+    TrainLasso(LassoArgs),
     /// Score a model file on labelled CSV data.
     Evaluate {
         /// A model file from `train` or `release model --out`.
@@ -310,6 +316,9 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
         }
         Command::Release { kind } => release(&client, kind, cli.json, out).await,
         Command::Train(args) => train::train(&client, &args, cli.json, out).await,
+        Command::TrainLasso(args) => {
+            lasso::train_lasso(&cli.url, cli.token.as_deref(), &args, cli.json, out).await
+        }
         Command::Evaluate { model, data, label } => {
             let model = ModelFile::load(&model)?;
             let label = label.unwrap_or_else(|| model.label.clone());
