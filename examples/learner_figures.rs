@@ -19,6 +19,12 @@
 //! 500 rows each (features declared on [−2.5, 7.5], y on [−8, 20]); T = 50,
 //! r = 1, δ = 1e-6; SSE over 50 fresh target rows (noise floor ≈ 50).
 //!
+//! `cargo run --release --example learner_figures -- lasso [SEEDS]`
+//! (default 4): seed 004's distributed DP Lasso, `dpgate-client
+//! train-lasso` over 3 holders against the pooled data and one holder
+//! alone, on the DP-SGD proxy (784 features); T = 100, η = 0.5, λ = 1e-3,
+//! C = 1, δ = 1e-6; test error on 2,000 fresh rows.
+//!
 //! Each seed is a dataset of its own on a server in this process
 //! (SQLite in a temporary directory); every cell is a real release, its
 //! noise from the OS CSPRNG, scored on 20,000 fresh rows. The warm starts
@@ -162,6 +168,7 @@ async fn main() {
     match args.first().map(String::as_str) {
         Some("sgd") => sgd_table(seeds(4)).await,
         Some("fw") => fw_table(seeds(20)).await,
+        Some("lasso") => lasso_table(seeds(4)).await,
         _ => gd_table(seeds(200)).await,
     }
 }
@@ -395,6 +402,155 @@ fn print_table(
 /// The ε column of a table.
 fn epsilon_labels(epsilons: &[f64]) -> Vec<String> {
     epsilons.iter().map(ToString::to_string).collect()
+}
+
+/// The proxy's rows as CSV, features `p0…`.
+fn latent_csv(x: &Array2<f64>, y: &[u8], rows: std::ops::Range<usize>) -> String {
+    let mut csv = String::from("row_id,y");
+    for j in 0..x.ncols() {
+        csv.push_str(&format!(",p{j}"));
+    }
+    for i in rows {
+        csv.push_str(&format!("\nr{i},{}", y[i]));
+        for value in x.row(i) {
+            csv.push_str(&format!(",{value:.4}"));
+        }
+    }
+    csv.push('\n');
+    csv
+}
+
+/// A dataset of the proxy's `rows`, on features declared on [0, 1].
+async fn latent_dataset(
+    admin: &Client,
+    name: String,
+    (x, y): (&Array2<f64>, &[u8]),
+    rows: std::ops::Range<usize>,
+) -> uuid::Uuid {
+    let features: Vec<serde_json::Value> = (0..x.ncols())
+        .map(|j| serde_json::json!({"name": format!("p{j}"), "min": 0, "max": 1}))
+        .collect();
+    let request: CreateDataset = serde_json::from_value(serde_json::json!({
+        "name": name, "privacy_unit": "row", "features": features, "label": "y",
+        "budget": {"epsilon": 1000, "delta": 1e-3}, "accountant": "basic"
+    }))
+    .unwrap();
+    let dataset = admin.create_dataset(&request).await.unwrap();
+    admin
+        .upload_rows(dataset.id, UploadFormat::Csv, latent_csv(x, y, rows))
+        .await
+        .unwrap();
+    dataset.id
+}
+
+/// `train-lasso` over `datasets` at ε each (T = 100, η = 0.5, λ = 1e-3):
+/// the model file's test error.
+async fn lasso_error(
+    address: &str,
+    token: &str,
+    datasets: &[uuid::Uuid],
+    epsilon: f64,
+    (test_x, test_y): (&Array2<f64>, &[u8]),
+) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("lasso.json");
+    let mut argv: Vec<String> = [
+        "dpgate-client",
+        "--url",
+        address,
+        "--token",
+        token,
+        "--json",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    argv.extend(
+        [
+            "train-lasso",
+            "--epsilon",
+            &epsilon.to_string(),
+            "--delta",
+            "1e-6",
+            "--steps",
+            "100",
+            "--learning-rate",
+            "0.5",
+            "--lambda",
+            "1e-3",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .map(str::to_owned),
+    );
+    for dataset in datasets {
+        argv.extend(["--dataset".to_owned(), dataset.to_string()]);
+    }
+    let cli = <dpgate_client::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+    dpgate_client::cli::run(cli, &mut Vec::new()).await.unwrap();
+    let model = dpgate_client::model_file::ModelFile::load(&out).unwrap();
+    error(&model.weights, model.intercept, test_x, test_y)
+}
+
+async fn lasso_table(seeds: usize) {
+    const K: usize = 784;
+    // (N total, ε per holder): the rows of LEARNERS.md's table.
+    const SETTINGS: [(usize, f64); 5] = [
+        (600, 1.0),
+        (600, 2.0),
+        (3000, 0.5),
+        (3000, 1.0),
+        (11_791, 0.1),
+    ];
+    let (address, admin, keys, _dir) = serve().await;
+    let mut rng = ChaCha8Rng::seed_from_u64(2044);
+    let loadings = Array2::from_shape_fn((K, 10), |_| normal(&mut rng));
+    let (test_x, test_y) = latent_rows(&mut rng, &loadings, 2_000);
+    let test = (&test_x, &test_y[..]);
+    let mut cells = vec![vec![Vec::new(); 4]; SETTINGS.len()];
+    for seed in 0..seeds {
+        for (row, &(n, epsilon)) in SETTINGS.iter().enumerate() {
+            let (x, y) = latent_rows(&mut rng, &loadings, n);
+            let third = n / 3;
+            let data = (&x, &y[..]);
+            let pooled = latent_dataset(&admin, format!("pooled-{seed}-{row}"), data, 0..n).await;
+            let mut holders = Vec::new();
+            for h in 0..3 {
+                let rows = h * third..if h == 2 { n } else { (h + 1) * third };
+                holders
+                    .push(latent_dataset(&admin, format!("h{h}-{seed}-{row}"), data, rows).await);
+            }
+            let granted: Vec<uuid::Uuid> = std::iter::once(pooled).chain(holders.clone()).collect();
+            let token = keys
+                .mint(Role::Analyst, "ana", &granted, Duration::from_secs(86_400))
+                .unwrap();
+            // μ(ε′) = μ(ε)/√3: one pooled holder with the noise of three.
+            let mu = 1.0 / dpgate::dp::analytic_sigma(epsilon, 1e-6, 1.0).unwrap();
+            let equivalent = dpgate::dp::gaussian_epsilon(mu / 3f64.sqrt(), 1e-6);
+            let runs: [(&[uuid::Uuid], f64); 4] = [
+                (&[pooled], epsilon),
+                (&holders, epsilon),
+                (&holders[..1], epsilon),
+                (&[pooled], equivalent),
+            ];
+            for (column, (datasets, epsilon)) in runs.into_iter().enumerate() {
+                cells[row][column]
+                    .push(lasso_error(&address, &token, datasets, epsilon, test).await);
+            }
+        }
+    }
+    println!("\n{seeds} seeds; test error % (mean±sd)");
+    let names = [
+        "pooled (1 holder)",
+        "distributed (3 × N/3)",
+        "single (N/3 alone)",
+        "pooled at ε′ (μ/√3)",
+    ]
+    .map(str::to_owned);
+    let labels: Vec<String> = SETTINGS
+        .iter()
+        .map(|(n, epsilon)| format!("N = {n}, ε = {epsilon}"))
+        .collect();
+    print_table("setting", &labels, &names, &cells, 1);
 }
 
 /// Seed 004's proxy: `n` rows of `K` features, each a noisy view of 10

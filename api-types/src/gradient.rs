@@ -133,6 +133,7 @@ pub struct GradientSession {
 #[serde(deny_unknown_fields)]
 pub struct GradientCall {
     /// k, from 0 to T − 1; each is spent once.
+    #[schema(minimum = 0, maximum = 9999)]
     pub call: u32,
     /// θ in model space, as for a single call.
     #[schema(schema_with = crate::schemas::weights)]

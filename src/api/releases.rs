@@ -232,9 +232,11 @@ pub async fn list(
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an analyst granted this dataset", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such dataset, or no gradient session of the caller's with this id", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such dataset, or no release of the caller's with this id", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`conflict`: this call was made at another theta, or is still being made", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A call index beyond the session, or a bad theta (nothing spent)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Over the body limit", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json in UTF-8, or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The release is not a gradient session, a call index beyond the session, or a bad theta (nothing spent)", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "`release-failed`: the call was claimed but not made (it stays spent; a retry gets this answer), or `internal`", body = Problem, content_type = "application/problem+json"),
     )
 )]

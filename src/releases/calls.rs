@@ -37,8 +37,8 @@ pub struct CallAsk<'a> {
     pub call: api::GradientCall,
 }
 
-/// The session a release opened, if it is one of `analyst`'s gradient
-/// sessions on `dataset`.
+/// The session a release opened: 404 unless it is one of `analyst`'s
+/// releases on `dataset`, 422 if that release is not a gradient session.
 async fn session(data: &Arc<Snapshots>, ask: &CallAsk<'_>) -> Result<Session, ReleaseError> {
     let store = data.store();
     let none = || ReleaseError::NotFound("no such gradient session".to_owned());
@@ -55,7 +55,13 @@ async fn session(data: &Arc<Snapshots>, ask: &CallAsk<'_>) -> Result<Session, Re
         .ok_or(ReleaseError::NoDataset)?;
     Session::of(&release, Snapshot::new(data.clone(), dataset))
         .map_err(|failure| ReleaseError::Internal(failure.into()))?
-        .ok_or_else(none)
+        .ok_or_else(|| {
+            ReleaseError::Invalid(format!(
+                "release {} is a {} release, not a gradient session (open one with \
+                 \"kind\": \"gradient\" and \"calls\")",
+                ask.release, release.kind
+            ))
+        })
 }
 
 /// Makes (or replays) one call of a session: the response body, as

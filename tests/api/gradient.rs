@@ -213,7 +213,7 @@ async fn a_session_is_debited_once_and_each_call_spent_once() {
             "a 101st call",
         )
         .await;
-        // Only the analyst who opened it; only sessions.
+        // Only the analyst who opened it (404); only sessions (422).
         let bob = app.token(Role::Analyst, "bob", &[dataset]);
         let first_call = serde_json::json!({"call": 1, "theta": theta});
         expect(
@@ -232,8 +232,8 @@ async fn a_session_is_debited_once_and_each_call_spent_once() {
         .await;
         expect(
             call(&app, &token, dataset, single.id.unwrap(), first_call),
-            StatusCode::NOT_FOUND,
-            "not-found",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-input",
             "a single call is not a session",
         )
         .await;
