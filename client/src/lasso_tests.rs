@@ -1,4 +1,6 @@
 use super::*;
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
 
 /// A holder without noise: the exact mean logistic gradient of its rows.
 struct Exact {
@@ -26,18 +28,12 @@ impl Holder for Exact {
 
 /// Rows whose label depends on the first of three features only.
 fn rows(n: usize, seed: u64) -> Vec<(Vec<f64>, f64)> {
-    let mut state = seed;
-    let mut uniform = move || {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (state >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..n)
         .map(|_| {
-            let x = vec![uniform(), uniform(), uniform()];
+            let x: Vec<f64> = (0..3).map(|_| rng.random()).collect();
             let p = 1.0 / (1.0 + (-(6.0 * x[0] - 3.0)).exp());
-            (x, f64::from(u8::from(uniform() < p)))
+            (x, f64::from(u8::from(rng.random::<f64>() < p)))
         })
         .collect()
 }

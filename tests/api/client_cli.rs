@@ -15,8 +15,9 @@ use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
 use dpgate_learn::{Objective, auc};
 use ndarray::{Array1, Array2, s};
+use uuid::Uuid;
 
-use crate::helpers::{TestApp, backends, spawn_app};
+use crate::helpers::{TestApp, backends, spawn_app, spawn_app_keyed};
 
 const K: usize = 16;
 
@@ -479,6 +480,30 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
     app.finish().await;
 }
 
+/// `train-lasso` over `datasets` at ε = 1, δ = 10⁻⁶, η = 0.2, λ = 10⁻⁴,
+/// saving to `out`.
+fn lasso_args(datasets: &[Uuid], out: &Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "train-lasso",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--learning-rate",
+        "0.2",
+        "--lambda",
+        "1e-4",
+        "--out",
+        out.to_str().unwrap(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for dataset in datasets {
+        args.extend(["--dataset".to_owned(), dataset.to_string()]);
+    }
+    args
+}
+
 /// A holder without noise: the clipped mean logistic gradient of its rows
 /// (C = 1), as the server computes it before its noise.
 struct Exact<'a>(&'a Synthetic);
@@ -505,8 +530,10 @@ impl dpgate_client::lasso::Holder for Exact<'_> {
 }
 
 /// Distributed ISTA through `train-lasso`: three holders of 2,000 rows
-/// each (the first named with its server) against one holder of all 6,000
-/// rows and one of 2,000, each spending ε = 1 on 100 pre-paid calls
+/// each, one on a server and two on another server of another operator
+/// (its own signing key, and Postgres when it is tested), against one
+/// holder of all 6,000 rows and one of 2,000, each spending ε = 1 on 100
+/// pre-paid calls
 /// (η = 0.2, below 1/L = 4/17 for the logistic loss on 17 coordinates).
 /// What the noise did is measured against ISTA without noise on the same
 /// rows (which is the same for pooled and distributed): the three holders'
@@ -518,6 +545,11 @@ async fn train_lasso_over_three_holders_sits_between_one_holder_and_the_pooled_d
     let data = logistic_data(6000, K, 31);
     let dir = tempfile::tempdir().unwrap();
     let app = spawn_app(backends()[0]).await;
+    let other_server = spawn_app_keyed(
+        *backends().last().unwrap(),
+        "another-operator's-secret-of-32-bytes-or-more",
+    )
+    .await;
     let settings = dpgate_client::lasso::Ista {
         steps: 100,
         learning_rate: 0.2,
@@ -525,53 +557,57 @@ async fn train_lasso_over_three_holders_sits_between_one_holder_and_the_pooled_d
         fit_intercept: true,
     };
     let exact = settings.run(&[Exact(&data)], K + 1, |_| {}).await.unwrap();
-    let make = |name: &str, range: std::ops::Range<usize>| {
-        let (app, data) = (&app, &data);
-        let name = name.to_owned();
-        async move {
-            let dataset = app.dataset(dataset_request(&name, 100.0)).await;
-            let rows = csv_rows(data, true, range);
-            app.admin
-                .upload_rows(dataset.id, UploadFormat::Csv, rows)
-                .await
-                .unwrap();
-            dataset.id
-        }
+    let upload = async |app: &TestApp, name: &str, range: std::ops::Range<usize>| {
+        let dataset = app.dataset(dataset_request(name, 100.0)).await;
+        let rows = csv_rows(&data, true, range);
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, rows)
+            .await
+            .unwrap();
+        dataset.id
     };
-    let pooled = make("pooled", 0..6000).await;
+    let pooled = upload(&app, "pooled", 0..6000).await;
     let holders = [
-        make("h0", 0..2000).await,
-        make("h1", 2000..4000).await,
-        make("h2", 4000..6000).await,
+        upload(&app, "h0", 0..2000).await,
+        upload(&other_server, "h1", 2000..4000).await,
+        upload(&other_server, "h2", 4000..6000).await,
     ];
-    let all: Vec<_> = std::iter::once(pooled).chain(holders).collect();
-    let analyst = app.token(Role::Analyst, "ana", &all);
+    let analyst = app.token(Role::Analyst, "ana", &[pooled, holders[0]]);
+    // Each server's own token, in a file; neither server accepts the
+    // other's.
+    let token_files = [
+        (&app, vec![pooled, holders[0]]),
+        (&other_server, holders[1..].to_vec()),
+    ]
+    .map(|(server, grants)| {
+        let file = dir.path().join(format!("{}.token", grants[0]));
+        let token = server.token(Role::Analyst, "ana", &grants);
+        std::fs::write(&file, format!("{token}\n")).unwrap();
+        file
+    });
     let runs = 4;
     let mut errors = Vec::new();
-    for datasets in [vec![pooled], holders.to_vec(), vec![holders[0]]] {
+    for (datasets, distributed) in [
+        (vec![pooled], false),
+        (holders.to_vec(), true),
+        (vec![holders[0]], false),
+    ] {
         let mut total = 0.0;
         for run in 0..runs {
             let path = dir
                 .path()
-                .join(format!("lasso-{}-{run}.json", datasets.len()));
-            let mut args: Vec<String> = [
-                "train-lasso",
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-6",
-                "--learning-rate",
-                "0.2",
-                "--lambda",
-                "1e-4",
-            ]
-            .map(str::to_owned)
-            .to_vec();
-            for dataset in &datasets {
-                args.extend(["--dataset".to_owned(), dataset.to_string()]);
-            }
+                .join(format!("lasso-{}-{run}.json", errors.len()));
+            let mut args = lasso_args(&datasets, &path);
             args.extend(["--server".to_owned(), app.address.clone()]);
-            args.extend(["--out".to_owned(), path.to_str().unwrap().to_owned()]);
+            if distributed {
+                for _ in 0..2 {
+                    args.extend(["--server".to_owned(), other_server.address.clone()]);
+                }
+                for file in [&token_files[0], &token_files[1], &token_files[1]] {
+                    let file = file.to_str().unwrap().to_owned();
+                    args.extend(["--server-token-file".to_owned(), file]);
+                }
+            }
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             client(&app, &analyst, &refs).await.unwrap();
             // Features declared on [0, 1]: raw and scaled units agree.
@@ -600,16 +636,32 @@ async fn train_lasso_over_three_holders_sits_between_one_holder_and_the_pooled_d
         alone > 1.5 * distributed && alone < 12.0 * distributed,
         "squared error: pooled {together}, distributed {distributed}, one holder {alone}"
     );
-    // Each holder paid ε = 1 a run, once for its 100 calls.
-    for dataset in holders {
-        let view = app.admin.dataset(dataset).await.unwrap();
-        let runs = if dataset == holders[0] {
-            2 * runs
-        } else {
-            runs
-        };
-        assert_eq!(view.spent.epsilon_basic, f64::from(runs));
+    // Each holder paid ε = 1 a run on its own server, once for its 100
+    // calls.
+    let spent = async |server: &TestApp, dataset| {
+        let view = server.admin.dataset(dataset).await.unwrap();
+        view.spent.epsilon_basic
+    };
+    assert_eq!(spent(&app, holders[0]).await, f64::from(2 * runs));
+    for dataset in &holders[1..] {
+        assert_eq!(spent(&other_server, *dataset).await, f64::from(runs));
     }
+    // Without its server's token, a holder is refused before any step.
+    let out = dir.path().join("x.json");
+    let mut args = lasso_args(&holders[..2], &out);
+    for server in [&app, &other_server] {
+        args.extend(["--server".to_owned(), server.address.clone()]);
+    }
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let refused = client(&app, &analyst, &args).await.unwrap_err();
+    assert!(format!("{refused:#}").contains("(401)"), "{refused:#}");
+    args.extend(["--server-token-file", "/nonexistent.token"]);
+    let refused = client(&app, &analyst, &args).await.unwrap_err();
+    assert!(
+        format!("{refused:#}").contains("reading the token file"),
+        "{refused:#}"
+    );
+    assert_eq!(spent(&app, holders[0]).await, f64::from(2 * runs));
     // Holders of other features are refused before any step.
     let mut other = dataset_request("other", 10.0);
     other["features"][0]["max"] = 2.into();
@@ -618,27 +670,15 @@ async fn train_lasso_over_three_holders_sits_between_one_holder_and_the_pooled_d
         .upload_rows(other, UploadFormat::Csv, csv_rows(&data, true, 0..50))
         .await
         .unwrap();
-    let token = app.token(Role::Analyst, "ana", &[holders[1], other]);
-    let out = dir.path().join("x.json");
-    let (first, second) = (holders[1].to_string(), other.to_string());
-    let args = [
-        "train-lasso",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-6",
-        "--dataset",
-        &first,
-        "--dataset",
-        &second,
-        "--out",
-        out.to_str().unwrap(),
-    ];
+    let token = app.token(Role::Analyst, "ana", &[holders[0], other]);
+    let args = lasso_args(&[holders[0], other], &out);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let refused = client(&app, &token, &args).await.unwrap_err();
     assert!(
         refused.to_string().contains("other features or bounds"),
         "{refused}"
     );
+    other_server.finish().await;
     app.finish().await;
 }
 

@@ -2,17 +2,24 @@
 //! their calls each spent once at the snapshot they were priced for, and
 //! refusals that spend nothing.
 
+use std::time::Duration;
+
+use dpgate::app::{AppState, Limits};
 use dpgate::auth::Role;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
-    GradientCallResult, GradientLoss, GradientMechanism, GradientParams, GradientResult, Release,
-    ReleaseParams, ReleaseRequest, ReleaseResult,
+    GradientCallResult, GradientLoss, GradientMechanism, GradientParams, GradientResult, Problem,
+    ProblemType, Release, ReleaseParams, ReleaseRequest, ReleaseResult,
 };
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
+use rstest::rstest;
 use uuid::Uuid;
 
 use crate::bad_input::{expect, snapshot};
-use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
+use crate::counting::Counting;
+use crate::helpers::{
+    Backend, TestApp, ads_dataset, ads_rows, backends, spawn_app, spawn_app_over, unavailable,
+};
 use crate::learners::{each_invalid, priced_then_released};
 
 /// Rows of [`ads_rows`].
@@ -115,25 +122,40 @@ fn exact(
     sum.iter().map(|total| total / rows.len() as f64).collect()
 }
 
-/// Posts call `call` at `theta` to session `release` as `token`.
+/// Posts call `index` at `theta` to session `release` on `server` as
+/// `token`.
 fn call(
-    app: &TestApp,
+    server: &str,
     token: &str,
-    dataset: Uuid,
-    release: Uuid,
-    body: serde_json::Value,
+    (dataset, release): (Uuid, Uuid),
+    index: u32,
+    theta: &serde_json::Value,
 ) -> reqwest::RequestBuilder {
-    app.raw(
-        Method::POST,
-        &format!("/v1/datasets/{dataset}/releases/{release}/calls"),
-    )
-    .bearer_auth(token)
-    .json(&body)
+    reqwest::Client::new()
+        .post(format!(
+            "{server}/v1/datasets/{dataset}/releases/{release}/calls"
+        ))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"call": index, "theta": theta}))
 }
 
 async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, String) {
     let response = request.send().await.unwrap();
     (response.status(), response.text().await.unwrap())
+}
+
+/// A session of 10 calls at ε = 1 opened by "ana" on a fresh dataset: her
+/// token, and (dataset, release).
+async fn open_session(app: &TestApp) -> (String, (Uuid, Uuid)) {
+    let dataset = dataset(app, "ads", "rdp", 3.0, 1e-6).await;
+    let opened = app
+        .analyst("ana", &[dataset])
+        .release(dataset, &gradient(1.0, session(10)), &Default::default())
+        .await
+        .unwrap()
+        .release;
+    let token = app.token(Role::Analyst, "ana", &[dataset]);
+    (token, (dataset, opened.id.unwrap()))
 }
 
 #[tokio::test]
@@ -170,44 +192,29 @@ async fn a_session_is_debited_once_and_each_call_spent_once() {
         let token = app.token(Role::Analyst, "ana", &[dataset]);
         let before = snapshot(&app, dataset).await;
         let theta = serde_json::json!([0.1, -0.2, 0.3]);
-        let (status, first) = answer(call(
-            &app,
-            &token,
-            dataset,
-            id,
-            serde_json::json!({"call": 0, "theta": theta}),
-        ))
-        .await;
+        let session = (dataset, id);
+        let (status, first) = answer(call(&app.address, &token, session, 0, &theta)).await;
         assert_eq!(status, StatusCode::OK, "{first}");
         let made: GradientCallResult = serde_json::from_str(&first).unwrap();
         assert_eq!((made.call, made.gradient.len(), made.remaining), (0, 3, 99));
         // The same call at the same θ: the stored answer, byte for byte.
-        let (status, again) = answer(call(
-            &app,
-            &token,
-            dataset,
-            id,
-            serde_json::json!({"call": 0, "theta": theta}),
-        ))
-        .await;
-        assert_eq!((status, again), (StatusCode::OK, first));
+        let again = answer(call(&app.address, &token, session, 0, &theta)).await;
+        assert_eq!(again, (StatusCode::OK, first));
         // At another θ: a second draw for one paid call, refused.
-        let other = serde_json::json!({"call": 0, "theta": [0.1, -0.2, 0.4]});
+        let other = serde_json::json!([0.1, -0.2, 0.4]);
         expect(
-            call(&app, &token, dataset, id, other),
+            call(&app.address, &token, session, 0, &other),
             StatusCode::CONFLICT,
             "conflict",
             "another theta",
         )
         .await;
-        let next = serde_json::json!({"call": 99, "theta": theta});
-        let (status, body) = answer(call(&app, &token, dataset, id, next)).await;
+        let (status, body) = answer(call(&app.address, &token, session, 99, &theta)).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let made: GradientCallResult = serde_json::from_str(&body).unwrap();
         assert_eq!((made.call, made.remaining), (99, 98));
-        let beyond = serde_json::json!({"call": 100, "theta": theta});
         expect(
-            call(&app, &token, dataset, id, beyond),
+            call(&app.address, &token, session, 100, &theta),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid-input",
             "a 101st call",
@@ -215,23 +222,28 @@ async fn a_session_is_debited_once_and_each_call_spent_once() {
         .await;
         // Only the analyst who opened it (404); only sessions (422).
         let bob = app.token(Role::Analyst, "bob", &[dataset]);
-        let first_call = serde_json::json!({"call": 1, "theta": theta});
         expect(
-            call(&app, &bob, dataset, id, first_call.clone()),
+            call(&app.address, &bob, session, 1, &theta),
             StatusCode::NOT_FOUND,
             "not-found",
             "another analyst",
         )
         .await;
         expect(
-            call(&app, &token, dataset, Uuid::new_v4(), first_call.clone()),
+            call(&app.address, &token, (dataset, Uuid::new_v4()), 1, &theta),
             StatusCode::NOT_FOUND,
             "not-found",
             "no such release",
         )
         .await;
         expect(
-            call(&app, &token, dataset, single.id.unwrap(), first_call),
+            call(
+                &app.address,
+                &token,
+                (dataset, single.id.unwrap()),
+                1,
+                &theta,
+            ),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid-input",
             "a single call is not a session",
@@ -241,6 +253,118 @@ async fn a_session_is_debited_once_and_each_call_spent_once() {
         assert_eq!(snapshot(&app, dataset).await, before);
         app.finish().await;
     }
+}
+
+/// A session whose server restarts (nothing held in memory) over a store
+/// that now fails every read of private rows: each call fails after its
+/// claim, stays spent, and answers every retry with the same
+/// `release-failed`.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn a_call_that_fails_after_its_claim_stays_spent_and_answers_the_same_failure(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let (token, session) = open_session(&app).await;
+    let before = snapshot(&app, session.0).await;
+    let broken = AppState::new(
+        Counting::broken(app.store.clone()),
+        app.keys.clone(),
+        Limits::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let restarted = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, dpgate::api::router(broken))
+            .await
+            .unwrap();
+    });
+    let theta = serde_json::json!([0.1, -0.2, 0.3]);
+    let failed = |body: &str| {
+        let problem: Problem = serde_json::from_str(body).unwrap();
+        assert_eq!(problem.kind(), Some(ProblemType::ReleaseFailed), "{body}");
+        assert_eq!(problem.release_id, Some(session.1));
+        assert!(problem.detail.contains("call 3 "), "{}", problem.detail);
+        problem.detail
+    };
+    let (status, body) = answer(call(&restarted, &token, session, 3, &theta)).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    let detail = failed(&body);
+    // Retries, on either server, get the same answer.
+    for server in [&restarted, &app.address] {
+        let (status, body) = answer(call(server, &token, session, 3, &theta)).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert_eq!(failed(&body), detail);
+    }
+    // The claim stands: the call is not made again at another θ.
+    expect(
+        call(
+            &app.address,
+            &token,
+            session,
+            3,
+            &serde_json::json!([0, 0, 0]),
+        ),
+        StatusCode::CONFLICT,
+        "conflict",
+        "a failed call at another theta",
+    )
+    .await;
+    let stored = app.store.call(session.1, 3).await.unwrap().unwrap();
+    assert_eq!((stored.response, stored.failure), (None, Some(detail)));
+    // The other calls are still there to make, where the rows can be read.
+    let (status, body) = answer(call(&app.address, &token, session, 4, &theta)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(snapshot(&app, session.0).await, before);
+    server.abort();
+    app.finish().await;
+}
+
+/// Two requests for one call at once, while the first is still reading the
+/// rows (a slowed store): one claims and makes it, the other waits for it
+/// and gets the same bytes. With different θ, exactly one is answered and
+/// the other refused: one paid call is one draw.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn concurrent_requests_for_one_call_get_one_draw(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app_over(backend, Limits::default(), |store| {
+        Counting::slowed(store, Duration::from_millis(500))
+    })
+    .await;
+    let (token, session) = open_session(&app).await;
+    let theta = serde_json::json!([0.1, -0.2, 0.3]);
+    let (first, second) = tokio::join!(
+        answer(call(&app.address, &token, session, 0, &theta)),
+        answer(call(&app.address, &token, session, 0, &theta)),
+    );
+    assert_eq!(first.0, StatusCode::OK, "{}", first.1);
+    assert_eq!(first, second);
+    let made: GradientCallResult = serde_json::from_str(&first.1).unwrap();
+    assert_eq!((made.call, made.remaining), (0, 9));
+
+    let other = serde_json::json!([0.1, -0.2, 0.4]);
+    let raced = tokio::join!(
+        answer(call(&app.address, &token, session, 1, &theta)),
+        answer(call(&app.address, &token, session, 1, &other)),
+    );
+    let mut statuses = [raced.0.0, raced.1.0];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [StatusCode::OK, StatusCode::CONFLICT],
+        "{raced:?}"
+    );
+    app.finish().await;
 }
 
 #[tokio::test]
@@ -330,8 +454,15 @@ async fn calls_are_within_a_few_sigma_of_the_exact_gradient_on_the_priced_snapsh
             .await
             .unwrap();
         let token = app.token(Role::Analyst, "ana", &[dataset]);
-        let body = serde_json::json!({"call": 0, "theta": theta});
-        let (status, text) = answer(call(&app, &token, dataset, opened.id.unwrap(), body)).await;
+        let session = (dataset, opened.id.unwrap());
+        let (status, text) = answer(call(
+            &app.address,
+            &token,
+            session,
+            0,
+            &theta.clone().into(),
+        ))
+        .await;
         assert_eq!(status, StatusCode::OK, "{text}");
         let made: GradientCallResult = serde_json::from_str(&text).unwrap();
         let want = exact(&rows, &theta, GradientLoss::Logistic, false, 0.5);
@@ -376,15 +507,9 @@ async fn bad_gradient_requests_are_refused_without_spending() {
     .collect();
     for backend in backends() {
         let app = spawn_app(backend).await;
-        let dataset = dataset(&app, "ads", "rdp", 3.0, 1e-6).await;
-        let analyst = app.analyst("ana", &[dataset]);
-        let opened = analyst
-            .release(dataset, &gradient(1.0, session(10)), &Default::default())
-            .await
-            .unwrap()
-            .release;
+        let (token, session) = open_session(&app).await;
+        let dataset = session.0;
         let before = snapshot(&app, dataset).await;
-        let token = app.token(Role::Analyst, "ana", &[dataset]);
         let path = format!("/v1/datasets/{dataset}/releases");
         let base = r#""kind": "gradient", "epsilon": 1, "delta": 1e-6"#;
         each_invalid(&app, &token, &path, base, &cases).await;
@@ -402,13 +527,10 @@ async fn bad_gradient_requests_are_refused_without_spending() {
         .into_iter()
         .map(|(case, fields)| (case, fields.to_owned()))
         .collect();
-        let session_path = format!(
-            "/v1/datasets/{dataset}/releases/{}/calls",
-            opened.id.unwrap()
-        );
+        let session_path = format!("/v1/datasets/{dataset}/releases/{}/calls", session.1);
         each_invalid(&app, &token, &session_path, r#""call": 0"#, &calls).await;
-        let body = serde_json::json!({"call": 0, "theta": [0, 0, 0]});
-        let (status, text) = answer(call(&app, &token, dataset, opened.id.unwrap(), body)).await;
+        let zero = serde_json::json!([0, 0, 0]);
+        let (status, text) = answer(call(&app.address, &token, session, 0, &zero)).await;
         assert_eq!(status, StatusCode::OK, "{text}");
         let made: GradientCallResult = serde_json::from_str(&text).unwrap();
         assert_eq!(made.remaining, 9);

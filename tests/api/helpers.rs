@@ -114,6 +114,21 @@ pub async fn spawn_app_over(
     limits: Limits,
     wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
 ) -> TestApp {
+    spawn(backend, limits, SECRET, wrap).await
+}
+
+/// [`spawn_app`] signing with its own `secret`: a server of another
+/// operator, whose tokens no other test server accepts.
+pub async fn spawn_app_keyed(backend: Backend, secret: &str) -> TestApp {
+    spawn(backend, Limits::default(), secret, |store| store).await
+}
+
+async fn spawn(
+    backend: Backend,
+    limits: Limits,
+    secret: &str,
+    wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
+) -> TestApp {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (database_url, postgres_database) = fresh_database(backend, &dir).await;
     let store = wrap(
@@ -121,7 +136,7 @@ pub async fn spawn_app_over(
             .await
             .expect("the database opens"),
     );
-    let keys = Keys::from_secret(SECRET).expect("a long enough secret");
+    let keys = Keys::from_secret(secret).expect("a long enough secret");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a free port");

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use dpgate_api_types::{
-    GradientCall, GradientLoss, GradientMechanism, GradientParams, ReleaseParams, ReleaseRequest,
-    ReleaseResult,
+    Dataset, GradientCall, GradientLoss, GradientMechanism, GradientParams, ReleaseParams,
+    ReleaseRequest, ReleaseResult,
 };
 use uuid::Uuid;
 
@@ -25,10 +25,15 @@ pub struct LassoArgs {
     #[arg(long = "dataset", required = true)]
     pub datasets: Vec<Uuid>,
     /// The server of the holder given in the same position (the holders
-    /// after the last one given use --url). The token must be valid on
-    /// every server.
+    /// after the last one given use --url).
     #[arg(long = "server")]
     pub servers: Vec<String>,
+    /// A file holding the token for the --server given in the same
+    /// position, for servers that do not accept --token (each operator
+    /// mints its own); a file, not the token itself, to keep it out of
+    /// the process list.
+    #[arg(long = "server-token-file")]
+    pub server_tokens: Vec<PathBuf>,
     /// ε each holder spends on the whole run (T calls together).
     #[arg(long)]
     pub epsilon: f64,
@@ -109,34 +114,63 @@ pub async fn train_lasso(
             calls: Some(args.steps),
         }),
     };
-    let mut sessions = Vec::with_capacity(args.datasets.len());
-    let mut shared: Option<(Vec<String>, String, Vec<[f64; 2]>)> = None;
+    anyhow::ensure!(
+        args.server_tokens.len() <= args.servers.len(),
+        "{} --server-token-file for {} --server: give at most one token file per server",
+        args.server_tokens.len(),
+        args.servers.len()
+    );
+    // Every holder is read and priced before any session is opened, so
+    // that one refusing (its token, its features, its budget) leaves no
+    // other holder debited for a run that cannot happen.
+    let mut holders: Vec<(Client, Uuid)> = Vec::with_capacity(args.datasets.len());
+    let mut first: Option<Dataset> = None;
     for (index, &dataset) in args.datasets.iter().enumerate() {
         let server = args.servers.get(index).map_or(url, String::as_str);
-        let client = Client::new(server, token.map(str::to_owned));
-        let view = client.dataset(dataset).await?;
-        let names: Vec<String> = view.features.iter().map(|f| f.name.clone()).collect();
+        let token = match args.server_tokens.get(index) {
+            Some(path) => Some(read_token(path)?),
+            None => token.map(str::to_owned),
+        };
+        let client = Client::new(server, token);
+        let view = client
+            .dataset(dataset)
+            .await
+            .with_context(|| format!("reading dataset {dataset} on {server}"))?;
+        match &first {
+            None => first = Some(view),
+            // Gradients in the scaled space only average if every holder
+            // scales the same features the same way.
+            Some(first) => anyhow::ensure!(
+                first.features == view.features,
+                "dataset {dataset} has other features or bounds than {}: {:?} against {:?}",
+                first.id,
+                view.features,
+                first.features
+            ),
+        }
+        let dry_run = ReleaseOptions {
+            dry_run: true,
+            ..ReleaseOptions::default()
+        };
+        client
+            .release(dataset, &request, &dry_run)
+            .await
+            .with_context(|| format!("pricing a gradient session on {dataset} on {server}"))?;
+        holders.push((client, dataset));
+    }
+    let first = first.context("no dataset given")?;
+    let mut sessions = Vec::with_capacity(holders.len());
+    for (client, dataset) in holders {
         let release = client
             .release(dataset, &request, &ReleaseOptions::default())
             .await
             .with_context(|| format!("opening a gradient session on {dataset}"))?
             .release;
         let Some(ReleaseResult::Gradient(result)) = &release.result else {
-            anyhow::bail!("{server} answered a gradient session with another result");
+            anyhow::bail!(
+                "dataset {dataset}'s server answered a gradient session with another result"
+            );
         };
-        let this = (names, view.label, result.feature_bounds.clone());
-        match &shared {
-            None => shared = Some(this),
-            // Gradients in the scaled space only average if every holder
-            // scales the same features the same way.
-            Some(first) => anyhow::ensure!(
-                first.0 == this.0 && first.2 == this.2,
-                "dataset {dataset} has other features or bounds than {}: {:?} against {:?}",
-                args.datasets[0],
-                this.0,
-                first.0
-            ),
-        }
         sessions.push(Session {
             client,
             dataset,
@@ -144,7 +178,7 @@ pub async fn train_lasso(
             n: result.n,
         });
     }
-    let (names, label, bounds) = shared.context("no dataset given")?;
+    let names: Vec<String> = first.features.iter().map(|f| f.name.clone()).collect();
     let ista = Ista {
         steps: args.steps,
         learning_rate: args.learning_rate,
@@ -166,14 +200,14 @@ pub async fn train_lasso(
     } else {
         (0.0, &theta[..])
     };
-    let min: Vec<f64> = bounds.iter().map(|b| b[0]).collect();
-    let max: Vec<f64> = bounds.iter().map(|b| b[1]).collect();
+    let min: Vec<f64> = first.features.iter().map(|f| f.min).collect();
+    let max: Vec<f64> = first.features.iter().map(|f| f.max).collect();
     let (weights, intercept) = dpgate_learn::unscale(weights, intercept, &min, &max);
     let model = ModelFile {
         weights,
         intercept,
         feature_names: names,
-        label,
+        label: first.label,
         dataset_id: sessions[0].dataset,
         release_id: sessions[0].release,
         kind: "gradient".to_owned(),
@@ -203,4 +237,17 @@ pub async fn train_lasso(
         args.out.display()
     )?;
     Ok(())
+}
+
+/// The token in `path`, without the line break an editor or `echo` adds.
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let token = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the token file {}", path.display()))?;
+    let token = token.trim();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "the token file {} is empty",
+        path.display()
+    );
+    Ok(token.to_owned())
 }

@@ -10,7 +10,8 @@
 //!   1 along uᵢ, and clipping is 1-Lipschitz along that line.
 //!
 //! The T steps are priced together ([`Mechanism::gaussian_steps`]): σ =
-//! √T·σ_analytic(ε, δ, Δ′) with Δ′ the sensitivity plus each step's lattice
+//! √T·σ_analytic(ε, δ, Δ′) with Δ′ the sensitivity plus the float rounding
+//! of the computed mean ([`mean_padding`]) plus each step's lattice
 //! rounding, and the ledger records T composed Gaussians. Every iterate is
 //! post-processing of released gradients; only the last (or the mean of
 //! all) leaves the server. The steps' noise is drawn ahead of them in
@@ -20,7 +21,7 @@
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DpGdParams, Iterate, PrivacyUnit, ReleaseKind};
 
-use super::gradients::{LogisticLabels, clipped_mean};
+use super::gradients::{LogisticLabels, clipped_mean, mean_padding};
 use super::iterative::{
     MAX_MAGNITUDE, check_step, check_work, learn_on, require_in_memory, unfold, within,
 };
@@ -255,7 +256,7 @@ pub fn plan(
     let mechanism = Mechanism::gaussian_steps(
         knobs.epsilon,
         knobs.delta,
-        sensitivity,
+        sensitivity + mean_padding(dataset.n_rows, dims, range),
         dims,
         params.steps,
         range,

@@ -393,3 +393,20 @@ fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
         "warm start {warm}, from zero {cold} (public model alone {public_accuracy})"
     );
 }
+
+#[test]
+fn the_float_padding_of_a_mean_is_higham_s_bound_and_a_small_share_of_delta() {
+    use crate::releases::kinds::gradients::mean_padding;
+    // N = 10⁶: 62 chunks of at most 16,384 rows; d = 33.
+    let m = (16_384 + 62 + 33 + 4) as f64;
+    let want = 2.0 * m * f64::EPSILON * 33f64.sqrt();
+    assert_eq!(mean_padding(1_000_000, 33, 1.0), want);
+    let delta = sensitivity(PrivacyUnit::Row, 1.0, 32, 0.0, 1_000_000, true);
+    let share = mean_padding(1_000_000, 33, 1.0) / delta;
+    assert!((2.0e-5..2.2e-5).contains(&share), "{share}");
+    // Fewer rows than a chunk: one run of N, one chunk.
+    assert_eq!(
+        mean_padding(400, 3, 0.5),
+        2.0 * (400 + 1 + 3 + 4) as f64 * f64::EPSILON * 3f64.sqrt() * 0.5
+    );
+}

@@ -25,7 +25,7 @@ use rand::Rng;
 use rand::seq::SliceRandom;
 
 use super::dp_gd;
-use super::gradients::{FeatureMap, Identity, LogisticLabels, clipped_sum};
+use super::gradients::{FeatureMap, Identity, LogisticLabels, clipped_sum, rounding_padding};
 use super::iterative::{check_step, check_work, learn_on, require_in_memory, unfold};
 use super::projection::Projection;
 use crate::dataset::{DatasetRecord, Schema};
@@ -227,7 +227,9 @@ pub fn plan(
         params.clip.min(1.0)
     };
     let range = params.batch_size as f64 * per_row;
-    let mechanism = Mechanism::norm_gamma(epoch_epsilon, sensitivity, dims, range)
+    // A batch is summed in one loop ([`clipped_sum`]).
+    let padding = rounding_padding(params.batch_size, 0, dims, range);
+    let mechanism = Mechanism::norm_gamma(epoch_epsilon, sensitivity + padding, dims, range)
         .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
     let mut price = Price::of(&mechanism, sensitivity, dataset.n_rows);
     if params.epochs > 1 {

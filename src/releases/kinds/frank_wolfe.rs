@@ -36,6 +36,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DebiasParams, FrankWolfeParams, PrivacyUnit, Selection};
 
+use super::gradients::rounding_bound;
 use super::iterative::{check_work, within};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::{
@@ -371,16 +372,14 @@ fn gradient(data: &[Participant], fit: &Fit, theta: &[f64]) -> Vec<f64> {
 }
 
 /// How far floating-point rounding can move a computed score from its
-/// exact value: Higham's bound γ_m·Σ|terms| for the sums as [`gradient`]
-/// adds them (each term within d + 2 roundings, then at most
-/// [`CHUNK_ROWS`] in a chunk, then one sum per chunk of each participant),
+/// exact value: [`rounding_bound`] for the sums as [`gradient`] adds them
+/// (chunks of [`CHUNK_ROWS`], then one sum per chunk of each participant),
 /// with Σ|terms|/N ≤ `range`/r per coordinate. The selector is calibrated
 /// to Δ_s plus twice this, so that neighbouring datasets' *computed* scores
 /// are within its sensitivity too (at N = 10⁶ it adds under 10⁻⁶ of Δ_s).
 fn float_slack(n: u64, dims: usize, range: f64) -> f64 {
-    let chunks = n.div_ceil(CHUNK_ROWS as u64) + MAX_SOURCES as u64 + 1;
-    let roundings = (CHUNK_ROWS + dims + 2) as f64 + chunks as f64;
-    roundings * f64::EPSILON * range
+    let sums = n.div_ceil(CHUNK_ROWS as u64) + MAX_SOURCES as u64 + 1;
+    rounding_bound(CHUNK_ROWS as u64, sums, dims) * range
 }
 
 /// Δ_s of a stage whose scores are ⟨±h·eⱼ, ∇L⟩ with |θᵀu − y′| ≤ `reach`,

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams};
 
 use super::dp_gd::{self, Reach, Rows};
-use super::gradients::{Residual, clipped_mean, logistic};
+use super::gradients::{Residual, clipped_mean, logistic, mean_padding};
 use super::iterative::{MAX_MAGNITUDE, check_work, require_in_memory, within};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::{self, Epsilon, Mechanism, PrivacyLoss, per_step_epsilon};
@@ -181,13 +181,14 @@ pub fn check_theta(theta: &[f64], dims: usize) -> Result<(), ReleaseError> {
     Ok(())
 }
 
-/// The noise of each of `calls` calls of Δ `sensitivity` on `dims`
-/// coordinates, (ε, δ) together, and ε of one call alone.
+/// The noise of each of `calls` calls of Δ `sensitivity` on means over
+/// `n` rows of `dims` coordinates, (ε, δ) together, and ε of one call
+/// alone.
 fn mechanism(
     kind: GradientMechanism,
     knobs: &Knobs,
     sensitivity: f64,
-    dims: usize,
+    (n, dims): (u64, usize),
     calls: u32,
     fit: &Fit,
 ) -> Result<(Mechanism, f64), ReleaseError> {
@@ -195,6 +196,7 @@ fn mechanism(
     // A coordinate of a clipped gradient is at most C, and at most 1 when
     // the residual is.
     let range = fit.clip.min(fit.reach().largest);
+    let sensitivity = sensitivity + mean_padding(n, dims, range);
     match kind {
         GradientMechanism::Gaussian => {
             knobs.approximate("gradient with the gaussian mechanism")?;
@@ -302,8 +304,14 @@ fn terms(
             "every feature vector is zero and the intercept is off: the gradient is 0".to_owned(),
         ));
     }
-    let (mechanism, call_epsilon) =
-        mechanism(params.mechanism, knobs, sensitivity, dims, calls, &fit)?;
+    let (mechanism, call_epsilon) = mechanism(
+        params.mechanism,
+        knobs,
+        sensitivity,
+        (dataset.n_rows, dims),
+        calls,
+        &fit,
+    )?;
     let (min, max) = dataset.schema.feature_bounds();
     Ok(Terms {
         fit,
@@ -452,7 +460,7 @@ impl Session {
             opened.mechanism,
             &knobs,
             opened.sensitivity,
-            dims,
+            (opened.n, dims),
             session.calls,
             &fit,
         )
