@@ -1,6 +1,7 @@
 //! What each CLI command does.
 
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,19 +10,25 @@ use uuid::Uuid;
 
 use crate::app::{self, AppState, Limits};
 use crate::auth::Role;
-use crate::config::{Command, Database, LedgerCommand, Serve, Token, redact_url};
-use crate::ledger;
+use crate::config::{Command, Database, ExportFormat, LedgerCommand, Serve, Token, redact_url};
+use crate::ledger::export::{self, Format};
+use crate::ledger::{self, Follow, stored};
 use crate::store::{self, Store};
-
-/// Ledger entries read per page when verifying.
-const VERIFY_PAGE: u32 = 1000;
 
 /// Runs a command; the exit code is non-zero if it failed (or, for
 /// `ledger verify`, if a ledger is broken).
 pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
-    if let Command::Openapi = command {
-        print!("{}", openapi_yaml()?);
-        return Ok(true);
+    match &command {
+        Command::Openapi => {
+            print!("{}", openapi_yaml()?);
+            return Ok(true);
+        }
+        Command::Ledger {
+            command: LedgerCommand::Verify {
+                file: Some(file), ..
+            },
+        } => return verify_export(file),
+        _ => {}
     }
     let store = store::connect(&database.database_url)
         .await
@@ -48,8 +55,18 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
             Ok(true)
         }
         Command::Ledger {
-            command: LedgerCommand::Verify { dataset },
+            command: LedgerCommand::Verify { dataset, .. },
         } => verify(store.as_ref(), dataset).await,
+        Command::Ledger {
+            command:
+                LedgerCommand::Export {
+                    dataset,
+                    format,
+                    out,
+                },
+        } => export(store.as_ref(), dataset, format, out.as_deref())
+            .await
+            .map(|()| true),
         Command::Openapi => Ok(true),
     }
 }
@@ -126,32 +143,79 @@ async fn verify(store: &dyn Store, only: Option<Uuid>) -> anyhow::Result<bool> {
     let mut intact = true;
     let mut out = std::io::stdout().lock();
     for dataset in datasets {
-        let mut entries = Vec::new();
-        let mut after = None;
-        loop {
-            let page = store.ledger(dataset.id, after, VERIFY_PAGE).await?;
-            after = page.last().map(|entry| entry.seq);
-            let done = page.len() < VERIFY_PAGE as usize;
-            entries.extend(page);
-            if done {
-                break;
-            }
-        }
-        let verdict = match ledger::verify(&dataset.id, &entries) {
-            Err(error) => Err(error.to_string()),
-            Ok(recomputed) if recomputed != dataset.composition => Err(
-                "the chain is intact but the dataset's running composition disagrees with it"
-                    .to_owned(),
-            ),
-            Ok(_) => Ok(()),
-        };
-        match verdict {
-            Ok(()) => writeln!(out, "ok      {} ({} entries)", dataset.id, entries.len())?,
-            Err(reason) => {
-                intact = false;
-                writeln!(out, "BROKEN  {}: {reason}", dataset.id)?;
-            }
-        }
+        let verdict = stored::verify(store, &dataset).await?;
+        intact &= report(
+            &mut out,
+            dataset.id,
+            verdict.entries,
+            verdict.broken.as_ref(),
+        )?;
     }
     Ok(intact)
+}
+
+/// One line of a verification: `ok` or `BROKEN` with the reason.
+fn report(
+    out: &mut impl Write,
+    dataset: Uuid,
+    entries: u64,
+    broken: Option<&ledger::ChainBreak>,
+) -> anyhow::Result<bool> {
+    match broken {
+        None => writeln!(out, "ok      {dataset} ({entries} entries)")?,
+        Some(broken) => writeln!(out, "BROKEN  {dataset}: {broken}")?,
+    }
+    Ok(broken.is_none())
+}
+
+/// Checks an NDJSON audit export offline.
+fn verify_export(file: &Path) -> anyhow::Result<bool> {
+    let reader = std::fs::File::open(file)
+        .with_context(|| format!("opening the export {}", file.display()))?;
+    let audit = export::audit(std::io::BufReader::new(reader))
+        .with_context(|| format!("reading the export {}", file.display()))?;
+    report(
+        &mut std::io::stdout().lock(),
+        audit.dataset,
+        audit.entries,
+        audit.broken.as_ref(),
+    )
+}
+
+/// Writes `dataset`'s whole ledger in `format` to `out` (or stdout).
+async fn export(
+    store: &dyn Store,
+    dataset: Uuid,
+    format: ExportFormat,
+    out: Option<&Path>,
+) -> anyhow::Result<()> {
+    store
+        .dataset(dataset)
+        .await?
+        .with_context(|| format!("no dataset {dataset}"))?;
+    let format = match format {
+        ExportFormat::Ndjson => Format::Ndjson,
+        ExportFormat::Csv => Format::Csv,
+    };
+    let mut writer: Box<dyn Write> = match out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    writer.write_all(format.header().as_bytes())?;
+    let mut follow = Follow::default();
+    let mut failed = None;
+    stored::walk(store, dataset, None, |entry| {
+        let written = export::line(format, entry, dataset, follow.take(entry))
+            .and_then(|line| Ok(writer.write_all(line.as_bytes())?));
+        failed = written.err();
+        failed.is_none()
+    })
+    .await?;
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    writer.flush()?;
+    Ok(())
 }

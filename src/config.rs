@@ -158,13 +158,34 @@ pub struct Token {
 
 #[derive(Debug, Subcommand)]
 pub enum LedgerCommand {
-    /// Check every ledger's hash chain and recompute its spending; exits
-    /// non-zero on any break.
+    /// Check every ledger's hash chain and recompute its spending, or an
+    /// audit export offline (--file, no database); exits non-zero on any
+    /// break.
     Verify {
         /// Only this dataset.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "file")]
         dataset: Option<Uuid>,
+        /// An NDJSON export (`dpgate ledger export`, or the API's
+        /// `ledger?format=ndjson`) to check instead of the database.
+        #[arg(long)]
+        file: Option<PathBuf>,
     },
+    /// Write a dataset's whole ledger as an audit export.
+    Export {
+        #[arg(long)]
+        dataset: Uuid,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Ndjson)]
+        format: ExportFormat,
+        /// Where to write it (default: standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Ndjson,
+    Csv,
 }
 
 #[cfg(test)]
@@ -196,7 +217,10 @@ mod tests {
         assert!(matches!(
             cli.command,
             Command::Ledger {
-                command: LedgerCommand::Verify { dataset: None }
+                command: LedgerCommand::Verify {
+                    dataset: None,
+                    file: None
+                }
             }
         ));
     }

@@ -174,7 +174,7 @@ pub fn accountant(kind: api::AccountantKind) -> dp::Accountant {
     }
 }
 
-fn accountant_kind(accountant: dp::Accountant) -> api::AccountantKind {
+pub fn accountant_kind(accountant: dp::Accountant) -> api::AccountantKind {
     match accountant {
         dp::Accountant::Rdp => api::AccountantKind::Rdp,
         dp::Accountant::Basic => api::AccountantKind::Basic,

@@ -5,6 +5,8 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::{AccountantKind, Budget, Spent};
+
 /// What a ledger entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -46,6 +48,15 @@ pub struct LedgerEntry {
     pub prev_hash: String,
     /// SHA-256 of this entry's canonical form, including `prev_hash`.
     pub hash: String,
+    pub dataset_id: Uuid,
+    /// What the ledger had spent after this entry, as the dataset's
+    /// `spent` reports it (under the budget then in force); absent when an
+    /// entry up to here cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_after: Option<Spent>,
+    /// The total budget in force after this entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_after: Option<Budget>,
 }
 
 /// A page of the ledger, oldest first.
@@ -55,4 +66,49 @@ pub struct LedgerPage {
     /// Pass as `after` to get the next page; absent on the last page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_after: Option<u64>,
+}
+
+/// `POST /v1/datasets/{id}/ledger/verify`: the whole chain walked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LedgerVerification {
+    /// Every hash and link recomputed, and the dataset's running state
+    /// equal to what its entries add up to.
+    pub intact: bool,
+    /// Entries checked (up to and including a break).
+    pub entries: u64,
+    #[serde(rename = "break", default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<LedgerBreak>,
+}
+
+/// Where a ledger stops verifying, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LedgerBreak {
+    pub seq: u64,
+    pub reason: String,
+}
+
+/// `GET /v1/datasets/{id}/privacy-profile`: ε as a function of δ for the
+/// ledger so far (or one analyst's releases), under the dataset's
+/// accountant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PrivacyProfile {
+    pub accountant: AccountantKind,
+    /// The analyst whose releases are measured; absent for the whole
+    /// ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analyst: Option<String>,
+    /// Releases composed.
+    pub releases: u64,
+    /// One point per δ asked for, in the order asked.
+    pub points: Vec<ProfilePoint>,
+}
+
+/// The ledger is (ε, δ)-DP; ε rounded up like `spent`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ProfilePoint {
+    pub delta: f64,
+    /// Absent where the accountant claims no finite ε at this δ (below the
+    /// summed δ under `basic`; δ = 0 with Gaussian releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epsilon: Option<f64>,
 }

@@ -22,7 +22,10 @@ pub use gradient::{
     GradientCall, GradientCallResult, GradientLoss, GradientMechanism, GradientParams,
     GradientResult, GradientSession,
 };
-pub use ledger::{LedgerEntry, LedgerEvent, LedgerPage};
+pub use ledger::{
+    LedgerBreak, LedgerEntry, LedgerEvent, LedgerPage, LedgerVerification, PrivacyProfile,
+    ProfilePoint,
+};
 pub use problem::{LineError, Problem, ProblemType};
 pub use releases::{
     AggregateGroup, AggregateMechanism, AggregateParams, AggregateResult, DpGdParams, DpGdResult,

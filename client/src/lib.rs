@@ -11,8 +11,8 @@
 
 use dpgate_api_types::{
     BudgetChange, CreateDataset, Dataset, DatasetList, GradientCall, GradientCallResult,
-    IDEMPOTENCY_KEY, IngestReport, LedgerEntry, LedgerPage, PROBLEM_JSON, Problem, ProblemType,
-    Release, ReleaseList, ReleaseRequest,
+    IDEMPOTENCY_KEY, IngestReport, LedgerEntry, LedgerPage, LedgerVerification, PROBLEM_JSON,
+    PrivacyProfile, Problem, ProblemType, Release, ReleaseList, ReleaseRequest,
 };
 use std::time::Duration;
 
@@ -419,6 +419,29 @@ impl Client {
     ) -> Result<LedgerPage, ClientError> {
         let request = self.request(Method::GET, &format!("/v1/datasets/{id}/ledger"));
         self.call(Self::page(request, after, limit)).await
+    }
+
+    /// `POST /v1/datasets/{id}/ledger/verify`: the chain walked by the
+    /// server (admins).
+    pub async fn verify_ledger(&self, id: Uuid) -> Result<LedgerVerification, ClientError> {
+        let path = format!("/v1/datasets/{id}/ledger/verify");
+        self.call(self.request(Method::POST, &path)).await
+    }
+
+    /// `GET /v1/datasets/{id}/privacy-profile`: ε at each of `deltas` (the
+    /// server's default grid when empty).
+    pub async fn privacy_profile(
+        &self,
+        id: Uuid,
+        deltas: &[f64],
+    ) -> Result<PrivacyProfile, ClientError> {
+        let path = format!("/v1/datasets/{id}/privacy-profile");
+        let mut request = self.request(Method::GET, &path);
+        if !deltas.is_empty() {
+            let list: Vec<String> = deltas.iter().map(f64::to_string).collect();
+            request = request.query(&[("deltas", list.join(","))]);
+        }
+        self.call(request).await
     }
 
     /// The whole ledger, following pages.

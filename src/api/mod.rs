@@ -11,6 +11,7 @@ mod extract;
 mod features;
 mod health;
 mod ledger;
+mod profile;
 mod releases;
 mod rows;
 
@@ -86,6 +87,8 @@ fn routes(limits: &Limits) -> OpenApiRouter<AppState> {
         .routes(routes!(releases::get))
         .routes(routes!(releases::call))
         .routes(routes!(ledger::page))
+        .routes(routes!(ledger::verify))
+        .routes(routes!(profile::get))
         .routes(routes!(health::healthz))
 }
 

@@ -244,19 +244,44 @@ impl Composition {
         if accountant == Accountant::Basic || self.releases == 0 {
             return basic;
         }
-        let delta = budget.delta.value();
-        let tight = match self.gaussian_mu_squared {
-            Some(mu_squared) => gaussian_epsilon(mu_squared.sqrt(), delta),
-            None => self.rdp.epsilon(delta),
-        };
-        let mut epsilon = Epsilon::ceil(tight);
-        if self.delta_basic <= budget.delta {
-            epsilon = epsilon.min(self.epsilon_basic);
-        }
         Spent {
-            epsilon,
+            epsilon: self.tight_epsilon(budget.delta),
             delta: budget.delta,
             ..basic
+        }
+    }
+
+    /// The ledger's privacy profile: the ε (rounded up) at which it is
+    /// (ε, `delta`)-DP under `accountant`. `None` where the accountant
+    /// claims nothing: below the basic Σδᵢ under `basic`, and at δ = 0
+    /// with Gaussian releases under `rdp`. At the budget's δ it is
+    /// [`Composition::spent`]'s ε.
+    pub fn epsilon_at(&self, accountant: Accountant, delta: Delta) -> Option<Epsilon> {
+        if self.releases == 0 {
+            return Some(Epsilon::ZERO);
+        }
+        match accountant {
+            Accountant::Basic => (self.delta_basic <= delta).then_some(self.epsilon_basic),
+            Accountant::Rdp if delta == Delta::ZERO => {
+                (self.delta_basic == Delta::ZERO).then_some(self.epsilon_basic)
+            }
+            Accountant::Rdp => Some(self.tight_epsilon(delta)),
+        }
+    }
+
+    /// The tightest ε at `delta` > 0: exact Gaussian composition while every
+    /// release was Gaussian, RDP otherwise, basic composition when its δ
+    /// fits.
+    fn tight_epsilon(&self, delta: Delta) -> Epsilon {
+        let tight = match self.gaussian_mu_squared {
+            Some(mu_squared) => gaussian_epsilon(mu_squared.sqrt(), delta.value()),
+            None => self.rdp.epsilon(delta.value()),
+        };
+        let epsilon = Epsilon::ceil(tight);
+        if self.delta_basic <= delta {
+            epsilon.min(self.epsilon_basic)
+        } else {
+            epsilon
         }
     }
 

@@ -380,3 +380,62 @@ fn a_composition_survives_storage_exactly() {
     let short = serde_json::from_value::<Composition>(value).unwrap_err();
     assert!(short.to_string().contains("125 bounds"), "{short}");
 }
+
+#[test]
+fn the_privacy_profile_of_a_hundred_gaussians_is_exact_composition_at_every_delta() {
+    let ledger = Composition::of(&vec![gaussian(0.1, 1e-7); 100]);
+    let mu = 10.0 / analytic_sigma(0.1, 1e-7, 1.0).unwrap();
+    for delta in [1e-12, 1e-9, 1e-6, 1e-5, 1e-3] {
+        let at = ledger
+            .epsilon_at(Accountant::Rdp, Delta::new(delta).unwrap())
+            .unwrap();
+        assert_eq!(
+            at,
+            Epsilon::ceil(gaussian_epsilon(mu, delta)),
+            "δ = {delta}"
+        );
+    }
+    // Σδᵢ = 10⁻⁵: from there on basic composition claims ε = 10, not below.
+    let basic = |delta: f64| ledger.epsilon_at(Accountant::Basic, Delta::new(delta).unwrap());
+    assert_eq!(basic(1e-5), Some(Epsilon::new(10.0).unwrap()));
+    assert_eq!(basic(1e-2), Some(Epsilon::new(10.0).unwrap()));
+    assert_eq!(basic(9.99e-6), None);
+    // No finite ε at δ = 0 for Gaussian noise; pure releases keep their sum.
+    assert_eq!(ledger.epsilon_at(Accountant::Rdp, Delta::ZERO), None);
+    let pure_ledger = Composition::of(&[pure(0.25), bounded_range(0.5)]);
+    assert_eq!(
+        pure_ledger.epsilon_at(Accountant::Rdp, Delta::ZERO),
+        Some(Epsilon::new(0.75).unwrap())
+    );
+    assert_eq!(
+        Composition::default().epsilon_at(Accountant::Basic, Delta::ZERO),
+        Some(Epsilon::ZERO)
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn the_profile_passes_through_spent_and_falls_as_delta_grows(charges in prop::collection::vec(any_charge(), 1..20)) {
+        let ledger = Composition::of(&charges);
+        for delta in [1e-9, 1e-6, 1e-5] {
+            let total = budget(1000.0, delta);
+            let at_budget = ledger.epsilon_at(Accountant::Rdp, total.delta);
+            prop_assert_eq!(at_budget, Some(ledger.spent(Accountant::Rdp, &total).epsilon));
+            let basic = ledger.spent(Accountant::Basic, &total);
+            if basic.delta_basic <= total.delta {
+                prop_assert_eq!(ledger.epsilon_at(Accountant::Basic, total.delta), Some(basic.epsilon));
+            }
+        }
+        let mut previous = None;
+        for exponent in -12..0 {
+            let delta = Delta::new(10f64.powi(exponent)).unwrap();
+            let at = ledger.epsilon_at(Accountant::Rdp, delta).unwrap();
+            if let Some(previous) = previous {
+                prop_assert!(at <= previous, "ε({delta:?}) = {at:?} > {previous:?}");
+            }
+            previous = Some(at);
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! A dataset's ledger read from its store in pages, for the checks and
+//! views that need it from its opening (verification, the running tally
+//! behind a page, the audit export).
+
+use uuid::Uuid;
+
+use super::{Chain, ChainBreak, Follow, LedgerRecord};
+use crate::dataset::DatasetRecord;
+use crate::store::{Store, StoreError};
+
+/// Entries read per page.
+pub const PAGE: u32 = 1000;
+
+/// Reads `dataset`'s entries from the opening up to and including `until`
+/// (all of them without), handing each to `visit` in order; stops early
+/// when `visit` says so.
+pub async fn walk(
+    store: &dyn Store,
+    dataset: Uuid,
+    until: Option<u64>,
+    mut visit: impl FnMut(&LedgerRecord) -> bool,
+) -> Result<(), StoreError> {
+    let mut after = None;
+    loop {
+        let page = store.ledger(dataset, after, PAGE).await?;
+        for entry in &page {
+            if until.is_some_and(|until| entry.seq > until) || !visit(entry) {
+                return Ok(());
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE as usize => after = Some(last.seq),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// The tally of `dataset`'s ledger up to and including `until`.
+pub async fn follow(
+    store: &dyn Store,
+    dataset: Uuid,
+    until: Option<u64>,
+) -> Result<Follow, StoreError> {
+    let mut follow = Follow::default();
+    walk(store, dataset, until, |entry| {
+        follow.take(entry);
+        true
+    })
+    .await?;
+    Ok(follow)
+}
+
+/// What verifying a stored ledger found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub entries: u64,
+    pub broken: Option<ChainBreak>,
+}
+
+/// Walks `dataset`'s whole ledger ([`Chain`]) and compares what its entries
+/// add up to with the dataset's running composition, which prices every
+/// release.
+pub async fn verify(store: &dyn Store, dataset: &DatasetRecord) -> Result<Verdict, StoreError> {
+    let mut chain = Chain::new(dataset.id);
+    let mut broken = None;
+    walk(store, dataset.id, None, |entry| {
+        broken = chain.check(entry).err();
+        broken.is_none()
+    })
+    .await?;
+    let entries = chain.checked() + u64::from(broken.is_some());
+    if broken.is_none() {
+        let recomputed = chain.tally().map(|tally| tally.composition().clone());
+        if recomputed.unwrap_or_default() != dataset.composition {
+            broken = Some(ChainBreak {
+                seq: chain.checked().saturating_sub(1),
+                reason: "the chain is intact but the dataset's running composition disagrees \
+                         with it"
+                    .to_owned(),
+            });
+        }
+    }
+    Ok(Verdict { entries, broken })
+}
