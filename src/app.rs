@@ -28,6 +28,8 @@ pub struct Limits {
     /// Most bytes of dataset snapshots held in memory (0: stream every
     /// pass from the store).
     pub cache_bytes: u64,
+    /// Most requests handled at once.
+    pub max_concurrent: usize,
 }
 
 impl Default for Limits {
@@ -39,6 +41,7 @@ impl Default for Limits {
             max_groups: crate::releases::kinds::aggregate::DEFAULT_MAX_GROUPS,
             request_timeout: Duration::from_secs(300),
             cache_bytes: crate::snapshots::DEFAULT_CACHE_BYTES,
+            max_concurrent: 256,
         }
     }
 }

@@ -124,6 +124,10 @@ pub struct Serve {
     /// Idempotency-Key gets it. 90s, 5m …
     #[arg(long, env = "DPGATE_REQUEST_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
     pub request_timeout: Duration,
+    /// Most requests handled at once; more wait their turn (within the
+    /// request timeout).
+    #[arg(long, env = "DPGATE_MAX_CONCURRENT_REQUESTS", default_value_t = Limits::default().max_concurrent)]
+    pub max_concurrent_requests: usize,
     /// Most bytes of dataset snapshots (rows as columns) held in memory;
     /// least recently used ones are dropped first, and a dataset larger
     /// than this is streamed from the database on every pass. 0 holds

@@ -134,6 +134,7 @@ impl IntoResponse for ApiError {
                 errors,
                 remaining,
                 release_id,
+                request_id: None,
             },
         );
         if retry_after {

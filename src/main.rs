@@ -1,5 +1,6 @@
 //! The `dpgate` binary: parse the command line, set up logging, run.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -7,13 +8,21 @@ use dpgate::config::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,sqlx=warn".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A person reads a terminal; a log collector reads JSON, one object a
+    // line, with the request id and the span's dataset and release ids.
+    if std::io::stderr().is_terminal() {
+        logs.init();
+    } else {
+        logs.json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init();
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

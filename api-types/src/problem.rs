@@ -130,6 +130,10 @@ pub struct Problem {
     /// On `release-failed`: the release whose debit stays in the ledger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_id: Option<uuid::Uuid>,
+    /// The request's `x-request-id` (the caller's, or one the server made),
+    /// which every log line of the request carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 impl Problem {

@@ -99,14 +99,56 @@ pub struct Client {
     http: reqwest::Client,
 }
 
+/// How long the client waits on a server, so that a hung one cannot hang
+/// it: each try of a request gives up after these (and is retried like a
+/// dropped connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// To open a connection.
+    pub connect: Duration,
+    /// For a whole answer: longer than the server's own request timeout
+    /// (5 minutes by default), so that its 503 comes first.
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            request: Duration::from_secs(330),
+        }
+    }
+}
+
 impl Client {
-    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`).
+    /// A client of the server at `base_url` (e.g. `http://127.0.0.1:8080`)
+    /// with the default [`Timeouts`].
     pub fn new(base_url: &str, token: Option<String>) -> Self {
+        Self::with_timeouts(base_url, token, Timeouts::default())
+    }
+
+    /// [`Client::new`] with other timeouts.
+    pub fn with_timeouts(base_url: &str, token: Option<String>, timeouts: Timeouts) -> Self {
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeouts.connect)
+            .timeout(timeouts.request)
+            .build()
+            .unwrap_or_default();
         Client {
             base: base_url.trim_end_matches('/').to_owned(),
             token,
-            http: reqwest::Client::new(),
+            http,
         }
+    }
+
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The bearer token sent, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 
     /// The same server with another token.

@@ -22,8 +22,10 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use dpgate_api_types::{LineError, Problem};
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -135,10 +137,53 @@ async fn record(request: Request, next: Next) -> Response {
     response
 }
 
+/// The id of every request: the caller's `x-request-id`, or a fresh UUID.
+const REQUEST_ID: &str = "x-request-id";
+
+/// The request's id, for its span and its problem documents.
+fn request_id(request: &Request) -> String {
+    request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Writes the request id into every problem document, so that a caller's
+/// report of an error leads to its log lines.
+async fn stamp_problems(request: Request, next: Next) -> Response {
+    let id = request_id(&request);
+    let response = next.run(request).await;
+    let is_problem = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes() == dpgate_api_types::PROBLEM_JSON.as_bytes());
+    if !is_problem || id.is_empty() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, PROBLEM_BYTES).await else {
+        return ApiError::Internal(anyhow::anyhow!("a problem document too large to stamp"))
+            .into_response();
+    };
+    let stamped = serde_json::from_slice::<Problem>(&bytes).and_then(|mut problem| {
+        problem.request_id = Some(id);
+        serde_json::to_vec(&problem)
+    });
+    let body = stamped.map_or(bytes, axum::body::Bytes::from);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// The largest problem document (an upload's 20 bad lines included).
+const PROBLEM_BYTES: usize = 1 << 20;
+
 /// The application's router, with its fallbacks and middleware.
 pub fn router(state: AppState) -> Router {
     let body_limit = state.limits.body_bytes;
     let timeout = state.limits.request_timeout;
+    let max_concurrent = state.limits.max_concurrent;
     routes(&state.limits)
         .split_for_parts()
         .0
@@ -149,7 +194,27 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(body::plain_bodies))
         .layer(middleware::from_fn(record))
         .layer(CatchPanicLayer::custom(panic_response))
-        .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(stamp_problems))
+        .layer(GlobalConcurrencyLimitLayer::new(max_concurrent))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(|request: &Request| {
+                    tracing::info_span!(
+                        "request",
+                        method = %request.method(),
+                        path = %request.uri().path(),
+                        request_id = %request_id(request),
+                    )
+                })
+                .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+        )
+        .layer(PropagateRequestIdLayer::new(
+            REQUEST_ID.parse().expect("a header name"),
+        ))
+        .layer(SetRequestIdLayer::new(
+            REQUEST_ID.parse().expect("a header name"),
+            MakeRequestUuid,
+        ))
         .with_state(state)
 }
 

@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+use dpgate_client::types::Problem;
+
 use dpgate::auth::{Keys, Role};
 
 fn dpgate(database_url: &str, args: &[&str]) -> std::process::Output {
@@ -137,11 +139,34 @@ async fn metrics_are_served_only_on_their_own_address() {
     assert!(text.contains("dpgate_http_requests_total"), "{text}");
     let other = get(metrics, "/healthz").await.unwrap();
     assert_eq!(other.status(), reqwest::StatusCode::NOT_FOUND);
+    // A caller's request id comes back, in the problem document too, and
+    // is in the request's log line.
+    let traced = http
+        .get(format!("http://{api}/no/such/route"))
+        .header("x-request-id", "trace-me-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(traced.headers()["x-request-id"], "trace-me-42");
+    let problem: Problem = traced.json().await.unwrap();
+    assert_eq!(problem.request_id.as_deref(), Some("trace-me-42"));
     server.kill().await.unwrap();
     let output = server.wait_with_output().await.unwrap();
     let log = String::from_utf8_lossy(&output.stderr);
     assert!(
         !log.contains("admin token"),
         "DPGATE_NO_ADMIN_TOKEN=1: {log}"
+    );
+    // stderr is a pipe here, not a terminal: one JSON object a line.
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|line| line["span"]["request_id"] == "trace-me-42"
+                && line["fields"]["status"] == 404),
+        "{log}"
     );
 }

@@ -31,4 +31,5 @@ mod snapshots;
 mod store;
 mod strict_input;
 mod supplied;
+mod telemetry;
 mod walkthrough;

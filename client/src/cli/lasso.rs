@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{print_json, progress};
 use crate::lasso::{Holder, Ista};
 use crate::model_file::ModelFile;
-use crate::{Client, ReleaseOptions};
+use crate::{Client, ReleaseOptions, Timeouts};
 
 #[derive(Debug, Clone, Args)]
 pub struct LassoArgs {
@@ -88,8 +88,8 @@ impl Holder for Session {
 
 /// Opens every holder's session, runs ISTA and saves the model.
 pub async fn train_lasso(
-    url: &str,
-    token: Option<&str>,
+    home: &Client,
+    timeouts: Timeouts,
     args: &LassoArgs,
     json: bool,
     out: &mut (dyn Write + Send),
@@ -126,12 +126,12 @@ pub async fn train_lasso(
     let mut holders: Vec<(Client, Uuid)> = Vec::with_capacity(args.datasets.len());
     let mut first: Option<Dataset> = None;
     for (index, &dataset) in args.datasets.iter().enumerate() {
-        let server = args.servers.get(index).map_or(url, String::as_str);
+        let server = args.servers.get(index).map_or(home.base(), String::as_str);
         let token = match args.server_tokens.get(index) {
             Some(path) => Some(read_token(path)?),
-            None => token.map(str::to_owned),
+            None => home.token().map(str::to_owned),
         };
-        let client = Client::new(server, token);
+        let client = Client::with_timeouts(server, token, timeouts);
         let view = client
             .dataset(dataset)
             .await

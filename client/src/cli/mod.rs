@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::features::{FeatureTable, Scaling};
 use crate::model_file::ModelFile;
-use crate::{Client, ReleaseOptions};
+use crate::{Client, ReleaseOptions, Timeouts};
 
 pub use lasso::LassoArgs;
 pub use train::{FeaturesFormat, TrainArgs};
@@ -52,6 +52,13 @@ pub struct Cli {
     /// Print one JSON document for scripts, and no progress bars.
     #[arg(long, global = true)]
     pub json: bool,
+    /// How long to wait for a connection to a server (10s, 1m …).
+    #[arg(long, env = "DPGATE_CONNECT_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    pub connect_timeout: std::time::Duration,
+    /// How long to wait for each try of a request (a hung server must not
+    /// hang the client); above the server's own request timeout.
+    #[arg(long, env = "DPGATE_TIMEOUT", default_value = "330s", value_parser = humantime::parse_duration, global = true)]
+    pub timeout: std::time::Duration,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -290,7 +297,11 @@ pub enum Output {
 /// Whatever failed, with context; a server's problem document is kept as
 /// the source ([`crate::ClientError::Problem`]).
 pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
-    let client = Client::new(&cli.url, cli.token.clone());
+    let timeouts = Timeouts {
+        connect: cli.connect_timeout,
+        request: cli.timeout,
+    };
+    let client = Client::with_timeouts(&cli.url, cli.token.clone(), timeouts);
     match cli.command {
         Command::Datasets => {
             let datasets = client.datasets().await?;
@@ -317,7 +328,8 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
         Command::Release { kind } => release(&client, kind, cli.json, out).await,
         Command::Train(args) => train::train(&client, &args, cli.json, out).await,
         Command::TrainLasso(args) => {
-            lasso::train_lasso(&cli.url, cli.token.as_deref(), &args, cli.json, out).await
+            let home = Client::with_timeouts(&cli.url, cli.token.clone(), timeouts);
+            lasso::train_lasso(&home, timeouts, &args, cli.json, out).await
         }
         Command::Evaluate { model, data, label } => {
             let model = ModelFile::load(&model)?;
