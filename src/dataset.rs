@@ -181,6 +181,18 @@ pub fn accountant_kind(accountant: dp::Accountant) -> api::AccountantKind {
     }
 }
 
+/// Sets the dataset's `dpgate_dataset_epsilon_spent` and
+/// `dpgate_dataset_epsilon_remaining` gauges (under its accountant) after
+/// a debit or a budget change.
+pub fn record_budget_gauges(dataset: &DatasetRecord) {
+    let spent = dataset.spent();
+    let remaining = dataset.remaining(&spent);
+    let id = dataset.id.to_string();
+    metrics::gauge!("dpgate_dataset_epsilon_spent", "dataset" => id.clone())
+        .set(spent.epsilon.value());
+    metrics::gauge!("dpgate_dataset_epsilon_remaining", "dataset" => id).set(remaining.epsilon);
+}
+
 /// The running sums a WALR release is computed from, kept up to date by
 /// every upload: Σyᵢ, Σyᵢ·xᵢ (scaled features, as stored) and max‖xᵢ‖².
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

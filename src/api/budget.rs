@@ -50,6 +50,7 @@ pub async fn change(
     match state.store.change_budget(dataset.id, &change).await? {
         BudgetOutcome::Changed(record, analysts) => {
             tracing::info!(dataset = %record.id, caps = change.caps.len(), "budget changed");
+            crate::dataset::record_budget_gauges(&record);
             Ok(Json(record.view(&analysts)))
         }
         BudgetOutcome::Refused(reason) => Err(ApiError::Conflict(reason)),

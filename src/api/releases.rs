@@ -108,13 +108,33 @@ pub async fn create(
         dry_run: query.dry_run,
         max_groups: state.limits.max_groups,
     };
-    Ok(
-        match releases::release(state.snapshots.clone(), &state.tasks, ask, request).await? {
-            Outcome::Created(body) => json(StatusCode::CREATED, body),
-            Outcome::Replayed(body) => json(StatusCode::OK, body),
-            Outcome::Priced(release) => (StatusCode::OK, axum::Json(*release)).into_response(),
-        },
+    let kind = request.params.kind();
+    let outcome = releases::release(state.snapshots.clone(), &state.tasks, ask, request)
+        .await
+        .map_err(ApiError::from);
+    metrics::counter!(
+        "dpgate_release_requests_total",
+        "kind" => kind,
+        "outcome" => outcome_label(&outcome),
     )
+    .increment(1);
+    Ok(match outcome? {
+        Outcome::Created(body) => json(StatusCode::CREATED, body),
+        Outcome::Replayed(body) => json(StatusCode::OK, body),
+        Outcome::Priced(release) => (StatusCode::OK, axum::Json(*release)).into_response(),
+    })
+}
+
+/// How a release request ended, for `dpgate_release_requests_total`.
+fn outcome_label(outcome: &Result<Outcome, ApiError>) -> &'static str {
+    match outcome {
+        Ok(Outcome::Created(_)) => "granted",
+        Ok(Outcome::Replayed(_)) => "replayed",
+        Ok(Outcome::Priced(_)) => "priced",
+        Err(ApiError::BudgetExhausted { .. }) => "refused",
+        Err(ApiError::ReleaseFailed { .. } | ApiError::Internal(_)) => "failed",
+        Err(_) => "invalid",
+    }
 }
 
 /// A stored release: admins see every release, analysts their own.

@@ -136,10 +136,14 @@ pub(super) async fn debit_and_make(
         tracing::info_span!("release", dataset = %debit.dataset, release = %debit.release_id);
     let task = tasks.spawn(
         async move {
-            let after = match store.debit(&debit, decide).await? {
+            let started = std::time::Instant::now();
+            let debited = store.debit(&debit, decide).await?;
+            metrics::histogram!("dpgate_debit_seconds").record(started.elapsed());
+            let after = match debited {
                 DebitOutcome::Debited(after) => after,
                 other => return Ok(Debited::Not(other)),
             };
+            crate::dataset::record_budget_gauges(&after);
             let snapshot = Snapshot::new(data, *after);
             let release = debit.release_id;
             Ok(Debited::Made(

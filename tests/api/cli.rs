@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use dpgate_client::types::Problem;
+use dpgate_client::types::{Problem, ReleaseRequest};
 
 use dpgate::auth::{Keys, Role};
 
@@ -132,11 +132,64 @@ async fn metrics_are_served_only_on_their_own_address() {
     // Not on the API's address, to anyone.
     let public = get(api, "/metrics").await.unwrap();
     assert_eq!(public.status(), reqwest::StatusCode::NOT_FOUND);
+    // A granted, a replayed, a priced and a refused release.
+    let keys = Keys::from_secret(crate::helpers::SECRET).unwrap();
+    let mint = |role, datasets: &[uuid::Uuid]| {
+        keys.mint(role, "ana", datasets, std::time::Duration::from_secs(60))
+            .unwrap()
+    };
+    let admin = dpgate_client::Client::new(&format!("http://{api}"), Some(mint(Role::Admin, &[])));
+    let request = crate::helpers::ads_dataset("metered", "label", "basic", 1.0);
+    let dataset = admin
+        .create_dataset(&serde_json::from_value(request).unwrap())
+        .await
+        .unwrap()
+        .id;
+    let rows = crate::helpers::ads_rows(0, 50);
+    admin
+        .upload_rows(dataset, dpgate_client::UploadFormat::Csv, rows)
+        .await
+        .unwrap();
+    let analyst = admin.with_token(&mint(Role::Analyst, &[dataset]));
+    let walr = ReleaseRequest::walr(0.75, 1e-7);
+    let keyed = dpgate_client::ReleaseOptions {
+        idempotency_key: Some("once".to_owned()),
+        dry_run: false,
+    };
+    analyst.release(dataset, &walr, &keyed).await.unwrap();
+    analyst.release(dataset, &walr, &keyed).await.unwrap();
+    let dry = dpgate_client::ReleaseOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let small = ReleaseRequest::walr(0.1, 1e-7);
+    analyst.release(dataset, &small, &dry).await.unwrap();
+    assert!(
+        analyst
+            .release(dataset, &walr, &Default::default())
+            .await
+            .is_err()
+    );
     // On its own address, and nothing else there.
     let private = get(metrics, "/metrics").await.unwrap();
     assert_eq!(private.status(), reqwest::StatusCode::OK);
     let text = private.text().await.unwrap();
     assert!(text.contains("dpgate_http_requests_total"), "{text}");
+    for line in [
+        "dpgate_release_requests_total{kind=\"walr\",outcome=\"granted\"} 1".to_owned(),
+        "dpgate_release_requests_total{kind=\"walr\",outcome=\"replayed\"} 1".to_owned(),
+        "dpgate_release_requests_total{kind=\"walr\",outcome=\"priced\"} 1".to_owned(),
+        "dpgate_release_requests_total{kind=\"walr\",outcome=\"refused\"} 1".to_owned(),
+        format!("dpgate_dataset_epsilon_spent{{dataset=\"{dataset}\"}} 0.75"),
+        format!("dpgate_dataset_epsilon_remaining{{dataset=\"{dataset}\"}} 0.25"),
+        // One debit: the refusal came at pre-admission, before any lock.
+        "dpgate_debit_seconds_count 1".to_owned(),
+    ] {
+        assert!(
+            text.lines().any(|metric| metric == line),
+            "{line} in:\n{text}"
+        );
+    }
     let other = get(metrics, "/healthz").await.unwrap();
     assert_eq!(other.status(), reqwest::StatusCode::NOT_FOUND);
     // A caller's request id comes back, in the problem document too, and
