@@ -6,6 +6,7 @@
 
 mod body;
 mod budget;
+mod console;
 mod datasets;
 mod extract;
 mod features;
@@ -187,6 +188,7 @@ pub fn router(state: AppState) -> Router {
     routes(&state.limits)
         .split_for_parts()
         .0
+        .merge(console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

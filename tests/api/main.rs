@@ -11,6 +11,7 @@ mod bad_input;
 mod budget_admin;
 mod cli;
 mod client_cli;
+mod console;
 mod counting;
 mod disconnect;
 mod failed;
