@@ -664,13 +664,14 @@ function nearest(times, t) {
 
 // ------------------------------------------------------- burn chart ----
 
-function burnChart(entries, dataset) {
-  const missing = entries.find((entry) => !entry.spent_after || !entry.budget_after);
-  if (!entries.length || missing) {
-    return h('p', { class: 'problem' }, 'This server’s ledger entries do not say what was spent after them; the chart needs spent_after and budget_after.');
-  }
+function burnChart(ledger, dataset) {
+  // The server leaves the figures out after an entry it cannot read: the
+  // chart stops there, and says so.
+  const unread = ledger.findIndex((entry) => !entry.spent_after || !entry.budget_after);
+  const entries = unread < 0 ? ledger : ledger.slice(0, unread);
+  if (!entries.length) return h('p', { class: 'problem' }, 'No ledger entry says what was spent after it.');
   const times = entries.map((entry) => Date.parse(entry.created_at));
-  const analysts = [...new Set(entries.filter((e) => e.event === 'release').map((e) => e.actor))];
+  const analysts = new Set(entries.filter((e) => e.event === 'release').map((e) => e.actor));
   const holder = h('div', { class: 'chart-holder' });
   let split = false;
   const draw = () => holder.replaceChildren(...drawBurn(entries, times, dataset, split));
@@ -679,8 +680,10 @@ function burnChart(entries, dataset) {
     ' Split by analyst (basic ε of each one’s releases)');
   draw();
   return h('div', {},
-    h('div', { class: 'chart-tools' }, analysts.length ? toggle : null,
+    h('div', { class: 'chart-tools' }, analysts.size ? toggle : null,
       h('span', { class: 'muted' }, `${formatCount(entries.length)} ledger entries`)),
+    unread < 0 ? null : h('p', { class: 'problem' },
+      `Drawn up to entry ${ledger[unread].seq - 1}: the server could not read the ledger from entry ${ledger[unread].seq} on (verify the chain).`),
     holder);
 }
 
@@ -779,11 +782,15 @@ function profileChart(dataset, profile) {
   const { width, height, margin } = CHART;
   const points = profile.points.filter((point) => point.epsilon != null && point.delta > 0);
   const unreachable = profile.points.length - points.length;
-  const own = { delta: dataset.budget.delta, epsilon: dataset.spent.epsilon };
+  // The ledger's own point is on the whole ledger's curve, not on the one
+  // of an analyst's own releases (what an analyst token is shown).
+  const own = profile.analyst == null && dataset.budget.delta > 0
+    ? { delta: dataset.budget.delta, epsilon: dataset.spent.epsilon }
+    : null;
   if (!points.length) return h('p', { class: 'muted' }, 'No δ in range gives a finite ε.');
-  const deltas = points.map((p) => p.delta).concat(own.delta > 0 ? [own.delta] : []);
+  const deltas = points.map((p) => p.delta).concat(own ? [own.delta] : []);
   const [lo, hi] = [Math.floor(Math.log10(Math.min(...deltas))), Math.ceil(Math.log10(Math.max(...deltas)))];
-  const yDomain = niceDomain(Math.max(own.epsilon, ...points.map((p) => p.epsilon)));
+  const yDomain = niceDomain(Math.max(own?.epsilon ?? 0, ...points.map((p) => p.epsilon)));
   const logX = linear([lo, hi], [margin.left, width - margin.right]);
   const x = (delta) => logX(Math.log10(delta));
   const y = linear([0, yDomain.end], [height - margin.bottom, margin.top]);
@@ -798,8 +805,9 @@ function profileChart(dataset, profile) {
     attrs: { 'data-delta': point.delta, 'data-epsilon': point.epsilon },
   }));
   const layers = [series('profile', curve, { step: false, last: points.at(-1).epsilon })];
-  const items = [{ series: 'profile', label: `ε(δ) under ${profile.accountant}` }];
-  if (own.delta > 0) {
+  const whose = profile.analyst == null ? '' : ` of ${profile.analyst}’s releases`;
+  const items = [{ series: 'profile', label: `ε(δ)${whose} under ${profile.accountant}` }];
+  if (own) {
     const [px, py] = [x(own.delta), y(own.epsilon)];
     layers.push(
       svg('g', { class: 'ledger-point', 'data-delta': own.delta, 'data-epsilon': own.epsilon },
@@ -966,7 +974,7 @@ function showVerification(banner, result) {
     banner.dataset.breakSeq = result.break.seq;
     banner.replaceChildren(
       h('strong', {}, `BROKEN at entry ${result.break.seq}`),
-      ` — ${result.break.reason}. Entries before it verify; nothing from it on can be trusted (${formatCount(result.entries)} entries).`,
+      ` — ${result.break.reason}. The entries before it verify; nothing from it on can be trusted.`,
     );
   }
 }
