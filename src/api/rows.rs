@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 use dpgate_api_types::{CSV, IngestReport, LineError, NDJSON, Problem};
 use futures_util::StreamExt;
+use tracing::Instrument;
 
 use super::body::media_type;
 use super::datasets::load_visible;
@@ -174,6 +175,20 @@ pub async fn upload(
     body: Body,
 ) -> Result<Json<IngestReport>, ApiError> {
     let dataset = load_visible(&state, &caller, &id).await?;
+    let span = tracing::info_span!("ingest", dataset = %dataset.id);
+    ingest_into(state, dataset, headers, body)
+        .instrument(span)
+        .await
+}
+
+/// The upload into `dataset`, in its `ingest` span (the parser's thread
+/// included).
+async fn ingest_into(
+    state: AppState,
+    dataset: DatasetRecord,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<IngestReport>, ApiError> {
     let format = format(&headers)?;
     let limit = state.limits.ingest_bytes;
     let declared = headers
