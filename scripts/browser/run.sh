@@ -53,30 +53,8 @@ BANNER
 [ -x "$bin" ] || die "no dpgate binary at $bin (build it, or pass its path)"
 command -v curl >/dev/null || die "curl is required"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dpgate-browser.XXXXXX")
-server_pid=
-
-stop_server() { # SIGTERM, then SIGKILL if it has not exited within 10 s
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill "$server_pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    server_pid=
-}
-cleanup() {
-    local rc=$?
-    stop_server
-    rm -rf "$tmp"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# shellcheck source=../lib/server.sh
+source "$here/../lib/server.sh" dpgate-browser
 
 port=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
 export DPGATE_URL="http://127.0.0.1:$port"

@@ -156,33 +156,8 @@ vpy="$venv/bin/python"
 # --- one fresh, seeded server per run ----------------------------------------
 rm -rf "$out/admin" "$out/analyst" "$out/findings.md"
 mkdir -p "$out"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dpgate-fuzz.XXXXXX")
-server_pid=
-
-stop_server() { # SIGTERM, then SIGKILL if it has not exited within 10 s
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill "$server_pid" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$server_pid" 2>/dev/null; then
-            log "the server did not stop within 10 s of SIGTERM; killing it"
-            kill -KILL "$server_pid" 2>/dev/null || true
-        fi
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    server_pid=
-}
-cleanup() {
-    local rc=$?
-    stop_server
-    rm -rf "$tmp"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# shellcheck source=../lib/server.sh
+source "$here/../lib/server.sh" dpgate-fuzz
 
 export DPGATE_JWT_SECRET="dpgate-fuzz-test-secret-0123456789abcdef"
 export DPGATE_NO_ADMIN_TOKEN=true
