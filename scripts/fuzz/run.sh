@@ -298,18 +298,21 @@ values = [1, 10, 100]
 "body.measures[*].min" = { dictionary = "lower-bounds", probability = 0.7 }
 "body.measures[*].max" = { dictionary = "upper-bounds", probability = 0.7 }
 
-# Four operations have rules JSON Schema cannot state: cross-field ones
-# (a column's min below its max, names unique across the whole schema) and
-# ones that depend on stored state (the columns a statistic names, the
-# dataset's privacy unit, the lambda below which its fit cannot be
-# certified, the rows a supplied vector names, a CSV's header and values,
-# whether a release is a gradient session, its T and θ's length).
-# A schema-valid body they refuse gets 422 with the reason, which
-# positive_data_acceptance accepts there; every other status, and every
-# other check, stays as schemathesis has it.
+# Six operations have rules JSON Schema cannot state: cross-field ones
+# (a column's min below its max, names unique across the whole schema; a
+# ledger export takes no after or limit), ones inside a string (the δ of a
+# privacy profile, comma-separated numbers in [0, 1) at the ledger's 10⁻³⁰
+# resolution) and ones that depend on stored state (the columns a
+# statistic names, the dataset's privacy unit, the lambda below which its
+# fit cannot be certified, the rows a supplied vector names, a CSV's header
+# and values, whether a release is a gradient session, its T and θ's
+# length). A schema-valid request they refuse gets 422 with the reason,
+# which positive_data_acceptance accepts there; every other status, and
+# every other check, stays as schemathesis has it.
 [[operations]]
 include-operation-id = [
   "createDataset", "createRelease", "uploadRows", "callGradientSession",
+  "getLedger", "getPrivacyProfile",
 ]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", 401, 403, 404, 409, 422, 429, "5xx"]
 EOF

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use dpgate_api_types::{LedgerBreak, LedgerPage, LedgerVerification, Problem};
 use serde::Deserialize;
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::datasets::load_visible;
@@ -36,7 +36,17 @@ pub struct LedgerQuery {
     /// audit: `ndjson` (one entry a line, with the exact values its hash
     /// covers; `dpgate ledger verify --file` checks it) or `csv`. The
     /// exports take no `after` or `limit`.
-    format: Option<String>,
+    #[param(inline)]
+    format: Option<LedgerFormat>,
+}
+
+/// How `GET …/ledger` answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerFormat {
+    Json,
+    Ndjson,
+    Csv,
 }
 
 /// A page of the dataset's ledger, oldest first, each entry with what the
@@ -69,15 +79,10 @@ pub async fn page(
 ) -> Result<Response, ApiError> {
     caller.admin()?;
     let dataset = load_visible(&state, &caller, &id).await?;
-    let format = match query.format.as_deref() {
-        None | Some("json") => None,
-        Some("ndjson") => Some(Format::Ndjson),
-        Some("csv") => Some(Format::Csv),
-        Some(other) => {
-            return Err(ApiError::Invalid(format!(
-                "format must be json, ndjson or csv (got {other:?})"
-            )));
-        }
+    let format = match query.format {
+        None | Some(LedgerFormat::Json) => None,
+        Some(LedgerFormat::Ndjson) => Some(Format::Ndjson),
+        Some(LedgerFormat::Csv) => Some(Format::Csv),
     };
     let page = PageQuery {
         after: query.after,
