@@ -81,14 +81,14 @@ fn raw(text: &Option<String>) -> Result<Option<Box<RawValue>>, serde_json::Error
 
 impl Line {
     fn of(record: &LedgerRecord, dataset: Uuid, tally: Option<&Tally>) -> serde_json::Result<Self> {
-        let view = record.view(dataset, tally);
+        let (spent_after, budget_after) = tally.map(Tally::after).unzip();
         Ok(Line {
             seq: record.seq,
             event: record.event,
             actor: record.actor.clone(),
             release_id: record.release_id,
-            epsilon: view.epsilon,
-            delta: view.delta,
+            epsilon: record.epsilon.value(),
+            delta: record.delta.value(),
             epsilon_units: record.epsilon,
             delta_units: record.delta,
             loss: raw(&record.loss)?,
@@ -97,8 +97,8 @@ impl Line {
             prev_hash: record.prev_hash.clone(),
             hash: record.hash.clone(),
             dataset_id: dataset,
-            spent_after: view.spent_after,
-            budget_after: view.budget_after,
+            spent_after,
+            budget_after,
         })
     }
 
