@@ -245,7 +245,7 @@ async fn fw_table(seeds: usize) {
                 .chain([(1.0, Selection::Exponential)]);
             for (column, (epsilon, selection)) in settings.enumerate() {
                 let request = ReleaseRequest {
-                    epsilon,
+                    epsilon: Some(epsilon),
                     delta: Some(1e-6),
                     params: ReleaseParams::FrankWolfe(FrankWolfeParams {
                         target: "measure:y".to_owned(),
@@ -335,7 +335,7 @@ async fn gd_table(seeds: usize) {
         for (row, &epsilon) in EPSILONS.iter().enumerate() {
             for (column, (_, steps, learning_rate, warm)) in configs.iter().enumerate() {
                 let request = ReleaseRequest {
-                    epsilon,
+                    epsilon: Some(epsilon),
                     delta: Some(1e-5),
                     params: ReleaseParams::DpGd(DpGdParams {
                         steps: *steps,
@@ -650,7 +650,7 @@ async fn sgd_table(seeds: usize) {
         for (row, &epsilon) in EPSILONS.iter().enumerate() {
             for (column, &(batch_size, dims)) in CONFIGS.iter().enumerate() {
                 let request = ReleaseRequest {
-                    epsilon,
+                    epsilon: Some(epsilon),
                     delta: None,
                     params: ReleaseParams::DpSgd(DpSgdParams {
                         batch_size,

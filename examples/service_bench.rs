@@ -297,7 +297,7 @@ fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
         (
             "model/output-perturbation",
             ReleaseRequest {
-                epsilon: 1.0,
+                epsilon: Some(1.0),
                 delta: None,
                 params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
                     lambda: 1e-4,
@@ -308,7 +308,7 @@ fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
         (
             "model/objective-perturbation",
             ReleaseRequest {
-                epsilon: 1.0,
+                epsilon: Some(1.0),
                 delta: None,
                 params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
                     lambda: 1e-4,
@@ -319,12 +319,13 @@ fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
         (
             "aggregate count, mean:value by campaign × device",
             ReleaseRequest {
-                epsilon: 1.0,
+                epsilon: Some(1.0),
                 delta: Some(1e-9),
                 params: ReleaseParams::Aggregate(AggregateParams {
                     statistics: vec!["count".to_owned(), "mean:value".to_owned()],
                     group_by: vec!["campaign".to_owned(), "device".to_owned()],
                     mechanism: dpgate_client::types::AggregateMechanism::Gaussian,
+                    target_std: None,
                 }),
             },
         ),
@@ -659,7 +660,7 @@ async fn main() {
         refused.push((name, id, client));
     }
     let model = ReleaseRequest {
-        epsilon: 0.5,
+        epsilon: Some(0.5),
         delta: None,
         params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
             lambda: 1e-4,

@@ -200,6 +200,13 @@ pub struct WalrStats {
     pub label_sum: f64,
     pub label_feature_sums: Vec<f64>,
     pub max_norm_squared: f64,
+    /// Σ xᵢ and Σ xᵢ² per feature: the public moments a WALR feature map
+    /// is fitted to under unit `label`. Empty in the statistics of rows
+    /// stored before they were kept.
+    #[serde(default)]
+    pub feature_sums: Vec<f64>,
+    #[serde(default)]
+    pub feature_square_sums: Vec<f64>,
 }
 
 impl WalrStats {
@@ -209,6 +216,8 @@ impl WalrStats {
             label_sum: 0.0,
             label_feature_sums: vec![0.0; k],
             max_norm_squared: 0.0,
+            feature_sums: vec![0.0; k],
+            feature_square_sums: vec![0.0; k],
         }
     }
 
@@ -216,6 +225,16 @@ impl WalrStats {
     pub fn add(&mut self, label: u8, features: &[f32]) {
         let norm_squared: f64 = features.iter().map(|&x| f64::from(x).powi(2)).sum();
         self.max_norm_squared = self.max_norm_squared.max(norm_squared);
+        for ((sum, square), &x) in self
+            .feature_sums
+            .iter_mut()
+            .zip(&mut self.feature_square_sums)
+            .zip(features)
+        {
+            let x = f64::from(x);
+            *sum += x;
+            *square += x * x;
+        }
         if label == 1 {
             self.label_sum += 1.0;
             for (sum, &x) in self.label_feature_sums.iter_mut().zip(features) {
@@ -235,6 +254,16 @@ impl WalrStats {
             *sum += more;
         }
         self.max_norm_squared = self.max_norm_squared.max(other.max_norm_squared);
+        for (sum, more) in self.feature_sums.iter_mut().zip(&other.feature_sums) {
+            *sum += more;
+        }
+        for (sum, more) in self
+            .feature_square_sums
+            .iter_mut()
+            .zip(&other.feature_square_sums)
+        {
+            *sum += more;
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! contract of DESIGN §8; add around them, never rename.
 
 mod datasets;
+mod feature_map;
 mod frank_wolfe;
 mod gradient;
 mod ledger;
@@ -15,6 +16,7 @@ pub use datasets::{
     AccountantKind, AnalystSpend, BoundedColumn, Budget, BudgetChange, CreateDataset, Dataset,
     DatasetList, Dimension, IngestReport, PrivacyUnit, Remaining, Spent,
 };
+pub use feature_map::{FeatureMap, MapError, WalrMap};
 pub use frank_wolfe::{
     DebiasParams, FrankWolfeParams, FrankWolfeResult, Selection, SourceUsed, StageUsed,
 };

@@ -8,6 +8,7 @@ use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{Object, OneOfBuilder, Schema};
 use uuid::Uuid;
 
+use crate::feature_map::{FeatureMap, WalrMap};
 use crate::frank_wolfe::{FrankWolfeParams, FrankWolfeResult};
 use crate::gradient::{GradientParams, GradientResult};
 use crate::{Remaining, Spent};
@@ -19,7 +20,9 @@ use crate::{Remaining, Spent};
 /// [`ReleaseKind`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReleaseRequest {
-    pub epsilon: f64,
+    /// Omitted only when the kind's parameters name a target noise
+    /// (`target_sigma`, `target_std`) instead: the server then chooses ε.
+    pub epsilon: Option<f64>,
     /// Omitted means 0 (pure ε-DP).
     pub delta: Option<f64>,
     pub params: ReleaseParams,
@@ -30,12 +33,9 @@ impl ReleaseRequest {
     /// term: the common request.
     pub fn walr(epsilon: f64, delta: f64) -> Self {
         ReleaseRequest {
-            epsilon,
+            epsilon: Some(epsilon),
             delta: Some(delta),
-            params: ReleaseParams::Walr(WalrParams {
-                intercept: true,
-                features: None,
-            }),
+            params: ReleaseParams::Walr(WalrParams::default()),
         }
     }
 
@@ -57,7 +57,8 @@ impl Serialize for ReleaseRequest {
         #[derive(Serialize)]
         struct Wire<'a> {
             kind: &'static str,
-            epsilon: f64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            epsilon: Option<f64>,
             delta: Option<f64>,
             #[serde(flatten)]
             params: &'a ReleaseParams,
@@ -100,6 +101,23 @@ impl ReleaseParams {
             ReleaseParams::DpSgd(_) => DpSgdParams::KIND,
             ReleaseParams::FrankWolfe(_) => FrankWolfeParams::KIND,
             ReleaseParams::Gradient(_) => GradientParams::KIND,
+        }
+    }
+
+    /// The target noise std named instead of ε, if any.
+    pub fn target(&self) -> Option<f64> {
+        match self {
+            ReleaseParams::Walr(walr) => walr.target_sigma,
+            ReleaseParams::Aggregate(aggregate) => aggregate.target_std,
+            _ => None,
+        }
+    }
+
+    /// The name of the kind's target field.
+    pub fn target_name(&self) -> &'static str {
+        match self {
+            ReleaseParams::Aggregate(_) => "target_std",
+            _ => "target_sigma",
         }
     }
 
@@ -163,6 +181,10 @@ pub const KINDS: [&str; 8] = [
 pub trait ReleaseKind: ToSchema + serde::de::DeserializeOwned {
     const KIND: &'static str;
 
+    /// Whether `epsilon` is required: not where a target noise may name
+    /// the ε instead.
+    const EPSILON_REQUIRED: bool = true;
+
     /// `epsilon`'s schema.
     fn epsilon() -> Object {
         crate::schemas::epsilon(crate::schemas::MIN_EPSILON, None)
@@ -194,10 +216,33 @@ pub struct WalrParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_items = 1)]
     pub features: Option<Vec<SuppliedRow>>,
+    /// The public feature map φ the release is made on:
+    /// (1/N)·Σ yᵢ·φ(xᵢ) + noise. The result says exactly which map.
+    #[serde(default, skip_serializing_if = "WalrMap::is_none")]
+    pub map: WalrMap,
+    /// Accuracy first: the largest noise std to accept on each released
+    /// number, in place of `epsilon`. The server spends the smallest ε
+    /// (at the given δ, in the ledger's unit of 10⁻⁹) whose σ is at most
+    /// this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0.0)]
+    pub target_sigma: Option<f64>,
+}
+
+impl Default for WalrParams {
+    fn default() -> Self {
+        WalrParams {
+            intercept: true,
+            features: None,
+            map: WalrMap::None,
+            target_sigma: None,
+        }
+    }
 }
 
 impl ReleaseKind for WalrParams {
     const KIND: &'static str = "walr";
+    const EPSILON_REQUIRED: bool = false;
 
     /// Required and positive: WALR uses the Gaussian mechanism.
     fn delta() -> (Schema, bool) {
@@ -220,10 +265,16 @@ pub struct AggregateParams {
     pub group_by: Vec<String>,
     #[serde(default)]
     pub mechanism: AggregateMechanism,
+    /// Accuracy first: the largest noise std to accept on each released
+    /// value, in place of `epsilon` (as `target_sigma` of `walr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0.0)]
+    pub target_std: Option<f64>,
 }
 
 impl ReleaseKind for AggregateParams {
     const KIND: &'static str = "aggregate";
+    const EPSILON_REQUIRED: bool = false;
 }
 
 /// L2-regularised logistic regression, fitted exactly and released
@@ -478,7 +529,10 @@ impl utoipa::PartialSchema for ReleaseRequest {
                 .properties
                 .insert("epsilon".to_owned(), T::epsilon().into());
             object.properties.insert("delta".to_owned(), delta.into());
-            let mut required = vec!["epsilon".to_owned()];
+            let mut required: Vec<String> = T::EPSILON_REQUIRED
+                .then(|| "epsilon".to_owned())
+                .into_iter()
+                .collect();
             required.extend(delta_required.then(|| "delta".to_owned()));
             required.append(&mut object.required);
             required.push("kind".to_owned());
@@ -567,6 +621,11 @@ pub struct WalrResult {
     /// (1/N)·Σ yᵢ + noise: the label term of the intercept's gradient.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noisy_intercept: Option<f64>,
+    /// The feature map the release was made on (then `noisy_dot` is
+    /// (1/N)·Σ yᵢ·v(xᵢ) and `noisy_intercept` (1/N)·Σ yᵢ·a); absent, the
+    /// identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<FeatureMap>,
 }
 
 /// One statistic of one group of an aggregate release.

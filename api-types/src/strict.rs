@@ -158,7 +158,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
             (_, None) => {}
         }
         Ok(ReleaseRequest {
-            epsilon: epsilon.ok_or_else(|| A::Error::missing_field("epsilon"))?,
+            epsilon,
             delta: delta.flatten(),
             params,
         })
@@ -214,7 +214,7 @@ mod tests {
         assert_eq!(
             request,
             ReleaseRequest {
-                epsilon: 1.0,
+                epsilon: Some(1.0),
                 delta: None,
                 params: ReleaseParams::Walr(crate::WalrParams {
                     intercept: true,
@@ -222,6 +222,7 @@ mod tests {
                         row_id: "r1".to_owned(),
                         x: vec![0.5]
                     }]),
+                    ..crate::WalrParams::default()
                 }),
             }
         );

@@ -17,6 +17,13 @@ pub enum DpError {
         value: f64,
         resolution: f64,
     },
+    /// A target noise std must be finite and positive, and reachable with
+    /// ε at most [`crate::dp::Epsilon::MAX`].
+    #[error(
+        "a target noise std must be a finite number greater than 0 that some epsilon up to \
+         {max} reaches (got {target}; the least noise on offer is {least:e})"
+    )]
+    UnreachableTarget { target: f64, least: f64, max: f64 },
     /// Sensitivities are finite and strictly positive.
     #[error("sensitivity must be a finite number greater than 0 (got {0})")]
     InvalidSensitivity(f64),

@@ -17,6 +17,7 @@ mod select;
 #[cfg(test)]
 pub(crate) mod statistics;
 mod steps;
+mod target;
 mod units;
 
 pub use accountant::{
@@ -32,4 +33,5 @@ pub use sample::{
 };
 pub use select::{SelectionRule, Selector};
 pub use steps::per_step_epsilon;
+pub use target::smallest_epsilon;
 pub use units::{Delta, Epsilon};

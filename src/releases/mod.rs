@@ -244,14 +244,16 @@ fn fingerprint(request: &api::ReleaseRequest) -> Result<(String, String), serde_
     serde_json::to_writer(&mut hasher, request)?;
     let hash = hex::encode(hasher.0.finalize());
     let audit = match &request.params {
-        api::ReleaseParams::Walr(api::WalrParams {
-            intercept,
-            features: Some(rows),
-        }) => {
+        api::ReleaseParams::Walr(
+            walr @ api::WalrParams {
+                features: Some(rows),
+                ..
+            },
+        ) => {
             let mut audit = serde_json::to_value(api::ReleaseRequest {
                 params: api::ReleaseParams::Walr(api::WalrParams {
-                    intercept: *intercept,
                     features: None,
+                    ..walr.clone()
                 }),
                 ..*request
             })?;
@@ -277,8 +279,27 @@ pub async fn release(
 ) -> Result<Outcome, ReleaseError> {
     let store = data.store().clone();
     let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
+    let epsilon = match (request.epsilon, request.params.target()) {
+        (Some(epsilon), None) => Epsilon::new(epsilon).map_err(invalid)?,
+        // The kind chooses ε from the target; zero fails any mechanism
+        // that would use it instead.
+        (None, Some(_)) => Epsilon::ZERO,
+        (Some(_), Some(_)) => {
+            return Err(ReleaseError::Invalid(format!(
+                "give either epsilon or {}, not both",
+                request.params.target_name()
+            )));
+        }
+        (None, None) => {
+            return Err(ReleaseError::Invalid(
+                "epsilon is required (a walr release may name target_sigma and an aggregate \
+                 target_std instead)"
+                    .to_owned(),
+            ));
+        }
+    };
     let knobs = Knobs {
-        epsilon: Epsilon::new(request.epsilon).map_err(invalid)?,
+        epsilon,
         delta: Delta::new(request.delta()).map_err(invalid)?,
         max_groups: ask.max_groups,
     };
@@ -305,12 +326,7 @@ async fn make(
     audit: &str,
 ) -> Result<Outcome, ReleaseError> {
     let store = data.store().clone();
-    let summary = Summary {
-        kind: request.kind(),
-        epsilon: request.epsilon,
-        delta: request.delta(),
-        analyst: ask.analyst.to_owned(),
-    };
+    let kind_name = request.kind();
     let kind = Kind::parse(request.params)?;
     let source_ids = kind.sources(ask.dataset)?;
     for _ in 0..STALE_RETRIES {
@@ -330,12 +346,27 @@ async fn make(
         let source_records: Vec<DatasetRecord> =
             sources.iter().map(|(source, _)| source.clone()).collect();
         let mut planned = kind.plan(&dataset, &source_records, knobs)?;
+        let epsilon = match (planned.price().epsilon, knobs.epsilon) {
+            (Some(chosen), _) => chosen,
+            (None, Epsilon::ZERO) => {
+                return Err(ReleaseError::Internal(anyhow::anyhow!(
+                    "BUG: a {kind_name} release chose no epsilon for its target"
+                )));
+            }
+            (None, asked) => asked,
+        };
+        let summary = Summary {
+            kind: kind_name,
+            epsilon: epsilon.value(),
+            delta: knobs.delta.value(),
+            analyst: ask.analyst.to_owned(),
+        };
         let snapshot = Snapshot::new(data.clone(), dataset.clone());
         let Some(loss) = planned.price().loss.clone() else {
             return complete::free(planned, snapshot, &summary, ask.dry_run).await;
         };
         let charge = Charge {
-            epsilon: knobs.epsilon,
+            epsilon,
             delta: knobs.delta,
             loss,
         };

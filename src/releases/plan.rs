@@ -9,7 +9,7 @@ use dpgate_api_types as api;
 
 use super::{Failure, ReleaseError, pacing};
 use crate::dataset::DatasetRecord;
-use crate::dp::{Charge, Delta, Epsilon, Mechanism, OsNoise, PrivacyLoss};
+use crate::dp::{self, Charge, Delta, DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss};
 use crate::snapshots::{Columns, Shape, Snapshots};
 use crate::store::BlockStream;
 use futures_util::StreamExt;
@@ -27,6 +27,8 @@ pub struct Price {
     pub sigma: f64,
     pub noise: api::NoiseDetails,
     pub n: u64,
+    /// The ε chosen for a request that named a target noise instead.
+    pub epsilon: Option<Epsilon>,
 }
 
 impl Price {
@@ -44,6 +46,7 @@ impl Price {
                 sigma_classic: None,
             },
             n,
+            epsilon: None,
         }
     }
 
@@ -61,6 +64,7 @@ impl Price {
                 sigma_classic: None,
             },
             n,
+            epsilon: None,
         }
     }
 }
@@ -85,6 +89,43 @@ impl Knobs {
         Ok(())
     }
 
+    /// The Gaussian mechanism for a query of `sensitivity`: at the asked
+    /// ε, or at the smallest ε whose noise std is at most `target`.
+    pub fn gaussian(
+        &self,
+        target: Option<f64>,
+        sensitivity: f64,
+        dims: usize,
+        range: f64,
+    ) -> Result<Calibrated, ReleaseError> {
+        self.calibrated(target, |epsilon| {
+            Mechanism::gaussian(epsilon, self.delta, sensitivity, dims, range)
+        })
+    }
+
+    /// `mechanism` at the asked ε, or at the smallest ε (in ledger units)
+    /// at which its noise std is at most `target`.
+    pub fn calibrated(
+        &self,
+        target: Option<f64>,
+        mechanism: impl Fn(Epsilon) -> Result<Mechanism, DpError>,
+    ) -> Result<Calibrated, ReleaseError> {
+        let invalid = |error: DpError| ReleaseError::Invalid(error.to_string());
+        let chosen = match target {
+            None => None,
+            Some(target) => Some(
+                dp::smallest_epsilon(target, |epsilon| {
+                    mechanism(epsilon).map(|mechanism| mechanism.noise_std())
+                })
+                .map_err(invalid)?,
+            ),
+        };
+        Ok(Calibrated {
+            mechanism: mechanism(chosen.unwrap_or(self.epsilon)).map_err(invalid)?,
+            chosen,
+        })
+    }
+
     /// Refuses δ = 0 for a Gaussian mechanism.
     pub fn approximate(&self, kind: &str) -> Result<(), ReleaseError> {
         if self.delta == Delta::ZERO {
@@ -93,6 +134,22 @@ impl Knobs {
             )));
         }
         Ok(())
+    }
+}
+
+/// A mechanism, and the ε chosen for it when a target noise named it.
+pub struct Calibrated {
+    pub mechanism: Mechanism,
+    pub chosen: Option<Epsilon>,
+}
+
+impl Calibrated {
+    /// Its price on a query of `sensitivity` over `n` rows.
+    pub fn price(&self, sensitivity: f64, n: u64) -> Price {
+        Price {
+            epsilon: self.chosen,
+            ..Price::of(&self.mechanism, sensitivity, n)
+        }
     }
 }
 

@@ -51,7 +51,7 @@ fn row_reading_requests() -> Vec<(&'static str, ReleaseRequest)> {
         (
             "model",
             ReleaseRequest {
-                epsilon: 0.5,
+                epsilon: Some(0.5),
                 delta: None,
                 params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
                     lambda: 0.01,
@@ -62,19 +62,20 @@ fn row_reading_requests() -> Vec<(&'static str, ReleaseRequest)> {
         (
             "aggregate",
             ReleaseRequest {
-                epsilon: 0.5,
+                epsilon: Some(0.5),
                 delta: Some(1e-7),
                 params: ReleaseParams::Aggregate(AggregateParams {
                     statistics: vec!["sum:value".to_owned(), "mean:converted".to_owned()],
                     group_by: vec!["campaign".to_owned()],
                     mechanism: AggregateMechanism::Gaussian,
+                    target_std: None,
                 }),
             },
         ),
         (
             "supplied walr",
             ReleaseRequest {
-                epsilon: 0.5,
+                epsilon: Some(0.5),
                 delta: Some(1e-7),
                 params: ReleaseParams::Walr(WalrParams {
                     intercept: true,
@@ -87,6 +88,7 @@ fn row_reading_requests() -> Vec<(&'static str, ReleaseRequest)> {
                             })
                             .collect(),
                     ),
+                    ..WalrParams::default()
                 }),
             },
         ),
@@ -95,11 +97,12 @@ fn row_reading_requests() -> Vec<(&'static str, ReleaseRequest)> {
 
 fn walr(epsilon: f64) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon,
+        epsilon: Some(epsilon),
         delta: Some(1e-7),
         params: ReleaseParams::Walr(WalrParams {
             intercept: true,
             features: None,
+            ..WalrParams::default()
         }),
     }
 }
@@ -218,7 +221,7 @@ async fn dry_runs_read_no_label_and_supplied_ones_only_row_ids(#[case] backend: 
     // An unknown row id is refused on the dry run as on the release,
     // from the row ids alone.
     let unknown = ReleaseRequest {
-        epsilon: 0.5,
+        epsilon: Some(0.5),
         delta: Some(1e-7),
         params: ReleaseParams::Walr(WalrParams {
             intercept: true,
@@ -226,6 +229,7 @@ async fn dry_runs_read_no_label_and_supplied_ones_only_row_ids(#[case] backend: 
                 row_id: "nobody".to_owned(),
                 x: vec![0.5],
             }]),
+            ..WalrParams::default()
         }),
     };
     for options in [dry_run(), ReleaseOptions::default()] {

@@ -11,7 +11,7 @@ use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
 
 fn aggregate(statistics: &[&str], group_by: &[&str], delta: Option<f64>) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon: 1.0,
+        epsilon: Some(1.0),
         delta,
         params: ReleaseParams::Aggregate(AggregateParams {
             statistics: statistics.iter().map(|&s| s.to_owned()).collect(),
@@ -21,6 +21,7 @@ fn aggregate(statistics: &[&str], group_by: &[&str], delta: Option<f64>) -> Rele
             } else {
                 AggregateMechanism::Laplace
             },
+            target_std: None,
         }),
     }
 }

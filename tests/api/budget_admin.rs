@@ -17,11 +17,12 @@ use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
 
 fn walr(epsilon: f64) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon,
+        epsilon: Some(epsilon),
         delta: Some(1e-8),
         params: ReleaseParams::Walr(WalrParams {
             intercept: true,
             features: None,
+            ..WalrParams::default()
         }),
     }
 }

@@ -99,7 +99,7 @@ fn random_dataset(rng: &mut ChaCha8Rng, case: usize) -> (serde_json::Value, Stri
 fn model(kind: &str, lambda: f64) -> ReleaseRequest {
     match kind {
         "output" => ReleaseRequest {
-            epsilon: 1.0,
+            epsilon: Some(1.0),
             delta: None,
             params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
                 lambda,
@@ -107,7 +107,7 @@ fn model(kind: &str, lambda: f64) -> ReleaseRequest {
             }),
         },
         _ => ReleaseRequest {
-            epsilon: 1.0,
+            epsilon: Some(1.0),
             delta: None,
             params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
                 lambda,

@@ -71,7 +71,7 @@ fn test_grid() -> (Vec<[f64; 2]>, Vec<f64>) {
 
 fn frank_wolfe(epsilon: f64, sources: Vec<Uuid>) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon,
+        epsilon: Some(epsilon),
         delta: Some(1e-6),
         params: ReleaseParams::FrankWolfe(FrankWolfeParams {
             target: "measure:value".to_owned(),

@@ -43,7 +43,7 @@ fn gradient(epsilon: f64, params: GradientParams) -> ReleaseRequest {
         GradientMechanism::NormGamma => None,
     };
     ReleaseRequest {
-        epsilon,
+        epsilon: Some(epsilon),
         delta,
         params: ReleaseParams::Gradient(params),
     }

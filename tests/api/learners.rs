@@ -18,7 +18,7 @@ use crate::models::{N, RANGES, auc, dataset_request, rows, truth};
 
 fn dp_gd(epsilon: f64, params: DpGdParams) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon,
+        epsilon: Some(epsilon),
         delta: Some(1e-6),
         params: ReleaseParams::DpGd(params),
     }
@@ -238,7 +238,7 @@ async fn the_iterative_learners_need_the_snapshot_in_memory() {
 
 fn dp_sgd(epsilon: f64, params: DpSgdParams) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon,
+        epsilon: Some(epsilon),
         delta: None,
         params: ReleaseParams::DpSgd(params),
     }

@@ -90,7 +90,7 @@ async fn both_learners_release_models_that_predict_raw_rows() {
         let analyst = app.analyst("ana", &[dataset.id]);
         let requests = [
             ReleaseRequest {
-                epsilon: 5.0,
+                epsilon: Some(5.0),
                 delta: None,
                 params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
                     lambda: 1e-3,
@@ -98,7 +98,7 @@ async fn both_learners_release_models_that_predict_raw_rows() {
                 }),
             },
             ReleaseRequest {
-                epsilon: 5.0,
+                epsilon: Some(5.0),
                 delta: Some(1e-7),
                 params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
                     lambda: 1e-3,
@@ -106,7 +106,7 @@ async fn both_learners_release_models_that_predict_raw_rows() {
                 }),
             },
             ReleaseRequest {
-                epsilon: 5.0,
+                epsilon: Some(5.0),
                 delta: None,
                 params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
                     lambda: 1e-3,

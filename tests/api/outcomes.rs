@@ -25,12 +25,13 @@ fn rows(count: usize) -> String {
 
 fn aggregate(statistics: &[&str]) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon: 1.0,
+        epsilon: Some(1.0),
         delta: Some(1e-7),
         params: ReleaseParams::Aggregate(AggregateParams {
             statistics: statistics.iter().map(|s| (*s).to_owned()).collect(),
             group_by: vec!["campaign".to_owned()],
             mechanism: AggregateMechanism::Gaussian,
+            target_std: None,
         }),
     }
 }

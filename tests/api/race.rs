@@ -31,11 +31,12 @@ async fn racing_analysts_never_spend_beyond_the_budget() {
                     let id = dataset.id;
                     tokio::spawn(async move {
                         let request = ReleaseRequest {
-                            epsilon,
+                            epsilon: Some(epsilon),
                             delta: Some(1e-8),
                             params: ReleaseParams::Walr(WalrParams {
                                 intercept: true,
                                 features: None,
+                                ..WalrParams::default()
                             }),
                         };
                         client

@@ -76,13 +76,14 @@ async fn a_measure_range_too_wide_for_the_noise_is_refused_before_the_debit(
             statistics: vec!["sum:m".to_owned()],
             group_by: vec![],
             mechanism: AggregateMechanism::Gaussian,
+            target_std: None,
         }),
     };
-    refused(&app, dataset.id, &sum(10.0), "too large to release").await;
+    refused(&app, dataset.id, &sum(Some(10.0)), "too large to release").await;
     // At ε = 0.1 the noise is wide enough: the same sum is released.
     let release = app
         .analyst("ana", &[dataset.id])
-        .release(dataset.id, &sum(0.1), &ReleaseOptions::default())
+        .release(dataset.id, &sum(Some(0.1)), &ReleaseOptions::default())
         .await
         .unwrap()
         .release;
@@ -128,7 +129,7 @@ async fn fits_that_could_not_be_certified_are_refused_before_the_debit(#[case] b
         .await
         .unwrap();
     let objective = ReleaseRequest {
-        epsilon: 0.1,
+        epsilon: Some(0.1),
         delta: None,
         params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
             lambda: 1e-4,
@@ -152,7 +153,7 @@ async fn fits_that_could_not_be_certified_are_refused_before_the_debit(#[case] b
     // A λ below the output-perturbation floor for these dimensions.
     let floor = dpgate_learn::min_lambda(17, 20, 0.0, dpgate::dp::erm::SOLVE_TOLERANCE).unwrap();
     let output = |lambda| ReleaseRequest {
-        epsilon: 1.0,
+        epsilon: Some(1.0),
         delta: None,
         params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
             lambda,

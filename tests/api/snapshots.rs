@@ -31,12 +31,13 @@ fn counts(priced: bool) -> ReleaseRequest {
         vec!["count".to_owned()]
     };
     ReleaseRequest {
-        epsilon: 1.0,
+        epsilon: Some(1.0),
         delta: Some(1e-9),
         params: ReleaseParams::Aggregate(AggregateParams {
             statistics,
             group_by: vec!["campaign".to_owned()],
             mechanism: AggregateMechanism::Gaussian,
+            target_std: None,
         }),
     }
 }
@@ -187,7 +188,7 @@ async fn uploads_keep_the_new_version_in_memory(#[case] backend: Backend) {
 /// A supplied-vector WALR over the first `rows` stored rows.
 fn supplied(rows: usize) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon: 1.0,
+        epsilon: Some(1.0),
         delta: Some(1e-9),
         params: ReleaseParams::Walr(WalrParams {
             intercept: true,
@@ -199,6 +200,7 @@ fn supplied(rows: usize) -> ReleaseRequest {
                     })
                     .collect(),
             ),
+            ..WalrParams::default()
         }),
     }
 }

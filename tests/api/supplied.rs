@@ -9,7 +9,7 @@ use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
 
 fn supplied(rows: &[(&str, &[f64])]) -> ReleaseRequest {
     ReleaseRequest {
-        epsilon: 1.0,
+        epsilon: Some(1.0),
         delta: Some(1e-7),
         params: ReleaseParams::Walr(WalrParams {
             intercept: true,
@@ -21,6 +21,7 @@ fn supplied(rows: &[(&str, &[f64])]) -> ReleaseRequest {
                     })
                     .collect(),
             ),
+            ..WalrParams::default()
         }),
     }
 }

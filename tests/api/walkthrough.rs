@@ -125,11 +125,12 @@ async fn row_unit_walr_uses_the_public_bound_and_intercept_can_be_left_out() {
         let analyst = app.analyst("ana", &[dataset.id]);
         let with = ReleaseRequest::walr(1.0, 1e-7);
         let without = ReleaseRequest {
-            epsilon: 1.0,
+            epsilon: Some(1.0),
             delta: Some(1e-7),
             params: ReleaseParams::Walr(WalrParams {
                 intercept: false,
                 features: None,
+                ..WalrParams::default()
             }),
         };
         let options = ReleaseOptions::default();

@@ -101,7 +101,7 @@ pub async fn train_lasso(
         args.datasets.len()
     );
     let request = ReleaseRequest {
-        epsilon: args.epsilon,
+        epsilon: Some(args.epsilon),
         delta: Some(args.delta),
         params: ReleaseParams::Gradient(GradientParams {
             loss: GradientLoss::Logistic,

@@ -102,8 +102,9 @@ pub enum Command {
 pub struct Spend {
     #[arg(long)]
     pub dataset: Uuid,
+    /// Required unless the kind is asked for a target noise instead.
     #[arg(long)]
-    pub epsilon: f64,
+    pub epsilon: Option<f64>,
     /// Omit for pure ε where the kind allows it.
     #[arg(long)]
     pub delta: Option<f64>,
@@ -440,6 +441,7 @@ async fn release(
                 params: ReleaseParams::Walr(WalrParams {
                     intercept: !no_intercept,
                     features,
+                    ..WalrParams::default()
                 }),
             };
             (spend, request, None)
@@ -460,6 +462,7 @@ async fn release(
                         Mechanism::Gaussian => AggregateMechanism::Gaussian,
                         Mechanism::Laplace => AggregateMechanism::Laplace,
                     },
+                    target_std: None,
                 }),
             };
             (spend, request, None)

@@ -166,11 +166,11 @@ pub(super) async fn train(
         Some(id) => client.get_release(args.dataset, id).await?,
         None => {
             let request = ReleaseRequest {
-                epsilon: args.epsilon.unwrap_or_default(),
+                epsilon: args.epsilon,
                 delta: args.delta,
                 params: ReleaseParams::Walr(WalrParams {
-                    intercept: true,
                     features: supplied_rows,
+                    ..WalrParams::default()
                 }),
             };
             let options = ReleaseOptions {

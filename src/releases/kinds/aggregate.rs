@@ -64,7 +64,7 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, PrivacyUnit};
 
 use crate::dataset::{DatasetRecord, Schema};
-use crate::dp::{Delta, Mechanism};
+use crate::dp::{Delta, Epsilon, Mechanism};
 use crate::releases::plan::{noise, require_rows};
 use crate::releases::{Failure, Knobs, Pass, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::{Columns, Row};
@@ -606,40 +606,40 @@ fn norm(kind: api::AggregateMechanism, knobs: &Knobs) -> Result<Norm, ReleaseErr
 /// Prices an aggregate: everything it needs is the schema, N and the query.
 pub fn plan(
     dataset: &DatasetRecord,
-    statistics: &[String],
-    group_by: &[String],
-    kind: api::AggregateMechanism,
+    params: &api::AggregateParams,
     knobs: &Knobs,
 ) -> Result<Box<dyn Planned>, ReleaseError> {
-    let norm = norm(kind, knobs)?;
+    let norm = norm(params.mechanism, knobs)?;
     require_rows(dataset)?;
     let schema = &dataset.schema;
-    let query = Query::parse(schema, statistics, group_by, knobs.max_groups)
-        .map_err(ReleaseError::Invalid)?;
+    let query = Query::parse(
+        schema,
+        &params.statistics,
+        &params.group_by,
+        knobs.max_groups,
+    )
+    .map_err(ReleaseError::Invalid)?;
     let calibration = Calibration::new(&query, dataset.privacy_unit, schema, norm);
     let n = dataset.n_rows;
-    let mechanism = if calibration.public() {
-        None
+    let (price, mechanism) = if calibration.public() {
+        // Public numbers cost nothing, whatever the target.
+        let mut price = Price::free(n);
+        price.epsilon = params.target_std.map(|_| Epsilon::ZERO);
+        (price, None)
     } else {
         let dims = query.cells() * calibration.private_quantities();
         let (sensitivity, range) = (
             calibration.sensitivity,
             calibration.range(&query, schema, n),
         );
-        Some(
-            match norm {
-                Norm::L2 => {
-                    Mechanism::gaussian(knobs.epsilon, knobs.delta, sensitivity, dims, range)
-                }
-                Norm::L1 => Mechanism::laplace(knobs.epsilon, sensitivity, dims, range),
-            }
-            .map_err(|error| ReleaseError::Invalid(error.to_string()))?,
-        )
+        let calibrated = match norm {
+            Norm::L2 => knobs.gaussian(params.target_std, sensitivity, dims, range)?,
+            Norm::L1 => knobs.calibrated(params.target_std, |epsilon| {
+                Mechanism::laplace(epsilon, sensitivity, dims, range)
+            })?,
+        };
+        (calibrated.price(sensitivity, n), Some(calibrated.mechanism))
     };
-    let price = mechanism.as_ref().map_or_else(
-        || Price::free(n),
-        |mechanism| Price::of(mechanism, calibration.sensitivity, n),
-    );
     Ok(Box::new(Aggregate {
         price,
         query,

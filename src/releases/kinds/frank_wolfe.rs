@@ -576,6 +576,7 @@ pub fn plan(
             sigma_classic: None,
         },
         n,
+        epsilon: None,
     };
     Ok(Box::new(FrankWolfe {
         price,

@@ -17,6 +17,7 @@ pub mod supplied;
 #[cfg(test)]
 mod test_rows;
 pub mod walr;
+pub mod walr_map;
 
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ use supplied::Supplied;
 /// other kind is priced from its parameters as they came.
 pub enum Kind {
     Supplied {
-        intercept: bool,
+        params: api::WalrParams,
         rows: Arc<Supplied>,
     },
     Requested(api::ReleaseParams),
@@ -41,13 +42,17 @@ impl Kind {
     /// Takes the request's parameters apart.
     pub fn parse(params: api::ReleaseParams) -> Result<Self, ReleaseError> {
         Ok(match params {
-            api::ReleaseParams::Walr(api::WalrParams {
-                intercept,
-                features: Some(rows),
-            }) => Kind::Supplied {
-                intercept,
-                rows: Arc::new(Supplied::parse(rows).map_err(ReleaseError::Invalid)?),
-            },
+            api::ReleaseParams::Walr(
+                mut params @ api::WalrParams {
+                    features: Some(_), ..
+                },
+            ) => {
+                let rows = params.features.take().unwrap_or_default();
+                Kind::Supplied {
+                    params,
+                    rows: Arc::new(Supplied::parse(rows).map_err(ReleaseError::Invalid)?),
+                }
+            }
             params => Kind::Requested(params),
         })
     }
@@ -73,17 +78,11 @@ impl Kind {
     ) -> Result<Box<dyn Planned>, ReleaseError> {
         use api::ReleaseParams as Params;
         match self {
-            Kind::Supplied { intercept, rows } => {
-                supplied::plan(dataset, rows.clone(), *intercept, knobs)
+            Kind::Supplied { params, rows } => supplied::plan(dataset, rows.clone(), params, knobs),
+            Kind::Requested(Params::Walr(walr)) => walr::plan(dataset, walr, knobs),
+            Kind::Requested(Params::Aggregate(aggregate)) => {
+                aggregate::plan(dataset, aggregate, knobs)
             }
-            Kind::Requested(Params::Walr(walr)) => walr::plan(dataset, walr.intercept, knobs),
-            Kind::Requested(Params::Aggregate(aggregate)) => aggregate::plan(
-                dataset,
-                &aggregate.statistics,
-                &aggregate.group_by,
-                aggregate.mechanism,
-                knobs,
-            ),
             Kind::Requested(Params::OutputPerturbation(model)) => {
                 output::plan(dataset, model.lambda, model.fit_intercept, knobs)
             }

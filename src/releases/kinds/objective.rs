@@ -59,6 +59,7 @@ pub fn plan(
             sigma_classic: None,
         },
         n,
+        epsilon: None,
     };
     Ok(Box::new(ObjectivePerturbation {
         price,

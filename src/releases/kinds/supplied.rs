@@ -21,9 +21,10 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dpgate_api_types::{self as api, PrivacyUnit, SuppliedRow};
+use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, SuppliedRow, WalrMap};
 
 use super::walr;
+use super::walr_map::{self, Moments};
 use crate::dataset::DatasetRecord;
 use crate::dp::Mechanism;
 use crate::releases::plan::{noise, require_rows};
@@ -110,10 +111,36 @@ impl Supplied {
         self.index.len()
     }
 
-    /// The L2 sensitivity of [`Join::exact`] (see the module docs).
-    pub fn sensitivity(&self, intercept: bool) -> f64 {
-        let one = if intercept { 1.0 } else { 0.0 };
-        (self.max_norm_squared + one).sqrt() / self.rows() as f64
+    /// The L2 sensitivity of [`Join::exact`] on `map` (see the module
+    /// docs): the largest ‖φ(vᵢ)‖ over the supplied rows, over N_s.
+    pub fn sensitivity(&self, map: &FeatureMap, intercept: bool) -> f64 {
+        let a = if intercept { map.intercept_weight } else { 0.0 };
+        let reach_squared = if map.name == WalrMap::None {
+            self.max_norm_squared
+        } else {
+            let mut v = vec![0.0; self.k];
+            (0..self.rows())
+                .map(|position| {
+                    map.apply(self.vector(position), &mut v);
+                    v.iter().map(|v| v * v).sum::<f64>()
+                })
+                .fold(0.0, f64::max)
+        };
+        (reach_squared + a * a).sqrt() / self.rows() as f64
+    }
+
+    /// The supplied vectors' moments: public, as the vectors are.
+    pub fn moments(&self) -> Moments {
+        let n = self.rows() as f64;
+        let (mut sums, mut squares) = (vec![0.0; self.k], vec![0.0; self.k]);
+        for vector in self.values.chunks_exact(self.k) {
+            for ((sum, square), &x) in sums.iter_mut().zip(&mut squares).zip(vector) {
+                *sum += x;
+                *square += x * x;
+            }
+        }
+        Moments::of_sums(&sums, &squares, n, self.k)
+            .expect("BUG: supplied rows have k values and at least one row")
     }
 
     /// Released numbers: k, plus the intercept term.
@@ -237,20 +264,21 @@ impl Join {
         }
     }
 
-    /// (1/N_s)·Σ yᵢ·vᵢ, then (1/N_s)·Σ yᵢ if `intercept`, summed in
+    /// (1/N_s)·Σ yᵢ·v(vᵢ), then (1/N_s)·Σ yᵢ·a if `intercept`, summed in
     /// supplied order (fixed chunks, on all cores, added in order); an
     /// error if not every supplied row was joined.
-    pub fn exact(self, intercept: bool) -> Result<Vec<f64>, String> {
+    pub fn exact(self, map: &FeatureMap, intercept: bool) -> Result<Vec<f64>, String> {
         let supplied = &self.supplied;
         let (n, k) = (supplied.rows(), supplied.k);
         if self.joined != n {
             return Err(format!("{} of {n} supplied rows joined", self.joined));
         }
         let parts = chunked(n, |positions| {
-            let mut sums = vec![0.0; k + 1];
+            let (mut sums, mut v) = (vec![0.0; k + 1], vec![0.0; k]);
             for position in positions {
                 let label = f64::from(self.labels[position]);
-                for (sum, value) in sums.iter_mut().zip(supplied.vector(position)) {
+                map.apply(supplied.vector(position), &mut v);
+                for (sum, value) in sums.iter_mut().zip(&v) {
                     *sum += label * value;
                 }
                 sums[k] += label;
@@ -266,7 +294,7 @@ impl Join {
         let n = n as f64;
         let mut values: Vec<f64> = sums[..k].iter().map(|sum| sum / n).collect();
         if intercept {
-            values.push(sums[k] / n);
+            values.push(sums[k] * map.intercept_weight / n);
         }
         Ok(values)
     }
@@ -287,14 +315,16 @@ struct SuppliedWalr {
     price: Price,
     mechanism: Mechanism,
     intercept: bool,
+    map: FeatureMap,
     rows: Arc<Supplied>,
 }
 
-/// Prices WALR over `rows` (unit `label` only).
+/// Prices WALR over `rows` (unit `label` only), its map fitted to the
+/// supplied vectors.
 pub fn plan(
     dataset: &DatasetRecord,
     rows: Arc<Supplied>,
-    intercept: bool,
+    params: &api::WalrParams,
     knobs: &Knobs,
 ) -> Result<Box<dyn Planned>, ReleaseError> {
     if dataset.privacy_unit == PrivacyUnit::Row {
@@ -306,24 +336,20 @@ pub fn plan(
     }
     knobs.approximate("walr")?;
     require_rows(dataset)?;
-    let sensitivity = rows.sensitivity(intercept);
-    if sensitivity == 0.0 {
-        return Err(ReleaseError::Invalid(
-            "every supplied vector is zero and the intercept is off: nothing to release".to_owned(),
-        ));
-    }
-    let mechanism = Mechanism::gaussian(
-        knobs.epsilon,
-        knobs.delta,
-        sensitivity,
-        rows.dims(intercept),
-        walr::RANGE,
+    let map = walr_map::choose(
+        params.map,
+        PrivacyUnit::Label,
+        rows.k,
+        Some(&rows.moments()),
     )
-    .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
+    .map_err(ReleaseError::Invalid)?;
+    let sensitivity = rows.sensitivity(&map, params.intercept);
+    let calibrated = walr::mechanism(&map, sensitivity, params, knobs)?;
     Ok(Box::new(SuppliedWalr {
-        price: Price::of(&mechanism, sensitivity, rows.rows() as u64),
-        mechanism,
-        intercept,
+        price: calibrated.price(sensitivity, rows.rows() as u64),
+        mechanism: calibrated.mechanism,
+        intercept: params.intercept,
+        map,
         rows,
     }))
 }
@@ -355,14 +381,15 @@ impl Planned for SuppliedWalr {
             }
             None => snapshot.scan(self.rows.join()).await?,
         };
-        let intercept = self.intercept;
-        let exact = tokio::task::spawn_blocking(move || join.exact(intercept))
+        let (intercept, map) = (self.intercept, self.map.clone());
+        let exact = tokio::task::spawn_blocking(move || join.exact(&map, intercept))
             .await?
             .map_err(Failure::Corrupt)?;
         let noisy = noise(self.mechanism, exact).await?;
         Ok(api::ReleaseResult::Walr(walr::result(
             noisy,
             self.intercept,
+            self.map,
         )))
     }
 }
@@ -409,18 +436,19 @@ mod tests {
         ];
         let supplied = Arc::new(Supplied::parse(rows).unwrap());
         // √(1 + 1 + 1) / 3 from row d.
-        assert!((supplied.sensitivity(true) - 3f64.sqrt() / 3.0).abs() < 1e-15);
-        assert!((supplied.sensitivity(false) - 2f64.sqrt() / 3.0).abs() < 1e-15);
+        let identity = FeatureMap::identity(2);
+        assert!((supplied.sensitivity(&identity, true) - 3f64.sqrt() / 3.0).abs() < 1e-15);
+        assert!((supplied.sensitivity(&identity, false) - 2f64.sqrt() / 3.0).abs() < 1e-15);
         assert_eq!(supplied.dims(true), 3);
         let mut join = supplied.join();
         for (id, label) in [("a", 1), ("b", 1), ("c", 0), ("d", 1)] {
             join.add(id, label);
         }
-        let exact = join.exact(true).unwrap();
+        let exact = join.exact(&identity, true).unwrap();
         assert_eq!(exact, vec![1.2 / 3.0, 2.0 / 3.0, 2.0 / 3.0]);
         let mut partial = supplied.join();
         partial.add("a", 1);
-        assert!(partial.exact(false).is_err());
+        assert!(partial.exact(&identity, false).is_err());
     }
 
     #[test]

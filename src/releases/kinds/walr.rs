@@ -14,56 +14,87 @@
 //!   (y′(1, x′) − y(1, x))/N, at most √(k + 1)/N since every coordinate of
 //!   (1, x) lies in [0, 1]; N is public (bounded DP).
 //!
-//! The exact vector comes from the running sums every upload keeps, as they
-//! stand in the debit's locked record: nothing is read before the debit.
+//! With a feature map φ other than the identity (`map`), (1, x) becomes
+//! φ(x) = (v(x), a) throughout ([`super::walr_map`] has the maps and their
+//! sensitivities).
+//!
+//! The exact vector on the identity comes from the running sums every
+//! upload keeps, as they stand in the debit's locked record; on any other
+//! map, from a pass over the snapshot's rows. Either way nothing is read
+//! before the debit.
 
 use async_trait::async_trait;
-use dpgate_api_types::{self as api, PrivacyUnit, WalrResult};
+use dpgate_api_types::{self as api, FeatureMap, WalrMap, WalrResult};
 
+use super::walr_map::{self, MappedSums, Moments};
 use crate::dataset::{DatasetRecord, WalrStats};
 use crate::dp::Mechanism;
-use crate::releases::plan::{noise, require_rows};
+use crate::releases::plan::{Calibrated, noise, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
-
-/// Every coordinate is a mean of values in [0, 1].
-pub const RANGE: f64 = 1.0;
 
 /// A WALR release over the stored features, priced.
 struct Walr {
     price: Price,
     mechanism: Mechanism,
     intercept: bool,
+    map: FeatureMap,
 }
 
-/// Prices a WALR release: its sensitivity needs N, k and (under `label`,
-/// where features are public) the largest feature norm.
+/// Prices a WALR release: its map and sensitivity need N, k and (under
+/// `label`, where features are public) the features' running moments and
+/// largest norm.
 pub fn plan(
     dataset: &DatasetRecord,
-    intercept: bool,
+    params: &api::WalrParams,
     knobs: &Knobs,
 ) -> Result<Box<dyn Planned>, ReleaseError> {
     knobs.approximate("walr")?;
     require_rows(dataset)?;
-    let sensitivity = sensitivity(
-        dataset.privacy_unit,
-        dataset.schema.k(),
-        dataset.stats.max_norm_squared,
-        dataset.n_rows,
-        intercept,
+    let (stats, k) = (&dataset.stats, dataset.schema.k());
+    let moments = Moments::of_sums(
+        &stats.feature_sums,
+        &stats.feature_square_sums,
+        dataset.n_rows as f64,
+        k,
     );
+    let map = walr_map::choose(params.map, dataset.privacy_unit, k, moments.as_ref())
+        .map_err(ReleaseError::Invalid)?;
+    let sensitivity = walr_map::sensitivity(
+        &map,
+        dataset.privacy_unit,
+        stats.max_norm_squared,
+        dataset.n_rows,
+        params.intercept,
+    );
+    let calibrated = mechanism(&map, sensitivity, params, knobs)?;
+    Ok(Box::new(Walr {
+        price: calibrated.price(sensitivity, dataset.n_rows),
+        mechanism: calibrated.mechanism,
+        intercept: params.intercept,
+        map,
+    }))
+}
+
+/// The Gaussian mechanism of a WALR release on `map`, at the asked ε or
+/// the asked `target_sigma`.
+pub fn mechanism(
+    map: &FeatureMap,
+    sensitivity: f64,
+    params: &api::WalrParams,
+    knobs: &Knobs,
+) -> Result<Calibrated, ReleaseError> {
     if sensitivity == 0.0 {
         return Err(ReleaseError::Invalid(
             "every feature vector is zero and the intercept is off: nothing to release".to_owned(),
         ));
     }
-    let dims = dataset.schema.k() + usize::from(intercept);
-    let mechanism = Mechanism::gaussian(knobs.epsilon, knobs.delta, sensitivity, dims, RANGE)
-        .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
-    Ok(Box::new(Walr {
-        price: Price::of(&mechanism, sensitivity, dataset.n_rows),
-        mechanism,
-        intercept,
-    }))
+    let dims = map.k() + usize::from(params.intercept);
+    knobs.gaussian(
+        params.target_sigma,
+        sensitivity,
+        dims,
+        walr_map::range(map, params.intercept),
+    )
 }
 
 #[async_trait]
@@ -74,9 +105,16 @@ impl Planned for Walr {
 
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let dataset = snapshot.dataset();
-        let exact = exact(&dataset.stats, dataset.n_rows, self.intercept);
+        let (n, intercept) = (dataset.n_rows, self.intercept);
+        let exact = match self.map.name {
+            WalrMap::None => exact(&dataset.stats, n, intercept),
+            _ => snapshot
+                .scan(MappedSums::new(self.map.clone()))
+                .await?
+                .mean(n, intercept),
+        };
         let noisy = noise(self.mechanism, exact).await?;
-        Ok(api::ReleaseResult::Walr(result(noisy, self.intercept)))
+        Ok(api::ReleaseResult::Walr(result(noisy, intercept, self.map)))
     }
 }
 
@@ -91,93 +129,20 @@ pub fn exact(stats: &WalrStats, n: u64, intercept: bool) -> Vec<f64> {
     values
 }
 
-/// The L2 sensitivity of [`exact`] under `unit` (see the module docs).
-pub fn sensitivity(
-    unit: PrivacyUnit,
-    k: usize,
-    max_norm_squared: f64,
-    n: u64,
-    intercept: bool,
-) -> f64 {
-    let one = if intercept { 1.0 } else { 0.0 };
-    let numerator = match unit {
-        PrivacyUnit::Label => (max_norm_squared + one).sqrt(),
-        PrivacyUnit::Row => (k as f64 + one).sqrt(),
-    };
-    numerator / n as f64
-}
-
-/// Splits the noisy vector back into the result's two parts.
-pub fn result(mut noisy: Vec<f64>, intercept: bool) -> WalrResult {
+/// Splits the noisy vector back into the result's two parts, with the
+/// map it was made on (left out when it is the identity).
+pub fn result(mut noisy: Vec<f64>, intercept: bool, map: FeatureMap) -> WalrResult {
     let noisy_intercept = if intercept { noisy.pop() } else { None };
     WalrResult {
         noisy_dot: noisy,
         noisy_intercept,
+        map: (map.name != WalrMap::None).then_some(map),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::releases::kinds::test_rows::{Tightness, distance};
-    use rand::rngs::ChaCha8Rng;
-    use rand::{RngExt, SeedableRng};
-
-    fn random_row(rng: &mut ChaCha8Rng, k: usize) -> (u8, Vec<f32>) {
-        let label = u8::from(rng.random_bool(0.5));
-        // Some rows at the corners of the cube, where sensitivity is tight.
-        let features = (0..k)
-            .map(|_| {
-                if rng.random_bool(0.2) {
-                    1.0
-                } else {
-                    rng.random::<f32>()
-                }
-            })
-            .collect();
-        (label, features)
-    }
-
-    fn vector(rows: &[(u8, Vec<f32>)], k: usize, intercept: bool) -> (Vec<f64>, WalrStats) {
-        let mut stats = WalrStats::empty(k);
-        for (label, features) in rows {
-            stats.add(*label, features);
-        }
-        (exact(&stats, rows.len() as u64, intercept), stats)
-    }
-
-    #[test]
-    fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity() {
-        let mut rng = ChaCha8Rng::seed_from_u64(2026);
-        let mut tight = Tightness::new(2);
-        for pair in 0..10_000 {
-            let unit = if pair % 2 == 0 {
-                PrivacyUnit::Label
-            } else {
-                PrivacyUnit::Row
-            };
-            let intercept = pair % 4 < 2;
-            let k = rng.random_range(1..8);
-            let n = rng.random_range(1..30);
-            let rows: Vec<(u8, Vec<f32>)> = (0..n).map(|_| random_row(&mut rng, k)).collect();
-            let mut neighbour = rows.clone();
-            let changed = rng.random_range(0..n);
-            match unit {
-                PrivacyUnit::Label => neighbour[changed].0 ^= 1,
-                PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng, k),
-            }
-            let (original, stats) = vector(&rows, k, intercept);
-            let (moved, _) = vector(&neighbour, k, intercept);
-            let declared = sensitivity(unit, k, stats.max_norm_squared, n as u64, intercept);
-            let gap = distance(&original, &moved);
-            tight.record(usize::from(unit == PrivacyUnit::Row), gap, declared, || {
-                format!("pair {pair} ({unit:?}, k = {k}, N = {n})")
-            });
-        }
-        // The bound is attained (label flips of the largest row) or nearly so.
-        tight.attained(0, 0.999, "label unit");
-        tight.attained(1, 0.9, "row unit");
-    }
 
     #[test]
     fn the_intercept_is_the_last_coordinate_and_comes_back_apart() {
@@ -186,17 +151,16 @@ mod tests {
         stats.add(0, &[1.0, 1.0]);
         assert_eq!(exact(&stats, 2, true), vec![0.25, 0.5, 0.5]);
         assert_eq!(exact(&stats, 2, false), vec![0.25, 0.5]);
-        let split = result(vec![0.1, 0.2, 0.3], true);
+        let split = result(vec![0.1, 0.2, 0.3], true, FeatureMap::identity(2));
         assert_eq!(split.noisy_dot, vec![0.1, 0.2]);
         assert_eq!(split.noisy_intercept, Some(0.3));
-        assert_eq!(result(vec![0.1], false).noisy_intercept, None);
-    }
-
-    #[test]
-    fn sensitivity_follows_the_unit() {
-        assert_eq!(sensitivity(PrivacyUnit::Row, 3, 0.0, 10, true), 0.2);
-        assert_eq!(sensitivity(PrivacyUnit::Row, 4, 0.0, 10, false), 0.2);
-        assert_eq!(sensitivity(PrivacyUnit::Label, 9, 3.0, 4, true), 0.5);
-        assert_eq!(sensitivity(PrivacyUnit::Label, 9, 4.0, 4, false), 0.5);
+        assert_eq!(split.map, None);
+        let centred = FeatureMap {
+            name: WalrMap::Centre,
+            ..FeatureMap::identity(1)
+        };
+        let split = result(vec![0.1], false, centred.clone());
+        assert_eq!(split.noisy_intercept, None);
+        assert_eq!(split.map, Some(centred));
     }
 }

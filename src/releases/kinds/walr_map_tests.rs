@@ -1,0 +1,196 @@
+use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+
+use super::*;
+use crate::dataset::WalrStats;
+use crate::releases::kinds::test_rows::{Tightness, columns_of, distance, random_row};
+use crate::releases::kinds::walr;
+
+const MAPS: [WalrMap; 3] = [WalrMap::None, WalrMap::Centre, WalrMap::Auto];
+const UNITS: [PrivacyUnit; 2] = [PrivacyUnit::Label, PrivacyUnit::Row];
+
+/// The running statistics of rows, as ingest keeps them (f32 features).
+fn stats_of(rows: &[(Vec<f64>, u8)], k: usize) -> WalrStats {
+    let mut stats = WalrStats::empty(k);
+    for (x, y) in rows {
+        let stored: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        stats.add(*y, &stored);
+    }
+    stats
+}
+
+fn moments_of(stats: &WalrStats, n: usize, k: usize) -> Moments {
+    Moments::of_sums(&stats.feature_sums, &stats.feature_square_sums, n as f64, k).unwrap()
+}
+
+/// The exact release as `compute` makes it: from the running sums on the
+/// identity, from a pass over the rows on any other map.
+fn release(rows: &[(Vec<f64>, u8)], k: usize, map: &FeatureMap, intercept: bool) -> Vec<f64> {
+    let n = rows.len() as u64;
+    if map.name == WalrMap::None {
+        return walr::exact(&stats_of(rows, k), n, intercept);
+    }
+    let mut pass = MappedSums::new(map.clone());
+    pass.visit(&columns_of(rows, k)).unwrap();
+    pass.mean(n, intercept)
+}
+
+#[test]
+fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity_on_every_map() {
+    let mut rng = ChaCha8Rng::seed_from_u64(15);
+    // One class per (map, unit).
+    let mut tight = Tightness::new(MAPS.len() * UNITS.len());
+    for (m, &asked) in MAPS.iter().enumerate() {
+        for (u, &unit) in UNITS.iter().enumerate() {
+            for pair in 0..10_000 {
+                let intercept = pair % 2 == 0;
+                let k = rng.random_range(1..8);
+                let n = rng.random_range(1..30);
+                let rows: Vec<(Vec<f64>, u8)> = (0..n)
+                    .map(|_| {
+                        let (x, y) = random_row(&mut rng, k);
+                        (x, y)
+                    })
+                    .collect();
+                let mut neighbour = rows.clone();
+                let changed = rng.random_range(0..n);
+                match unit {
+                    PrivacyUnit::Label => neighbour[changed].1 ^= 1,
+                    PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng, k),
+                }
+                let stats = stats_of(&rows, k);
+                let map = choose(asked, unit, k, Some(&moments_of(&stats, n, k))).unwrap();
+                let declared = sensitivity(&map, unit, stats.max_norm_squared, n as u64, intercept);
+                let gap = distance(
+                    &release(&rows, k, &map, intercept),
+                    &release(&neighbour, k, &map, intercept),
+                );
+                tight.record(m * UNITS.len() + u, gap, declared, || {
+                    format!("pair {pair} ({asked:?}, {unit:?}, k = {k}, N = {n})")
+                });
+            }
+        }
+    }
+    // The identity's bounds are attained; the fitted maps' bounds hold for
+    // the whole box, which random rows approach.
+    tight.attained(0, 0.999, "none, label");
+    tight.attained(1, 0.9, "none, row");
+    for class in 2..6 {
+        tight.attained(class, 0.5, "centre and auto");
+    }
+}
+
+#[test]
+fn auto_depends_on_the_features_under_label_and_on_the_schema_alone_under_row() {
+    let mut rng = ChaCha8Rng::seed_from_u64(16);
+    let k = 5;
+    let rows: Vec<(Vec<f64>, u8)> = (0..200).map(|_| random_row(&mut rng, k)).collect();
+    let mut relabelled = rows.clone();
+    for row in &mut relabelled {
+        row.1 = u8::from(rng.random_bool(0.9));
+    }
+    let other: Vec<(Vec<f64>, u8)> = (0..300).map(|_| random_row(&mut rng, k)).collect();
+    let map_of = |rows: &[(Vec<f64>, u8)], unit| {
+        let stats = stats_of(rows, k);
+        choose(
+            WalrMap::Auto,
+            unit,
+            k,
+            Some(&moments_of(&stats, rows.len(), k)),
+        )
+        .unwrap()
+    };
+    // Only labels changed: the map is bit-identical (its serialisation too).
+    let (before, after) = (
+        map_of(&rows, PrivacyUnit::Label),
+        map_of(&relabelled, PrivacyUnit::Label),
+    );
+    assert_eq!(before, after);
+    assert_eq!(
+        serde_json::to_string(&before).unwrap(),
+        serde_json::to_string(&after).unwrap()
+    );
+    // Other rows under `label`: another map; under `row`: the same one,
+    // and the same without any moments at all.
+    assert_ne!(
+        map_of(&rows, PrivacyUnit::Label),
+        map_of(&other, PrivacyUnit::Label)
+    );
+    let row_map = map_of(&rows, PrivacyUnit::Row);
+    assert_eq!(row_map, map_of(&other, PrivacyUnit::Row));
+    assert_eq!(
+        row_map,
+        choose(WalrMap::Auto, PrivacyUnit::Row, k, None).unwrap()
+    );
+}
+
+#[test]
+fn the_maps_have_the_documented_parameters() {
+    let moments = Moments {
+        mean: vec![0.25, 0.5],
+        variance: vec![0.09, 0.16],
+    };
+    let label = |asked| choose(asked, PrivacyUnit::Label, 2, Some(&moments)).unwrap();
+    assert_eq!(label(WalrMap::None), FeatureMap::identity(2));
+    let centre = label(WalrMap::Centre);
+    assert_eq!(
+        (
+            centre.centre.as_slice(),
+            centre.radius,
+            centre.intercept_weight
+        ),
+        (&[0.25, 0.5][..], None, 1.0)
+    );
+    let auto = label(WalrMap::Auto);
+    // R = RADIUS_OF_RMS·√(0.09 + 0.16), a = INTERCEPT_OF_RADIUS·R.
+    let radius = RADIUS_OF_RMS * 0.5;
+    assert_eq!(auto.radius, Some(radius));
+    assert_eq!(auto.intercept_weight, INTERCEPT_OF_RADIUS * radius);
+    let row = choose(WalrMap::Auto, PrivacyUnit::Row, 12, None).unwrap();
+    assert_eq!(row.centre, vec![0.5; 12]);
+    assert_eq!(row.radius, Some(RADIUS_OF_RMS));
+    // Under `label` the moments are needed, and named when missing.
+    let error = choose(WalrMap::Centre, PrivacyUnit::Label, 2, None).unwrap_err();
+    assert!(error.contains("moments"), "{error}");
+    assert!(choose(WalrMap::None, PrivacyUnit::Label, 2, None).is_ok());
+}
+
+#[test]
+fn sensitivities_follow_the_unit_and_the_map() {
+    let identity = FeatureMap::identity(3);
+    assert_eq!(sensitivity(&identity, PrivacyUnit::Row, 0.0, 10, true), 0.2);
+    assert_eq!(
+        sensitivity(&identity, PrivacyUnit::Label, 3.0, 4, true),
+        0.5
+    );
+    assert_eq!(
+        sensitivity(&identity, PrivacyUnit::Label, 4.0, 4, false),
+        0.5
+    );
+    // Centring on the middle leaves the row unit's diameter √k.
+    let centred = FeatureMap {
+        name: WalrMap::Centre,
+        centre: vec![0.5; 4],
+        ..FeatureMap::identity(4)
+    };
+    assert_eq!(sensitivity(&centred, PrivacyUnit::Row, 0.0, 1, true), 2.0);
+    // Under `label`: √(1 + k/4).
+    assert_eq!(
+        sensitivity(&centred, PrivacyUnit::Label, 9.0, 1, true),
+        2f64.sqrt()
+    );
+    // Shrunk to R = 0.5: 2R = 1 under `row`, √(a² + R²) under `label`.
+    let shrunk = FeatureMap {
+        radius: Some(0.5),
+        intercept_weight: 0.125,
+        ..centred
+    };
+    assert_eq!(sensitivity(&shrunk, PrivacyUnit::Row, 0.0, 1, true), 1.0);
+    assert_eq!(
+        sensitivity(&shrunk, PrivacyUnit::Label, 0.0, 1, true),
+        0.125f64.hypot(0.5)
+    );
+    assert_eq!(range(&shrunk, true), 0.5);
+    assert_eq!(range(&identity, true), 1.0);
+}
