@@ -155,7 +155,7 @@ pub enum TrainError {
     Dimension { release: usize, rows: usize },
     #[error("{0} must be a finite positive number")]
     Setting(&'static str),
-    #[error("the features must be finite numbers in [0, 1] (row {row}, column {column})")]
+    #[error("the features must be finite numbers (row {row}, column {column})")]
     Feature { row: usize, column: usize },
     #[error("training diverged at epoch {0}: lower the learning rate")]
     Diverged(usize),
@@ -268,8 +268,8 @@ fn second_moments(rows: &Rows, range: std::ops::Range<usize>, dims: usize) -> Ve
 /// memory anew, so halving the bytes per row (and starting rows on a cache
 /// line) is most of the saving.
 ///
-/// Storing a feature in f32 rounds it by at most 2⁻²⁵ (it lies in
-/// [0, 1]): the trainer descends exactly on the rounded rows, whose
+/// Storing a feature in f32 rounds it by at most 2⁻²⁴ of its size (2⁻²⁵
+/// for one in [0, 1]): the trainer descends exactly on the rounded rows, whose
 /// optimum and loss differ from the f64 rows' by about that much (the
 /// full-batch test's mean log loss moves by 1.2·10⁻¹⁰) — far below any
 /// release's noise. Everything that depends on θ is computed in f64: the
@@ -292,7 +292,7 @@ const LINE: usize = 16;
 
 impl Rows {
     /// Copies `x`, refusing the first feature (in row-major order) that is
-    /// not a number in [0, 1].
+    /// not a finite number.
     fn new(x: ArrayView2<'_, f64>) -> Result<Self, TrainError> {
         let (len, width) = x.dim();
         let x = x.as_standard_layout();
@@ -310,7 +310,7 @@ impl Rows {
             .zip(input.par_chunks(piece))
             .enumerate()
             .map(|(chunk, (out, input))| {
-                let inside = |value: &f64| (0.0..=1.0).contains(value);
+                let inside = |value: &f64| value.is_finite();
                 // A fold without early exit, so that the check vectorises.
                 if !input.iter().fold(true, |all, value| all & inside(value)) {
                     let at = chunk * piece + input.iter().take_while(|v| inside(v)).count();
@@ -339,7 +339,8 @@ impl Rows {
     }
 }
 
-/// Trains on `x` (rows × k, scaled into [0, 1]) against a release, calling
+/// Trains on `x` (rows × k: the features scaled into [0, 1], or their
+/// image v(x) under the release's feature map) against a release, calling
 /// `on_epoch` after every epoch.
 ///
 /// Minibatch gradients are spread over the current rayon thread pool; the

@@ -232,7 +232,7 @@ fn bad_input_is_refused() {
         }
     );
     let mut outside = data.x.clone();
-    outside[(7, 1)] = 1.5;
+    outside[(7, 1)] = f64::NAN;
     assert_eq!(
         run(outside.view(), &good, &defaults),
         TrainError::Feature { row: 7, column: 1 }
