@@ -34,3 +34,4 @@ mod strict_input;
 mod supplied;
 mod telemetry;
 mod walkthrough;
+mod walr_map;

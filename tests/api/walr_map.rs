@@ -1,0 +1,371 @@
+//! WALR on a public feature map, and accuracy-first releases that name a
+//! target noise instead of ε.
+
+use dpgate::auth::Role;
+use dpgate_client::types::{
+    AggregateParams, FeatureMap, ProblemType, Release, ReleaseParams, ReleaseRequest,
+    ReleaseResult, SuppliedRow, WalrMap, WalrParams, WalrResult,
+};
+use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
+use uuid::Uuid;
+
+use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
+
+const ROWS: usize = 3_000;
+
+fn walr(epsilon: Option<f64>, map: WalrMap, target_sigma: Option<f64>) -> ReleaseRequest {
+    ReleaseRequest {
+        epsilon,
+        delta: Some(1e-7),
+        params: ReleaseParams::Walr(WalrParams {
+            map,
+            target_sigma,
+            ..WalrParams::default()
+        }),
+    }
+}
+
+fn dry() -> ReleaseOptions {
+    ReleaseOptions {
+        dry_run: true,
+        ..ReleaseOptions::default()
+    }
+}
+
+/// The rows of [`ads_rows`] scaled as stored: f0 ∈ [0, 1] as is, f1 from
+/// [−5, 5]; and their labels.
+fn scaled_rows(from: usize, count: usize) -> Vec<([f64; 2], u8)> {
+    (from..from + count)
+        .map(|i| {
+            let f0 = (i % 10) as f64 / 10.0;
+            let f1 = ((i % 7) as f64 - 3.0 + 5.0) / 10.0;
+            ([f0, f1], u8::from(i % 3 == 0))
+        })
+        .collect()
+}
+
+fn walr_result(release: &Release) -> &WalrResult {
+    match &release.result {
+        Some(ReleaseResult::Walr(result)) => result,
+        other => panic!("a walr result: {other:?}"),
+    }
+}
+
+async fn loaded(app: &TestApp, unit: &str, csv: String) -> (Uuid, Client) {
+    let name = format!("{unit}-{}", Uuid::new_v4());
+    let dataset = app.dataset(ads_dataset(&name, unit, "basic", 100.0)).await;
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, csv)
+        .await
+        .unwrap();
+    (dataset.id, app.analyst("ana", &[dataset.id]))
+}
+
+async fn refused(client: &Client, id: Uuid, request: &ReleaseRequest, reason: &str) {
+    let error = client
+        .release(id, request, &ReleaseOptions::default())
+        .await
+        .unwrap_err();
+    let ClientError::Problem(problem) = &error else {
+        panic!("a problem: {error}");
+    };
+    assert_eq!(
+        (problem.kind(), problem.status),
+        (Some(ProblemType::InvalidInput), 422),
+        "{problem:?}"
+    );
+    assert!(
+        problem.detail.contains(reason),
+        "{reason}: {}",
+        problem.detail
+    );
+}
+
+#[tokio::test]
+async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_price() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        for unit in ["label", "row"] {
+            let (id, analyst) = loaded(&app, unit, ads_rows(0, ROWS)).await;
+            let rows = scaled_rows(0, ROWS);
+            for asked in [WalrMap::Centre, WalrMap::Auto] {
+                let request = walr(Some(1.0), asked, None);
+                let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
+                let before = analyst.dataset(id).await.unwrap().spent.epsilon;
+                let release = analyst
+                    .release(id, &request, &ReleaseOptions::default())
+                    .await
+                    .unwrap()
+                    .release;
+                let result = walr_result(&release);
+                let map = result.map.clone().expect("the map, returned");
+                assert_eq!(map.name, asked);
+                // The map: the features' mean under `label`, the box's
+                // middle under `row`; `auto` shrinks to the RMS radius.
+                let n = ROWS as f64;
+                let mean = [0, 1].map(|j| rows.iter().map(|(x, _)| x[j]).sum::<f64>() / n);
+                match unit {
+                    "label" => {
+                        for (c, m) in map.centre.iter().zip(mean) {
+                            assert!((c - m).abs() < 1e-6, "{unit}: centre {c} ≠ {m}");
+                        }
+                    }
+                    _ => assert_eq!(map.centre, vec![0.5, 0.5]),
+                }
+                assert_eq!(map.scale, vec![1.0, 1.0]);
+                assert_eq!(map.radius.is_some(), asked == WalrMap::Auto, "{unit}");
+                if unit == "row" && asked == WalrMap::Auto {
+                    assert_eq!(map.radius, Some((2.0f64 / 12.0).sqrt()));
+                }
+                // The sensitivity of the declared map (DESIGN's WALR rows
+                // with φ in place of (1, x)).
+                let a = map.intercept_weight;
+                let expected = match unit {
+                    "label" => map.box_reach().hypot(a),
+                    _ => map.box_diameter().max(map.box_reach().hypot(a)),
+                } / n;
+                assert!(
+                    (release.sensitivity - expected).abs() <= 1e-15 * expected.max(1.0),
+                    "{unit} {asked:?}: {} ≠ {expected}",
+                    release.sensitivity
+                );
+                // The dry run priced exactly this, and the ledger took it.
+                assert_eq!(
+                    (priced.sensitivity, priced.sigma, priced.epsilon),
+                    (release.sensitivity, release.sigma, 1.0)
+                );
+                assert!((release.spent.epsilon - before - 1.0).abs() < 1e-9);
+                // The server applied this very map: the noisy vector lies
+                // within 6σ of Σ yᵢ·φ(xᵢ)/N computed here from it.
+                let mut exact = [0.0; 3];
+                let mut v = [0.0; 2];
+                for (x, y) in &rows {
+                    map.apply(x, &mut v);
+                    let y = f64::from(*y);
+                    exact[0] += y * v[0] / n;
+                    exact[1] += y * v[1] / n;
+                    exact[2] += y * a / n;
+                }
+                let noisy = [
+                    result.noisy_dot[0],
+                    result.noisy_dot[1],
+                    result.noisy_intercept.unwrap(),
+                ];
+                for (noisy, exact) in noisy.iter().zip(exact) {
+                    assert!(
+                        (noisy - exact).abs() < 6.0 * release.sigma,
+                        "{unit} {asked:?}: {noisy} vs {exact} (σ {})",
+                        release.sigma
+                    );
+                }
+            }
+            // The identity stays the default, and says nothing of a map.
+            let plain = analyst
+                .release(id, &walr(Some(1.0), WalrMap::None, None), &dry())
+                .await
+                .unwrap()
+                .release;
+            let centred = analyst
+                .release(id, &walr(Some(1.0), WalrMap::Centre, None), &dry())
+                .await
+                .unwrap()
+                .release;
+            assert!(
+                centred.sigma < plain.sigma,
+                "{unit}: centring must not add noise"
+            );
+        }
+        app.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn auto_is_blind_to_labels_and_under_row_to_the_rows() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let relabelled = ads_rows(0, ROWS)
+            .lines()
+            .enumerate()
+            .map(|(i, line)| match i {
+                0 => line.to_owned(),
+                _ => {
+                    // Flip every label.
+                    let (id, rest) = line.split_once(',').unwrap();
+                    let (label, rest) = rest.split_once(',').unwrap();
+                    format!("{id},{},{rest}", 1 - label.parse::<u8>().unwrap())
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let map_of = |release: Release| walr_result(&release).map.clone().unwrap();
+        let mut maps: Vec<(String, FeatureMap)> = Vec::new();
+        for (unit, csv) in [
+            ("label", ads_rows(0, ROWS)),
+            ("label", relabelled.clone()),
+            ("label", ads_rows(5, ROWS + 11)),
+            ("row", ads_rows(0, ROWS)),
+            ("row", ads_rows(5, ROWS + 11)),
+        ] {
+            let (id, analyst) = loaded(&app, unit, csv).await;
+            let release = analyst
+                .release(
+                    id,
+                    &walr(Some(1.0), WalrMap::Auto, None),
+                    &ReleaseOptions::default(),
+                )
+                .await
+                .unwrap()
+                .release;
+            maps.push((unit.to_owned(), map_of(release)));
+        }
+        // Labels flipped: bit-identical, down to the JSON.
+        assert_eq!(maps[0].1, maps[1].1);
+        assert_eq!(
+            serde_json::to_string(&maps[0].1).unwrap(),
+            serde_json::to_string(&maps[1].1).unwrap()
+        );
+        // Other rows: another map under `label`, the same under `row`.
+        assert_ne!(maps[0].1, maps[2].1);
+        assert_eq!(maps[3].1, maps[4].1);
+        app.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn supplied_vectors_get_a_map_fitted_to_them() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let (id, analyst) = loaded(&app, "label", ads_rows(0, 300)).await;
+        let vectors: Vec<[f64; 2]> = (0..300)
+            .map(|i| [f64::from(i % 5) / 4.0, f64::from(i % 2)])
+            .collect();
+        let request = ReleaseRequest {
+            epsilon: Some(1.0),
+            delta: Some(1e-7),
+            params: ReleaseParams::Walr(WalrParams {
+                map: WalrMap::Auto,
+                features: Some(
+                    vectors
+                        .iter()
+                        .enumerate()
+                        .map(|(i, x)| SuppliedRow {
+                            row_id: format!("r{i}"),
+                            x: x.to_vec(),
+                        })
+                        .collect(),
+                ),
+                ..WalrParams::default()
+            }),
+        };
+        let release = analyst
+            .release(id, &request, &ReleaseOptions::default())
+            .await
+            .unwrap()
+            .release;
+        let map = walr_result(&release).map.clone().unwrap();
+        assert_eq!(map.centre, vec![0.5, 0.5]);
+        // Variances 0.125 and 0.25: R = √0.375, every vector's norm.
+        assert!((map.radius.unwrap() - 0.375f64.sqrt()).abs() < 1e-15);
+        let reach = vectors
+            .iter()
+            .map(|x| {
+                let mut v = [0.0; 2];
+                map.apply(x, &mut v);
+                v[0].hypot(v[1])
+            })
+            .fold(0.0, f64::max);
+        let expected = reach.hypot(map.intercept_weight) / 300.0;
+        assert!((release.sensitivity - expected).abs() < 1e-15);
+        app.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn a_target_noise_buys_the_least_epsilon_that_meets_it() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let (id, analyst) = loaded(&app, "label", ads_rows(0, ROWS)).await;
+        let target = 2e-3;
+        let request = walr(None, WalrMap::Auto, Some(target));
+        let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
+        let before = analyst.dataset(id).await.unwrap().spent.epsilon;
+        let release = analyst
+            .release(id, &request, &ReleaseOptions::default())
+            .await
+            .unwrap()
+            .release;
+        assert!(release.sigma <= target, "σ {} > {target}", release.sigma);
+        assert_eq!(priced.epsilon, release.epsilon, "the dry run shows the ε");
+        assert!((release.spent.epsilon - before - release.epsilon).abs() < 1e-9);
+        // One ledger unit (10⁻⁹) less would not have met the target.
+        let cheaper = ReleaseRequest {
+            epsilon: Some(release.epsilon - 1e-9),
+            ..walr(None, WalrMap::Auto, None)
+        };
+        let cheaper = analyst.release(id, &cheaper, &dry()).await.unwrap().release;
+        assert!(cheaper.sigma > target, "σ {} at ε − 10⁻⁹", cheaper.sigma);
+
+        // An aggregate by its std.
+        let count = |epsilon, target_std| ReleaseRequest {
+            epsilon,
+            delta: Some(1e-7),
+            params: ReleaseParams::Aggregate(AggregateParams {
+                statistics: vec!["count".to_owned(), "sum:value".to_owned()],
+                group_by: vec![],
+                mechanism: Default::default(),
+                target_std,
+            }),
+        };
+        let aggregate = analyst
+            .release(id, &count(None, Some(5.0)), &ReleaseOptions::default())
+            .await
+            .unwrap()
+            .release;
+        assert!(aggregate.sigma <= 5.0 && aggregate.epsilon > 0.0);
+        let cheaper = analyst
+            .release(id, &count(Some(aggregate.epsilon - 1e-9), None), &dry())
+            .await
+            .unwrap()
+            .release;
+        assert!(cheaper.sigma > 5.0);
+
+        // Refused: both, neither, an unreachable target, a target another
+        // kind does not take.
+        refused(
+            &analyst,
+            id,
+            &walr(Some(1.0), WalrMap::None, Some(1e-3)),
+            "not both",
+        )
+        .await;
+        refused(
+            &analyst,
+            id,
+            &walr(None, WalrMap::None, None),
+            "epsilon is required",
+        )
+        .await;
+        refused(
+            &analyst,
+            id,
+            &walr(None, WalrMap::None, Some(1e-30)),
+            "target noise",
+        )
+        .await;
+        refused(&analyst, id, &count(None, Some(-1.0)), "target noise").await;
+        let error = app
+            .raw(
+                reqwest::Method::POST,
+                &format!("/v1/datasets/{id}/releases"),
+            )
+            .bearer_auth(app.token(Role::Analyst, "ana", &[id]))
+            .json(&serde_json::json!({
+                "kind": "model/output-perturbation", "lambda": 0.1, "target_sigma": 0.1
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(error.status(), 422);
+        app.finish().await;
+    }
+}
