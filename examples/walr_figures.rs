@@ -1,13 +1,16 @@
-//! Prints the WALR figures quoted in `docs/client.md`: test AUC of
-//! `dpgate-client train` against ε on synthetic data (N = 100,000, k = 16)
-//! and on the digits 4-vs-9 subset, next to the non-private model, and the
-//! training time at N = 1,000,000, k = 32, 10 epochs.
+//! Prints the WALR figures quoted in `docs/client.md` and
+//! `docs/walr-map.md`: test AUC of `dpgate-client train` on each feature
+//! map (`none`, `centre`, `auto`) next to the non-private model — against ε
+//! on synthetic data (N = 100,000, k = 16); at the small-N goal (N = 10,000,
+//! k = 32, ε = 0.1, δ = N^−1.1, 20 releases per map) and at N = 1,000,000;
+//! on the digits 4-vs-9 subset and the breast cancer set at ε ∈ {0.1, 1} —
+//! and the training time at N = 1,000,000, k = 32, 10 epochs.
 //!
-//! `cargo run --release --example walr_figures [-- DIGITS_DIR]`, where
-//! DIGITS_DIR holds the `train.csv` and `test.csv` that
-//! `examples/digits49.py` writes (the digits table is skipped without it).
-//! Everything runs against a real server on a random port over SQLite; the
-//! noise is the server's (OS CSPRNG), so each cell is a mean of 3 releases.
+//! `cargo run --release --example walr_figures [-- SETS_DIR]`, where
+//! SETS_DIR is what `examples/sklearn_sets.py` writes (the real tables are
+//! skipped without it). Everything runs against a real server on a random
+//! port over SQLite; the noise is the server's (OS CSPRNG), so each cell is
+//! a mean over releases.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,7 +28,7 @@ use dpgate_learn::{Objective, auc};
 use ndarray::{Array1, Array2, s};
 
 const EPSILONS: [f64; 4] = [0.01, 0.1, 1.0, 10.0];
-const REPEATS: usize = 3;
+const MAPS: [&str; 3] = ["none", "centre", "auto"];
 
 /// A labelled table: row ids, 0/1 labels, raw features and their bounds.
 struct Table {
@@ -46,7 +49,7 @@ impl Table {
     }
 
     fn read(path: &Path, max: f64) -> Table {
-        let mut reader = csv::Reader::from_path(path).expect("a digits CSV");
+        let mut reader = csv::Reader::from_path(path).expect("a table CSV");
         let names: Vec<String> = reader
             .headers()
             .expect("a header")
@@ -62,7 +65,7 @@ impl Table {
                 record
                     .iter()
                     .skip(2)
-                    .map(|v| v.parse::<f64>().expect("a pixel")),
+                    .map(|v| v.parse::<f64>().expect("a number")),
             );
         }
         let x = Array2::from_shape_vec((y.len(), names.len()), values).expect("a matrix");
@@ -173,41 +176,81 @@ async fn cli(server: &Server, token: &str, args: &[&str]) {
         .expect("the command runs");
 }
 
-async fn table(server: &Server, dir: &Path, name: &str, train: &Table, test: &Table) {
+/// How a table's releases are made.
+struct Plan<'a> {
+    epsilons: &'a [f64],
+    delta: f64,
+    repeats: usize,
+}
+
+async fn table(
+    server: &Server,
+    dir: &Path,
+    name: &str,
+    train: &Table,
+    test: &Table,
+    plan: Plan<'_>,
+) {
     let (dataset, token) = load(server, name, train).await;
     let test_csv = dir.join(format!("{name}-test.csv"));
     std::fs::write(&test_csv, test.csv()).expect("written");
     let (n, k) = train.x.dim();
     println!(
-        "\n{name}: N = {n} train, {} test, k = {k}, δ = 1e-6 (mean test AUC of {REPEATS} releases)",
-        test.y.len()
+        "\n{name}: N = {n} train, {} test, k = {k}, δ = {:.3e} (mean test AUC ± s.e. of {} releases)",
+        test.y.len(),
+        plan.delta,
+        plan.repeats
     );
-    println!("| ε | WALR | non-private |\n|---|---|---|");
+    println!(
+        "| ε | {} | non-private |\n|---|---|---|---|---|",
+        MAPS.join(" | ")
+    );
     let truth = non_private_auc(train, test);
-    for epsilon in EPSILONS {
-        let mut total = 0.0;
-        for repeat in 0..REPEATS {
-            let model: PathBuf = dir.join(format!("{name}-{epsilon}-{repeat}.json"));
-            let args = [
-                "train",
-                "--dataset",
-                &dataset.to_string(),
-                "--epsilon",
-                &epsilon.to_string(),
-                "--delta",
-                "1e-6",
-                "--out",
-                model.to_str().expect("utf-8"),
-            ];
-            cli(server, &token, &args).await;
-            let model = ModelFile::load(&model).expect("a model file");
-            let file = std::fs::File::open(&test_csv).expect("the test set");
-            total += evaluate(&model, file, "y")
-                .expect("evaluated")
-                .auc
-                .unwrap_or(f64::NAN);
+    for &epsilon in plan.epsilons {
+        let mut cells = Vec::new();
+        for map in MAPS {
+            let mut aucs = Vec::new();
+            for repeat in 0..plan.repeats {
+                let model: PathBuf = dir.join(format!("{name}-{epsilon}-{map}-{repeat}.json"));
+                let args = [
+                    "train",
+                    "--dataset",
+                    &dataset.to_string(),
+                    "--epsilon",
+                    &epsilon.to_string(),
+                    "--delta",
+                    &plan.delta.to_string(),
+                    "--map",
+                    map,
+                    "--out",
+                    model.to_str().expect("utf-8"),
+                ];
+                cli(server, &token, &args).await;
+                let model = ModelFile::load(&model).expect("a model file");
+                let file = std::fs::File::open(&test_csv).expect("the test set");
+                aucs.push(
+                    evaluate(&model, file, "y")
+                        .expect("evaluated")
+                        .auc
+                        .unwrap_or(f64::NAN),
+                );
+            }
+            let mean = aucs.iter().sum::<f64>() / aucs.len() as f64;
+            let spread = aucs.iter().map(|a| (a - mean).powi(2)).sum::<f64>();
+            let error = (spread / (aucs.len().max(2) - 1) as f64 / aucs.len() as f64).sqrt();
+            cells.push(format!("{mean:.4} ± {error:.4}"));
         }
-        println!("| {epsilon} | {:.4} | {truth:.4} |", total / REPEATS as f64);
+        println!("| {epsilon} | {} | {truth:.4} |", cells.join(" | "));
+    }
+}
+
+fn synthetic(n: usize, k: usize, seed: u64) -> Table {
+    let data = logistic_data(n, k, seed);
+    Table {
+        names: (0..k).map(|j| format!("f{j}")).collect(),
+        x: data.x,
+        y: data.y,
+        max: 1.0,
     }
 }
 
@@ -267,30 +310,55 @@ async fn timing(server: &Server, dir: &Path) {
 
 #[tokio::main]
 async fn main() {
-    let digits = std::env::args().nth(1).map(PathBuf::from);
+    let sets = std::env::args().nth(1).map(PathBuf::from);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = server(dir.path()).await;
-    let synthetic = |seed| {
-        let data = logistic_data(100_000, 16, seed);
-        Table {
-            names: (0..16).map(|j| format!("f{j}")).collect(),
-            x: data.x,
-            y: data.y,
-            max: 1.0,
-        }
+    let paths = dir.path();
+    let by_epsilon = Plan {
+        epsilons: &EPSILONS,
+        delta: 1e-6,
+        repeats: 3,
     };
     table(
         &server,
-        dir.path(),
+        paths,
         "synthetic",
-        &synthetic(41),
-        &synthetic(42),
+        &synthetic(100_000, 16, 41),
+        &synthetic(100_000, 16, 42),
+        by_epsilon,
     )
     .await;
-    if let Some(digits) = digits {
-        let train = Table::read(&digits.join("train.csv"), 16.0);
-        let test = Table::read(&digits.join("test.csv"), 16.0);
-        table(&server, dir.path(), "digits-4-vs-9", &train, &test).await;
+    for (n, repeats) in [(10_000, 20), (1_000_000, 2)] {
+        let plan = Plan {
+            epsilons: &[0.1],
+            delta: (n as f64).powf(-1.1),
+            repeats,
+        };
+        let name = format!("goal-{n}");
+        table(
+            &server,
+            paths,
+            &name,
+            &synthetic(n, 32, 15),
+            &synthetic(100_000, 32, 16),
+            plan,
+        )
+        .await;
     }
-    timing(&server, dir.path()).await;
+    if let Some(sets) = sets {
+        for (name, bound, from) in [
+            ("digits-4-vs-9", 16.0, sets.clone()),
+            ("breast-cancer", 1.0, sets.join("breast-cancer")),
+        ] {
+            let train = Table::read(&from.join("train.csv"), bound);
+            let test = Table::read(&from.join("test.csv"), bound);
+            let plan = Plan {
+                epsilons: &[0.1, 1.0],
+                delta: 1e-6,
+                repeats: 10,
+            };
+            table(&server, paths, name, &train, &test, plan).await;
+        }
+    }
+    timing(&server, paths).await;
 }
