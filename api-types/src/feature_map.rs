@@ -3,10 +3,10 @@
 //! predict with it, so that all three see the same φ(x) bit for bit.
 //!
 //! φ(x) = (v(x), a) for a row x ∈ [0, 1]ᵏ (scaled by the schema's bounds),
-//! with v(x) = shrink_R(s ⊙ (x − c)) and shrink_R(u) = u·min(1, R/‖u‖): a
-//! centre c, a per-feature scale s, an optional shrink radius R and the
-//! intercept's coordinate a. The identity map (c = 0, s = 1, no radius,
-//! a = 1) is the release of the WALR design.
+//! with v(x) = shrink_R(x − c) and shrink_R(u) = u·min(1, R/‖u‖): a centre
+//! c, an optional shrink radius R and the intercept's coordinate a. The
+//! identity map (c = 0, no radius, a = 1) is the release of the WALR
+//! design.
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -21,7 +21,7 @@ pub enum WalrMap {
     /// (1, x − c): c the public mean of the features under unit `label`,
     /// the middle of the declared bounds under unit `row`.
     Centre,
-    /// Centred, scaled and shrunk to a public radius, with the intercept's
+    /// Centred and shrunk to a public radius, with the intercept's
     /// coordinate weighted (see docs/walr-map.md): chosen from public
     /// facts only, never from labels, and under unit `row` from the schema
     /// alone.
@@ -42,8 +42,6 @@ pub struct FeatureMap {
     pub name: WalrMap,
     /// c, one per feature, in the scaled space [0, 1]ᵏ.
     pub centre: Vec<f64>,
-    /// s, one per feature.
-    pub scale: Vec<f64>,
     /// R: v is shrunk onto the ball of this radius; absent, not shrunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub radius: Option<f64>,
@@ -55,12 +53,8 @@ pub struct FeatureMap {
 /// Why a feature map cannot be applied.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MapError {
-    #[error("the map has {centre} centres and {scale} scales for {k} features")]
-    Dimension {
-        centre: usize,
-        scale: usize,
-        k: usize,
-    },
+    #[error("the map has {centre} centres for {k} features")]
+    Dimension { centre: usize, k: usize },
     #[error("the map's {0} must be finite (and the radius and intercept weight positive)")]
     NotFinite(&'static str),
 }
@@ -71,7 +65,6 @@ impl FeatureMap {
         FeatureMap {
             name: WalrMap::None,
             centre: vec![0.0; k],
-            scale: vec![1.0; k],
             radius: None,
             intercept_weight: 1.0,
         }
@@ -87,18 +80,14 @@ impl FeatureMap {
     /// # Errors
     /// Wrong lengths, or values that are not finite.
     pub fn check(&self, k: usize) -> Result<(), MapError> {
-        if self.centre.len() != k || self.scale.len() != k {
+        if self.centre.len() != k {
             return Err(MapError::Dimension {
                 centre: self.centre.len(),
-                scale: self.scale.len(),
                 k,
             });
         }
         if !self.centre.iter().all(|c| c.is_finite()) {
             return Err(MapError::NotFinite("centre"));
-        }
-        if !self.scale.iter().all(|s| s.is_finite()) {
-            return Err(MapError::NotFinite("scale"));
         }
         if self.radius.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
             return Err(MapError::NotFinite("radius"));
@@ -109,11 +98,11 @@ impl FeatureMap {
         Ok(())
     }
 
-    /// v(x) into `out` (both of length k): centred, scaled, then shrunk.
+    /// v(x) into `out` (both of length k): centred, then shrunk.
     pub fn apply(&self, x: &[f64], out: &mut [f64]) {
         let mut norm_squared = 0.0;
-        for (((out, &x), &c), &s) in out.iter_mut().zip(x).zip(&self.centre).zip(&self.scale) {
-            *out = s * (x - c);
+        for ((out, &x), &c) in out.iter_mut().zip(x).zip(&self.centre) {
+            *out = x - c;
             norm_squared += *out * *out;
         }
         if let Some(radius) = self.radius {
@@ -133,17 +122,16 @@ impl FeatureMap {
         let corner: f64 = self
             .centre
             .iter()
-            .zip(&self.scale)
-            .map(|(&c, &s)| (s * c.max(1.0 - c)).powi(2))
+            .map(|&c| c.max(1.0 - c).powi(2))
             .sum::<f64>()
             .sqrt();
         self.radius.map_or(corner, |radius| corner.min(radius))
     }
 
-    /// The largest ‖v(x) − v(x′)‖ over the box: at most the image of the
-    /// box's diagonal (Σ sⱼ²)^½, and at most 2R when shrunk.
+    /// The largest ‖v(x) − v(x′)‖ over the box: its diagonal √k, and at
+    /// most 2R when shrunk.
     pub fn box_diameter(&self) -> f64 {
-        let diagonal = self.scale.iter().map(|s| s * s).sum::<f64>().sqrt();
+        let diagonal = (self.k() as f64).sqrt();
         self.radius
             .map_or(diagonal, |radius| diagonal.min(2.0 * radius))
     }
@@ -164,22 +152,21 @@ mod tests {
     }
 
     #[test]
-    fn rows_are_centred_scaled_and_shrunk_onto_the_ball() {
+    fn rows_are_centred_and_shrunk_onto_the_ball() {
         let map = FeatureMap {
             name: WalrMap::Auto,
-            centre: vec![0.5, 0.5],
-            scale: vec![2.0, 1.0],
+            centre: vec![0.25, 0.5],
             radius: Some(0.5),
             intercept_weight: 0.25,
         };
         let mut out = [0.0; 2];
-        map.apply(&[0.6, 0.5], &mut out);
-        assert!((out[0] - 0.2).abs() < 1e-15 && out[1] == 0.0, "{out:?}");
-        // (1, 0.5) scales to (1, 0.5), of norm √1.25 > 0.5: shrunk to 0.5.
+        map.apply(&[0.5, 0.75], &mut out);
+        assert_eq!(out, [0.25, 0.25]);
+        // (1, 1) centres to (0.75, 0.5), of norm √0.8125 > 0.5: shrunk to 0.5.
         map.apply(&[1.0, 1.0], &mut out);
         let norm = (out[0] * out[0] + out[1] * out[1]).sqrt();
         assert!((norm - 0.5).abs() < 1e-15, "{out:?}");
-        assert!((out[0] / out[1] - 2.0).abs() < 1e-12);
+        assert!((out[0] / out[1] - 1.5).abs() < 1e-12);
         assert_eq!(map.box_reach(), 0.5);
         assert_eq!(map.box_diameter(), 1.0);
     }
@@ -192,7 +179,7 @@ mod tests {
         map.radius = Some(0.0);
         assert_eq!(map.check(2), Err(MapError::NotFinite("radius")));
         map.radius = None;
-        map.scale[1] = f64::NAN;
-        assert_eq!(map.check(2), Err(MapError::NotFinite("scale")));
+        map.centre[1] = f64::NAN;
+        assert_eq!(map.check(2), Err(MapError::NotFinite("centre")));
     }
 }

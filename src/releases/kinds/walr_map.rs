@@ -2,7 +2,7 @@
 //! sensitivity of (1/N)·Σ yᵢ·φ(xᵢ) under each privacy unit, and the pass
 //! that computes it once paid for.
 //!
-//! φ(x) = (v(x), a), v(x) = shrink_R(s ⊙ (x − c)) ([`FeatureMap`]). What
+//! φ(x) = (v(x), a), v(x) = shrink_R(x − c) ([`FeatureMap`]). What
 //! φ may depend on is what the unit leaves public: under `label` the
 //! features (through their running moments, and for supplied vectors the
 //! vectors themselves), under `row` the schema alone. Never a label.
@@ -48,7 +48,7 @@ impl Moments {
 }
 
 /// The shrink radius of `auto`, as a multiple of the root-mean-square norm
-/// of the centred (and scaled) features (docs/walr-map.md has the sweep
+/// of the centred features (docs/walr-map.md has the sweep
 /// it was chosen from).
 pub const RADIUS_OF_RMS: f64 = 1.0;
 /// The intercept's coordinate a of `auto`, as a multiple of the radius.
@@ -133,8 +133,7 @@ pub fn range(map: &FeatureMap, intercept: bool) -> f64 {
     let widest = map
         .centre
         .iter()
-        .zip(&map.scale)
-        .map(|(&c, &s)| (s * c.max(1.0 - c)).abs())
+        .map(|&c| c.max(1.0 - c))
         .fold(0.0, f64::max);
     let widest = map.radius.map_or(widest, |radius| widest.min(radius));
     if intercept {
