@@ -2,8 +2,8 @@
 //! label-blind WALR trainer on each candidate feature map, with the noise a
 //! release would add, simulated in process so that many draws are cheap.
 //!
-//! `cargo run --release --example walr_map_sweep -- [N] [EPSILON] [DRAWS]`
-//! (default 10,000, 0.1, 24): k = 32 uniform features, 20 % positives,
+//! `cargo run --release --example walr_map_sweep -- [N] [EPSILON] [DRAWS] [L2]`
+//! (default 10,000, 0.1, 24, 0: the trainer's L2 term): k = 32 uniform features, 20 % positives,
 //! δ = N^−1.1, σ from the server's own calibration. The noise here is a
 //! seeded simulation; the figures through the server are
 //! `walr_map_figures`.
@@ -108,6 +108,7 @@ fn main() {
     let n: usize = args.get(1).map_or(10_000, |v| v.parse().unwrap());
     let epsilon: f64 = args.get(2).map_or(0.1, |v| v.parse().unwrap());
     let draws: usize = args.get(3).map_or(24, |v| v.parse().unwrap());
+    let l2: f64 = args.get(4).map_or(0.0, |v| v.parse().unwrap());
     let data = logistic_data(n, K, 15);
     let test = logistic_data(100_000, K, 16);
     let mut stats = WalrStats::empty(K);
@@ -137,7 +138,7 @@ fn main() {
     for unit in [PrivacyUnit::Label, PrivacyUnit::Row] {
         for asked in [WalrMap::None, WalrMap::Centre, WalrMap::Auto] {
             let map = walr_map::choose(asked, unit, K, Some(&moments)).unwrap();
-            let (auc, se, sigma) = mean_auc(&setup, &map, unit, 0.0, draws);
+            let (auc, se, sigma) = mean_auc(&setup, &map, unit, l2, draws);
             println!("{unit:?} {asked:?}: {auc:.4} ± {se:.4} (σ = {sigma:.3e})");
         }
         let centred = walr_map::choose(WalrMap::Centre, unit, K, Some(&moments)).unwrap();
@@ -154,7 +155,7 @@ fn main() {
                     intercept_weight: alpha * radius,
                     ..centred.clone()
                 };
-                let (auc, se, sigma) = mean_auc(&setup, &map, unit, 0.0, draws);
+                let (auc, se, sigma) = mean_auc(&setup, &map, unit, l2, draws);
                 println!(
                     "{unit:?} R = {kappa}·rms, a = {alpha}·R: {auc:.4} ± {se:.4} (σ = {sigma:.3e})"
                 );
