@@ -104,6 +104,9 @@ pub fn evaluate(model: &ModelFile, data: impl Read, label: &str) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::features::Scaling;
+    use crate::model_file::ModelMap;
+    use dpgate_api_types::{FeatureMap, WalrMap};
     use uuid::Uuid;
 
     fn model() -> ModelFile {
@@ -118,6 +121,7 @@ mod tests {
             epsilon: 1.0,
             delta: 1e-6,
             training: None,
+            map: None,
         }
     }
 
@@ -141,6 +145,49 @@ mod tests {
                 .map(|b| b.count)
                 .sum::<usize>(),
             4
+        );
+    }
+
+    #[test]
+    fn a_mapped_model_scores_rows_through_its_map() {
+        // a ∈ [−1, 1] and b ∈ [0, 1] scaled, centred on 0.5, scaled by −2
+        // and −1, shrunk onto the unit ball: v = (−a, 0.5 − b) until
+        // ‖v‖ > 1.
+        let mapped = ModelFile {
+            map: Some(ModelMap {
+                scaling: Scaling {
+                    min: vec![-1.0, 0.0],
+                    max: vec![1.0, 1.0],
+                },
+                feature_map: FeatureMap {
+                    name: WalrMap::Auto,
+                    centre: vec![0.5, 0.5],
+                    scale: vec![-2.0, -1.0],
+                    radius: Some(1.0),
+                    intercept_weight: 0.25,
+                },
+            }),
+            ..model()
+        };
+        let data = "b,extra,y,a\n0,x,1,1\n1,x,0,0\n0,x,0,0.1\n1,x,1,0.9\n";
+        let evaluation = evaluate(&mapped, data.as_bytes(), "y").unwrap();
+        // Logits 2·v₁ − v₂ − 0.5, the first and last rows shrunk: the
+        // positives now score lowest (the raw weights would rank them
+        // first, as above).
+        let logits = [
+            -2.5 / 1.25f64.sqrt() - 0.5,
+            0.0,
+            -1.2,
+            -1.3 / 1.06f64.sqrt() - 0.5,
+        ];
+        assert_eq!(evaluation.auc, Some(0.0));
+        assert_eq!(evaluation.accuracy, 0.25);
+        let p = logits.map(dpgate_learn::sigmoid);
+        let want = -(p[0].ln() + (1.0 - p[1]).ln() + (1.0 - p[2]).ln() + p[3].ln()) / 4.0;
+        assert!(
+            (evaluation.log_loss - want).abs() < 1e-12,
+            "{} vs {want}",
+            evaluation.log_loss
         );
     }
 

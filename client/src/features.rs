@@ -14,6 +14,7 @@ use arrow_schema::{ArrowError, DataType};
 use dpgate_api_types::BoundedColumn;
 use ndarray::Array2;
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 /// The name of the row id column.
 pub const ROW_ID: &str = "row_id";
@@ -232,7 +233,7 @@ fn append_batch(
 }
 
 /// The map x ↦ (x − min)/(max − min) per column, and back.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scaling {
     pub min: Vec<f64>,
     pub max: Vec<f64>,
@@ -277,17 +278,24 @@ impl Scaling {
         let values = scaled
             .as_slice_mut()
             .expect("BUG: an array in standard layout is one slice");
-        values.par_chunks_mut(width).for_each(|row| {
-            for ((value, &low), &high) in row.iter_mut().zip(&self.min).zip(&self.max) {
-                let range = high - low;
-                *value = if range > 0.0 {
-                    ((*value - low) / range).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                };
-            }
-        });
+        values
+            .par_chunks_mut(width)
+            .for_each(|row| self.scale_row(row));
         scaled
+    }
+
+    /// One raw row in [0, 1], where it is, as [`Scaling::scale`] scales
+    /// each: a model file's prediction must scale exactly as its training
+    /// did.
+    pub fn scale_row(&self, row: &mut [f64]) {
+        for ((value, &low), &high) in row.iter_mut().zip(&self.min).zip(&self.max) {
+            let range = high - low;
+            *value = if range > 0.0 {
+                ((*value - low) / range).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+        }
     }
 
     /// Weights and intercept over scaled features as weights and intercept

@@ -214,6 +214,7 @@ pub async fn train_lasso(
         epsilon: args.epsilon,
         delta: args.delta,
         training: None,
+        map: None,
     };
     model.save(&args.out)?;
     if json {

@@ -618,6 +618,7 @@ async fn release(
             epsilon: release.epsilon,
             delta: release.delta,
             training: None,
+            map: None,
         }
         .save(path)?;
     }
@@ -739,6 +740,12 @@ async fn warm_start(
     path: &std::path::Path,
 ) -> anyhow::Result<WarmStart> {
     let model = ModelFile::load(path)?;
+    anyhow::ensure!(
+        model.map.is_none(),
+        "{}'s weights apply to a feature map's v(x), not to the features: it cannot be a \
+         warm start",
+        path.display()
+    );
     let dataset = client.dataset(dataset).await?;
     let names: Vec<&str> = dataset.features.iter().map(|f| f.name.as_str()).collect();
     anyhow::ensure!(

@@ -227,6 +227,7 @@ pub(super) async fn train(
             final_loss: trained.epochs.last().map_or(f64::NAN, |e| e.loss),
             supplied_features: args.features.is_some(),
         }),
+        map: None,
     };
     model.save(&args.out)?;
     if json {
