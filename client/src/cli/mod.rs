@@ -9,12 +9,12 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use dpgate_api_types::{
     AggregateMechanism, AggregateParams, DebiasParams, DpGdParams, DpSgdParams, FrankWolfeParams,
     Iterate, ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams, Release,
-    ReleaseParams, ReleaseRequest, ReleaseResult, Seed, Selection, SuppliedRow, WalrParams,
-    WarmStart,
+    ReleaseParams, ReleaseRequest, ReleaseResult, Seed, Selection, SuppliedRow, WalrMap,
+    WalrParams, WarmStart,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -97,13 +97,15 @@ pub enum Command {
     },
 }
 
-/// What every release asks.
+/// What every release asks. Its price is ε, or for the kinds that take one
+/// a target noise (which joins the group `price`), never both.
 #[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("price").required(true)))]
 pub struct Spend {
     #[arg(long)]
     pub dataset: Uuid,
-    /// Required unless the kind is asked for a target noise instead.
-    #[arg(long)]
+    /// The release's ε (required unless the kind's target noise is given).
+    #[arg(long, group = "price")]
     pub epsilon: Option<f64>,
     /// Omit for pure ε where the kind allows it.
     #[arg(long)]
@@ -134,6 +136,29 @@ pub enum Learner {
     Objective,
 }
 
+/// The public feature maps φ of a WALR release (docs/walr-map.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MapArg {
+    /// (x, 1): the WALR design's release.
+    None,
+    /// Centred on the features' public mean (the middle of their bounds
+    /// under unit `row`).
+    Centre,
+    /// Centred, scaled and shrunk to a public radius, with the intercept's
+    /// coordinate weighted.
+    Auto,
+}
+
+impl From<MapArg> for WalrMap {
+    fn from(map: MapArg) -> Self {
+        match map {
+            MapArg::None => WalrMap::None,
+            MapArg::Centre => WalrMap::Centre,
+            MapArg::Auto => WalrMap::Auto,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Mechanism {
     Gaussian,
@@ -153,11 +178,22 @@ pub enum ReleaseKind {
         /// into [0, 1] by each column's range and sent with the release.
         #[arg(long)]
         features: Option<PathBuf>,
+        /// The public feature map φ the labels are summed against.
+        #[arg(long, value_enum, default_value = "none")]
+        map: MapArg,
+        /// Instead of --epsilon: the largest noise std to accept on each
+        /// released number; the server spends the least ε that meets it.
+        #[arg(long, group = "price")]
+        target_sigma: Option<f64>,
     },
     /// Counts, sums and means, optionally grouped.
     Aggregate {
         #[command(flatten)]
         spend: Spend,
+        /// Instead of --epsilon: the largest noise std to accept on each
+        /// value; the server spends the least ε that meets it.
+        #[arg(long, group = "price")]
+        target_std: Option<f64>,
         /// E.g. count,sum:value,mean:converted.
         #[arg(long, value_delimiter = ',', required = true)]
         statistics: Vec<String>,
@@ -430,6 +466,8 @@ async fn release(
             spend,
             no_intercept,
             features,
+            map,
+            target_sigma,
         } => {
             let features = match &features {
                 Some(path) => Some(supplied(path)?.2),
@@ -441,13 +479,15 @@ async fn release(
                 params: ReleaseParams::Walr(WalrParams {
                     intercept: !no_intercept,
                     features,
-                    ..WalrParams::default()
+                    map: map.into(),
+                    target_sigma,
                 }),
             };
             (spend, request, None)
         }
         ReleaseKind::Aggregate {
             spend,
+            target_std,
             statistics,
             group_by,
             mechanism,
@@ -462,7 +502,7 @@ async fn release(
                         Mechanism::Gaussian => AggregateMechanism::Gaussian,
                         Mechanism::Laplace => AggregateMechanism::Laplace,
                     },
-                    target_std: None,
+                    target_std,
                 }),
             };
             (spend, request, None)
@@ -628,6 +668,18 @@ async fn release(
     describe(out, &release)?;
     match &release.result {
         Some(ReleaseResult::Walr(result)) => {
+            if let Some(map) = &result.map {
+                writeln!(
+                    out,
+                    "map {}: centre {:?}, scale {:?}, radius {}, intercept weight {}",
+                    serde_json::to_value(map.name)?.as_str().unwrap_or_default(),
+                    map.centre,
+                    map.scale,
+                    map.radius
+                        .map_or_else(|| "none".to_owned(), |r| r.to_string()),
+                    map.intercept_weight
+                )?;
+            }
             writeln!(out, "noisy_dot: {:?}", result.noisy_dot)?;
             if let Some(intercept) = result.noisy_intercept {
                 writeln!(out, "noisy_intercept: {intercept}")?;
