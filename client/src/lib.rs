@@ -5,8 +5,9 @@
 //!   on their stable type; idempotent calls are retried, releases under an
 //!   `Idempotency-Key` so that a retry never spends budget twice.
 //! - [`trainer`]: the label-blind WALR trainer.
-//! - [`features`], [`model_file`], [`evaluate`]: feature tables, the model
-//!   file, and its evaluation on labelled data.
+//! - [`features`], [`mapped`], [`model_file`], [`evaluate`]: feature
+//!   tables, a release's feature map applied to them, the model file, and
+//!   its evaluation on labelled data.
 //! - [`cli`]: the `dpgate-client` command line.
 
 use dpgate_api_types::{
@@ -26,6 +27,7 @@ pub mod cli;
 pub mod evaluate;
 pub mod features;
 pub mod lasso;
+pub mod mapped;
 pub mod model_file;
 pub mod trainer;
 

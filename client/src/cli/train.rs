@@ -1,36 +1,48 @@
 //! `dpgate-client train`: features (downloaded, or the analyst's own file),
-//! one WALR release, then label-blind training into a model file.
+//! one WALR release, then label-blind training into a model file: on the
+//! scaled rows, or on v(x) of the release's feature map when it has one.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
-use dpgate_api_types::{Release, ReleaseParams, ReleaseRequest, ReleaseResult, WalrParams};
+use clap::{ArgGroup, Args, ValueEnum};
+use dpgate_api_types::{
+    Release, ReleaseParams, ReleaseRequest, ReleaseResult, WalrParams, WalrResult,
+};
 use ndarray::Array2;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::shown;
-use super::{print_json, progress, spinner, supplied};
+use super::{MapArg, print_json, progress, shown, spinner, supplied};
 use crate::features::{FeatureTable, Scaling};
-use crate::model_file::{ModelFile, Training};
+use crate::mapped;
+use crate::model_file::{ModelFile, ModelMap, Training};
 use crate::trainer::{self, NoisyDot, TrainerConfig};
 use crate::{Client, ReleaseOptions};
 
 #[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("price").required(true)))]
 pub struct TrainArgs {
     #[arg(long)]
     pub dataset: Uuid,
     /// The WALR release's ε.
-    #[arg(long, required_unless_present = "release")]
+    #[arg(long, group = "price")]
     pub epsilon: Option<f64>,
+    /// Instead of --epsilon: the largest noise std to accept on each
+    /// released number; the server spends the least ε that meets it.
+    #[arg(long, group = "price")]
+    pub target_sigma: Option<f64>,
     /// The WALR release's δ (WALR is Gaussian: δ > 0).
     #[arg(long, required_unless_present = "release")]
     pub delta: Option<f64>,
+    /// The release's public feature map φ; the model is trained on it and
+    /// keeps it.
+    #[arg(long, value_enum, default_value = "none")]
+    pub map: MapArg,
     /// Train from a release made earlier (by id) instead of a new one:
-    /// nothing more is spent.
-    #[arg(long, conflicts_with_all = ["epsilon", "delta", "idempotency_key"])]
+    /// nothing more is spent, and the model is trained on its map.
+    #[arg(long, group = "price", conflicts_with_all = ["delta", "idempotency_key", "map"])]
     pub release: Option<Uuid>,
     /// Your own features (CSV: row_id, then numeric columns), supplied to
     /// the release; default: the dataset's features from the server.
@@ -170,6 +182,8 @@ pub(super) async fn train(
                 delta: args.delta,
                 params: ReleaseParams::Walr(WalrParams {
                     features: supplied_rows,
+                    map: args.map.into(),
+                    target_sigma: args.target_sigma,
                     ..WalrParams::default()
                 }),
             };
@@ -183,7 +197,7 @@ pub(super) async fn train(
             released?.release
         }
     };
-    let noisy = noisy_dot(&release, rows.row_ids.len())?;
+    let (noisy, map) = fit_inputs(&release, &rows)?;
     let config = args.config();
     let bar = progress(
         json,
@@ -192,17 +206,25 @@ pub(super) async fn train(
     );
     let epoch_bar = bar.clone();
     let scaled = rows.scaled;
+    let feature_map = map.as_ref().map(|map| map.feature_map.clone());
     let trained = tokio::task::spawn_blocking(move || {
-        trainer::train(scaled.view(), &noisy, &config, |report| {
+        let x = match &feature_map {
+            Some(feature_map) => mapped::map_rows(feature_map, scaled),
+            None => scaled,
+        };
+        trainer::train(x.view(), &noisy, &config, |report| {
             epoch_bar.set_position(report.epoch as u64);
             epoch_bar.set_message(format!("loss {:.5} Δθ {:.2e}", report.loss, report.change));
         })
     })
     .await??;
     bar.finish_and_clear();
-    let (weights, intercept) = rows
-        .scaling
-        .unfold(&trained.weights, trained.intercept.unwrap_or_default());
+    let intercept = trained.intercept.unwrap_or_default();
+    // A map's shrink is not affine: its weights stay on v(x), with the map.
+    let (weights, intercept) = match &map {
+        Some(_) => (trained.weights, intercept),
+        None => rows.scaling.unfold(&trained.weights, intercept),
+    };
     let model = ModelFile {
         weights,
         intercept,
@@ -227,7 +249,7 @@ pub(super) async fn train(
             final_loss: trained.epochs.last().map_or(f64::NAN, |e| e.loss),
             supplied_features: args.features.is_some(),
         }),
-        map: None,
+        map,
     };
     model.save(&args.out)?;
     if json {
@@ -243,9 +265,18 @@ pub(super) async fn train(
     let training = model.training.as_ref();
     writeln!(
         out,
-        "trained on {} rows for {} epochs ({}), final loss estimate {:.5}; release {} cost \
+        "trained on {} rows{} for {} epochs ({}), final loss estimate {:.5}; release {} cost \
          ε = {}, δ = {:e}; model written to {}",
         rows.row_ids.len(),
+        match &model.map {
+            Some(map) => format!(
+                " on the release's map {}",
+                serde_json::to_value(map.feature_map.name)?
+                    .as_str()
+                    .unwrap_or_default()
+            ),
+            None => String::new(),
+        },
         trained.epochs.len(),
         if trained.converged {
             "converged"
@@ -261,8 +292,34 @@ pub(super) async fn train(
     Ok(())
 }
 
-/// The release's vectors, checked against the training rows.
-fn noisy_dot(release: &Release, rows: usize) -> anyhow::Result<NoisyDot> {
+/// What the trainer fits the rows to, and the map (if the release has one)
+/// that the rows must go through first and the model file keeps.
+fn fit_inputs(release: &Release, rows: &Rows) -> anyhow::Result<(NoisyDot, Option<ModelMap>)> {
+    let result = walr_result(release, rows.row_ids.len())?;
+    let Some(map) = &result.map else {
+        let noisy = NoisyDot {
+            dot: result.noisy_dot.clone(),
+            intercept: result.noisy_intercept,
+        };
+        return Ok((noisy, None));
+    };
+    let k = rows.names.len();
+    map.check(k).with_context(|| {
+        format!(
+            "the feature map of release {} does not fit the {k} features read",
+            shown(release)
+        )
+    })?;
+    let noisy = mapped::noisy_dot(map, &result.noisy_dot, result.noisy_intercept);
+    let map = ModelMap {
+        scaling: rows.scaling.clone(),
+        feature_map: map.clone(),
+    };
+    Ok((noisy, Some(map)))
+}
+
+/// The release's WALR result, checked against the training rows.
+fn walr_result(release: &Release, rows: usize) -> anyhow::Result<&WalrResult> {
     let Some(ReleaseResult::Walr(result)) = &release.result else {
         anyhow::bail!(
             "release {} is a {}, not a walr release",
@@ -278,8 +335,5 @@ fn noisy_dot(release: &Release, rows: usize) -> anyhow::Result<NoisyDot> {
         release.n,
         shown(release)
     );
-    Ok(NoisyDot {
-        dot: result.noisy_dot.clone(),
-        intercept: result.noisy_intercept,
-    })
+    Ok(result)
 }
