@@ -9,11 +9,15 @@ use clap::Parser;
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::Role;
 use dpgate_client::cli::{Cli, run};
+use dpgate_client::features::FeatureTable;
 use dpgate_client::model_file::ModelFile;
-use dpgate_client::types::{ProblemType, ReleaseRequest};
+use dpgate_client::trainer::{self, NoisyDot, TrainerConfig};
+use dpgate_client::types::{
+    FeatureMap, LedgerEvent, ProblemType, ReleaseRequest, ReleaseResult, WalrMap,
+};
 use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
-use dpgate_learn::{Objective, auc};
+use dpgate_learn::{Objective, auc, sigmoid};
 use ndarray::{Array1, Array2, s};
 use uuid::Uuid;
 
@@ -22,9 +26,14 @@ use crate::helpers::{TestApp, backends, spawn_app, spawn_app_keyed};
 const K: usize = 16;
 
 fn dataset_request(name: &str, epsilon: f64) -> serde_json::Value {
+    bounded_request(name, epsilon, &[(0.0, 1.0); K])
+}
+
+/// A dataset of features `f0, …` declared on `bounds`.
+fn bounded_request(name: &str, epsilon: f64, bounds: &[(f64, f64)]) -> serde_json::Value {
     serde_json::json!({
         "name": name, "privacy_unit": "label",
-        "features": (0..K).map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1})).collect::<Vec<_>>(),
+        "features": bounds.iter().enumerate().map(|(j, (min, max))| serde_json::json!({"name": format!("f{j}"), "min": min, "max": max})).collect::<Vec<_>>(),
         "label": "y",
         "budget": {"epsilon": epsilon, "delta": 1e-5}, "accountant": "basic"
     })
@@ -38,7 +47,7 @@ fn csv(data: &Synthetic, labels: bool) -> String {
 /// [`csv`] of the rows in `range`.
 fn csv_rows(data: &Synthetic, labels: bool, range: std::ops::Range<usize>) -> String {
     let mut out = String::from(if labels { "row_id,y" } else { "row_id" });
-    for j in 0..K {
+    for j in 0..data.x.ncols() {
         out.push_str(&format!(",f{j}"));
     }
     out.push('\n');
@@ -73,16 +82,15 @@ fn spend_and_train<'a>(id: &'a str, out: &'a str) -> [&'a str; 9] {
     ]
 }
 
-/// Runs the CLI in process; its stdout, or its error.
+/// Runs the CLI in process with `--json`; its stdout, or its error.
 async fn client(app: &TestApp, token: &str, args: &[&str]) -> anyhow::Result<String> {
-    let mut argv = vec![
-        "dpgate-client",
-        "--url",
-        &app.address,
-        "--token",
-        token,
-        "--json",
-    ];
+    client_text(app, token, &[&["--json"], args].concat()).await
+}
+
+/// Runs the CLI in process; its stdout (text unless `args` ask for JSON),
+/// or its error.
+async fn client_text(app: &TestApp, token: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut argv = vec!["dpgate-client", "--url", &app.address, "--token", token];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv)?;
     let mut out = Vec::new();
@@ -478,6 +486,390 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
         4.0
     );
     app.finish().await;
+}
+
+/// The declared bounds of the feature-map tests' four features: far from
+/// [0, 1], so that a model that skipped the scaling would show.
+const BOUNDS: [(f64, f64); 4] = [(-2.0, 3.0), (10.0, 20.0), (0.0, 1.0), (-1.0, 1.0)];
+
+/// `n` rows of [`logistic_data`] of four features, spread onto [`BOUNDS`].
+fn raw_data(n: usize, seed: u64) -> Synthetic {
+    let mut data = logistic_data(n, BOUNDS.len(), seed);
+    for mut row in data.x.rows_mut() {
+        for (x, (min, max)) in row.iter_mut().zip(BOUNDS) {
+            *x = min + *x * (max - min);
+        }
+    }
+    data
+}
+
+/// A raw row in [0, 1] by `bounds` (clamped), as the client scales it.
+fn scaled_by_hand(raw: &[f64], bounds: &[(f64, f64)]) -> Vec<f64> {
+    raw.iter()
+        .zip(bounds)
+        .map(|(x, (min, max))| ((x - min) / (max - min)).clamp(0.0, 1.0))
+        .collect()
+}
+
+/// σ(wᵀ·map.apply(scaled row) + b), from the pieces.
+fn mapped_prediction(
+    model: &ModelFile,
+    bounds: &[(f64, f64)],
+    map: &FeatureMap,
+    raw: &[f64],
+) -> f64 {
+    let mut v = vec![0.0; raw.len()];
+    map.apply(&scaled_by_hand(raw, bounds), &mut v);
+    let logit: f64 = model.weights.iter().zip(&v).map(|(w, v)| w * v).sum();
+    sigmoid(logit + model.intercept)
+}
+
+/// The WALR result of a model file's release, fetched from the server.
+async fn release_map(client: &Client, model: &ModelFile) -> (NoisyDot, FeatureMap) {
+    let release = client
+        .get_release(model.dataset_id, model.release_id)
+        .await
+        .unwrap();
+    let Some(ReleaseResult::Walr(result)) = release.result else {
+        panic!("not a walr release: {release:?}");
+    };
+    let map = result.map.expect("a release on a map says which");
+    let noisy = NoisyDot {
+        dot: result.noisy_dot,
+        intercept: result.noisy_intercept,
+    };
+    (noisy, map)
+}
+
+/// `train --map`: the release's map is the model's, the trainer fitted
+/// v(x) of the rows, and predictions (so `evaluate`) go through the same
+/// map; from the server's features and from the analyst's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn train_on_a_feature_map_applies_it_alike_in_release_training_and_evaluation() {
+    let train = raw_data(20_000, 41);
+    let test = raw_data(20_000, 42);
+    let truth = non_private_auc(&train, &test);
+    let dir = tempfile::tempdir().unwrap();
+    let test_csv = dir.path().join("test.csv");
+    std::fs::write(&test_csv, csv(&test, true)).unwrap();
+    let own_features = dir.path().join("own.csv");
+    std::fs::write(&own_features, csv(&train, false)).unwrap();
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let dataset = app.dataset(bounded_request("mapped", 10.0, &BOUNDS)).await;
+        let id = dataset.id.to_string();
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, csv(&train, true))
+            .await
+            .unwrap();
+        let token = app.token(Role::Analyst, "ana", &[dataset.id]);
+        let analyst = app.admin.with_token(&token);
+        let path = dir.path().join(format!("{backend:?}-auto.json"));
+        let out = path.to_str().unwrap();
+        let args = [
+            "train",
+            "--dataset",
+            &id,
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--map",
+            "auto",
+            "--out",
+            out,
+        ];
+        client(&app, &token, &args).await.unwrap();
+        let model = ModelFile::load(&path).unwrap();
+        let (noisy, map) = release_map(&analyst, &model).await;
+        assert_eq!(map.name, WalrMap::Auto);
+        let kept = model.map.as_ref().expect("the model keeps the map");
+        assert_eq!(kept.feature_map, map, "{backend:?}");
+        assert_eq!(
+            (kept.scaling.min.as_slice(), kept.scaling.max.as_slice()),
+            (&[-2.0, 10.0, 0.0, -1.0][..], &[3.0, 20.0, 1.0, 1.0][..])
+        );
+        // Training: the trainer on v(x) of the server's features, against
+        // the release's intercept term over a, is the model bit for bit.
+        let bytes = analyst.features_arrow(dataset.id, |_| {}).await.unwrap();
+        let table = FeatureTable::from_arrow(&bytes[..]).unwrap();
+        let mut v = Array2::zeros(table.x.dim());
+        for (raw, mut row) in table.x.rows().into_iter().zip(v.rows_mut()) {
+            let scaled = scaled_by_hand(&raw.to_vec(), &BOUNDS);
+            map.apply(&scaled, row.as_slice_mut().unwrap());
+        }
+        let unweighted = NoisyDot {
+            intercept: noisy.intercept.map(|b| b / map.intercept_weight),
+            ..noisy
+        };
+        let trained =
+            trainer::train(v.view(), &unweighted, &TrainerConfig::default(), |_| {}).unwrap();
+        assert_eq!(trained.weights, model.weights, "{backend:?}");
+        assert_eq!(trained.intercept, Some(model.intercept), "{backend:?}");
+        // Prediction: through the scaling and the release's map.
+        for row in train.x.rows() {
+            let row = row.to_vec();
+            assert_eq!(
+                model.predict(&row),
+                mapped_prediction(&model, &BOUNDS, &map, &row)
+            );
+        }
+        // Evaluation: its AUC is that of the same predictions, and the
+        // model has learnt the signal.
+        let report = client(
+            &app,
+            &token,
+            &[
+                "evaluate",
+                "--model",
+                out,
+                "--data",
+                test_csv.to_str().unwrap(),
+            ],
+        )
+        .await
+        .unwrap();
+        let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+        assert_eq!(report["rows"], 20_000);
+        let predicted: Vec<f64> = (test.x.rows().into_iter())
+            .map(|row| mapped_prediction(&model, &BOUNDS, &map, &row.to_vec()))
+            .collect();
+        let evaluated = report["auc"].as_f64().unwrap();
+        assert_eq!(Some(evaluated), auc(&predicted, &test.y));
+        assert!(
+            evaluated > 0.6 && evaluated > truth - 0.02,
+            "{backend:?}: AUC {evaluated} vs non-private {truth}"
+        );
+        // An earlier release trains the same model again, for free.
+        let again = dir.path().join("again.json");
+        let release = model.release_id.to_string();
+        let args = [
+            "train",
+            "--dataset",
+            &id,
+            "--release",
+            &release,
+            "--out",
+            again.to_str().unwrap(),
+        ];
+        client(&app, &token, &args).await.unwrap();
+        assert_eq!(ModelFile::load(&again).unwrap(), model);
+        // The analyst's own features, scaled by their observed ranges.
+        let own_path = dir.path().join(format!("{backend:?}-own.json"));
+        let args = [
+            "train",
+            "--dataset",
+            &id,
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--map",
+            "centre",
+            "--features",
+            own_features.to_str().unwrap(),
+            "--out",
+            own_path.to_str().unwrap(),
+        ];
+        client(&app, &token, &args).await.unwrap();
+        let own = ModelFile::load(&own_path).unwrap();
+        let (_, own_map) = release_map(&analyst, &own).await;
+        assert_eq!(own_map.name, WalrMap::Centre);
+        let kept = own.map.as_ref().unwrap();
+        assert_eq!(kept.feature_map, own_map);
+        let observed: Vec<(f64, f64)> = (train.x.columns().into_iter())
+            .map(|column| {
+                let min = column.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (min, max)
+            })
+            .collect();
+        let kept_bounds: Vec<(f64, f64)> = kept
+            .scaling
+            .min
+            .iter()
+            .copied()
+            .zip(kept.scaling.max.iter().copied())
+            .collect();
+        assert_eq!(kept_bounds, observed);
+        for row in train.x.rows() {
+            let row = row.to_vec();
+            assert_eq!(
+                own.predict(&row),
+                mapped_prediction(&own, &observed, &own_map, &row)
+            );
+        }
+        let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
+        assert_eq!(spent.epsilon_basic, 2.0, "{backend:?}");
+        app.finish().await;
+    }
+}
+
+/// Accuracy first: `--target-sigma` and `--target-std` spend the ε the
+/// server chose, and a release with neither ε nor a target is refused
+/// before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_spend_the_epsilon_the_server_chose_and_no_price_spends_nothing() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let dataset = app.dataset(bounded_request("targets", 10.0, &BOUNDS)).await;
+        let id = dataset.id.to_string();
+        let data = raw_data(2_000, 43);
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, csv(&data, true))
+            .await
+            .unwrap();
+        let token = app.token(Role::Analyst, "ana", &[dataset.id]);
+        let ledger = async || app.admin.ledger(dataset.id).await.unwrap();
+        let entries = ledger().await.len();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.json");
+        let out = path.to_str().unwrap();
+        // Neither ε nor a target: refused by the CLI, nothing spent.
+        let neither = ["train", "--dataset", &id, "--delta", "1e-6", "--out", out];
+        let error = client(&app, &token, &neither)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("--epsilon <EPSILON>|--target-sigma <TARGET_SIGMA>|--release"),
+            "{error}"
+        );
+        let both = [&neither[..], &["--epsilon", "1", "--target-sigma", "0.01"]].concat();
+        let error = client(&app, &token, &both).await.unwrap_err().to_string();
+        assert!(error.contains("cannot be used with"), "{error}");
+        for kind in [
+            &["release", "walr", "--dataset", &id, "--delta", "1e-6"][..],
+            &[
+                "release",
+                "aggregate",
+                "--dataset",
+                &id,
+                "--statistics",
+                "count",
+            ],
+            &["release", "model", "--dataset", &id, "--lambda", "0.01"],
+        ] {
+            let error = client(&app, &token, kind).await.unwrap_err().to_string();
+            assert!(
+                error.contains("required arguments were not provided"),
+                "{error}"
+            );
+            assert!(error.contains("--epsilon <EPSILON>"), "{error}");
+        }
+        assert!(!path.exists());
+        assert_eq!(ledger().await.len(), entries, "{backend:?}");
+        // `train --target-sigma`: the model, the ledger and the budget all
+        // carry the ε of the release, whose noise meets the target.
+        let args = [
+            "train",
+            "--dataset",
+            &id,
+            "--target-sigma",
+            "0.02",
+            "--delta",
+            "1e-6",
+            "--map",
+            "auto",
+            "--out",
+            out,
+        ];
+        let summary = client(&app, &token, &args).await.unwrap();
+        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+        let model = ModelFile::load(&path).unwrap();
+        let release = app
+            .admin
+            .get_release(dataset.id, model.release_id)
+            .await
+            .unwrap();
+        assert!(
+            release.sigma <= 0.02 && release.epsilon > 0.0,
+            "{release:?}"
+        );
+        assert_eq!(model.epsilon, release.epsilon);
+        assert_eq!(summary["model"]["epsilon"].as_f64(), Some(release.epsilon));
+        let debit = ledger().await.pop().unwrap();
+        assert_eq!(
+            (debit.event, debit.release_id, debit.epsilon),
+            (
+                LedgerEvent::Release,
+                Some(model.release_id),
+                release.epsilon
+            )
+        );
+        let view = app.admin.dataset(dataset.id).await.unwrap();
+        assert_eq!(view.spent.epsilon_basic, release.epsilon, "{backend:?}");
+        assert_eq!(
+            summary["remaining_epsilon"].as_f64(),
+            Some(view.remaining.epsilon)
+        );
+        // The same target and map price the same ε as a dry run.
+        let priced = [
+            "release",
+            "walr",
+            "--dataset",
+            &id,
+            "--target-sigma",
+            "0.02",
+            "--delta",
+            "1e-6",
+            "--map",
+            "auto",
+            "--dry-run",
+        ];
+        let priced = client(&app, &token, &priced).await.unwrap();
+        let priced: serde_json::Value = serde_json::from_str(&priced).unwrap();
+        assert_eq!(priced["epsilon"].as_f64(), Some(release.epsilon));
+        // `release aggregate --target-std`: a dry run names the ε, and the
+        // release prints and spends that ε.
+        let aggregate = [
+            "release",
+            "aggregate",
+            "--dataset",
+            &id,
+            "--target-std",
+            "20",
+            "--delta",
+            "1e-6",
+            "--statistics",
+            "sum:y",
+        ];
+        let priced = client(&app, &token, &[&aggregate[..], &["--dry-run"]].concat())
+            .await
+            .unwrap();
+        let priced: serde_json::Value = serde_json::from_str(&priced).unwrap();
+        let epsilon = priced["epsilon"].as_f64().unwrap();
+        assert!(epsilon > 0.0, "{priced}");
+        let printed = client_text(&app, &token, &aggregate).await.unwrap();
+        assert!(
+            printed.contains(&format!(": spent ε = {epsilon}, δ = 1e-6;")),
+            "{printed}"
+        );
+        let debit = ledger().await.pop().unwrap();
+        assert_eq!(
+            (debit.event, debit.epsilon),
+            (LedgerEvent::Release, epsilon)
+        );
+        let released = app
+            .admin
+            .get_release(dataset.id, debit.release_id.unwrap())
+            .await
+            .unwrap();
+        let Some(ReleaseResult::Aggregate(result)) = &released.result else {
+            panic!("{released:?}");
+        };
+        assert!(
+            result.groups.iter().all(|group| group.std <= 20.0),
+            "{result:?}"
+        );
+        let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
+        let sum = release.epsilon + epsilon;
+        assert!(
+            (spent.epsilon_basic - sum).abs() < 1e-12,
+            "{backend:?}: {spent:?}"
+        );
+        app.finish().await;
+    }
 }
 
 /// `train-lasso` over `datasets` at ε = 1, δ = 10⁻⁶, η = 0.2, λ = 10⁻⁴,
