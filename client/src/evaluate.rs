@@ -150,9 +150,9 @@ mod tests {
 
     #[test]
     fn a_mapped_model_scores_rows_through_its_map() {
-        // a ∈ [−1, 1] and b ∈ [0, 1] scaled, centred on 0.5, scaled by −2
-        // and −1, shrunk onto the unit ball: v = (−a, 0.5 − b) until
-        // ‖v‖ > 1.
+        // a ∈ [−1, 1] and b ∈ [0, 1] scaled, centred on 0.5 and shrunk onto
+        // the ball of radius 0.6: v = ((a + 1)/2 − 0.5, b − 0.5) until
+        // ‖v‖ > 0.6.
         let mapped = ModelFile {
             map: Some(ModelMap {
                 scaling: Scaling {
@@ -162,8 +162,7 @@ mod tests {
                 feature_map: FeatureMap {
                     name: WalrMap::Auto,
                     centre: vec![0.5, 0.5],
-                    scale: vec![-2.0, -1.0],
-                    radius: Some(1.0),
+                    radius: Some(0.6),
                     intercept_weight: 0.25,
                 },
             }),
@@ -171,17 +170,13 @@ mod tests {
         };
         let data = "b,extra,y,a\n0,x,1,1\n1,x,0,0\n0,x,0,0.1\n1,x,1,0.9\n";
         let evaluation = evaluate(&mapped, data.as_bytes(), "y").unwrap();
-        // Logits 2·v₁ − v₂ − 0.5, the first and last rows shrunk: the
-        // positives now score lowest (the raw weights would rank them
-        // first, as above).
-        let logits = [
-            -2.5 / 1.25f64.sqrt() - 0.5,
-            0.0,
-            -1.2,
-            -1.3 / 1.06f64.sqrt() - 0.5,
-        ];
-        assert_eq!(evaluation.auc, Some(0.0));
-        assert_eq!(evaluation.accuracy, 0.25);
+        // Logits 2·v₁ − v₂ − 0.5, the first and last rows shrunk: the last
+        // positive now scores below the second negative (the raw weights
+        // rank both positives first, as above).
+        let (first, last) = (0.6 / 0.5f64.sqrt(), 0.6 / 0.4525f64.sqrt());
+        let logits = [1.5 * first - 0.5, -1.0, 0.1, 0.4 * last - 0.5];
+        assert_eq!(evaluation.auc, Some(0.75));
+        assert_eq!(evaluation.accuracy, 0.5);
         let p = logits.map(dpgate_learn::sigmoid);
         let want = -(p[0].ln() + (1.0 - p[1]).ln() + (1.0 - p[2]).ln() + p[3].ln()) / 4.0;
         assert!(

@@ -52,7 +52,6 @@ mod tests {
         let map = FeatureMap {
             name: WalrMap::Auto,
             centre: vec![0.5, 0.25],
-            scale: vec![2.0, 1.0],
             radius: Some(0.5),
             intercept_weight: 0.125,
         };
@@ -63,7 +62,7 @@ mod tests {
             map.apply(row.as_slice().unwrap(), &mut v);
             assert_eq!(mapped.to_vec(), v);
         }
-        assert_eq!(mapped.row(1).to_vec(), [0.5, 0.0]);
+        assert_eq!(mapped.row(1).to_vec(), [0.25, 0.0]);
         // A column-major matrix is mapped by rows all the same.
         let mut column_major = Array2::zeros((3, 2).f());
         column_major.assign(&scaled);

@@ -168,7 +168,7 @@ mod tests {
     }
 
     /// Bounds [−2, 3] and [10, 20], and a constant third column; a map
-    /// that centres, scales and shrinks onto radius 0.6.
+    /// that centres and shrinks onto radius 0.6.
     fn map() -> ModelMap {
         ModelMap {
             scaling: Scaling {
@@ -178,7 +178,6 @@ mod tests {
             feature_map: FeatureMap {
                 name: WalrMap::Auto,
                 centre: vec![0.4, 0.5, 0.1],
-                scale: vec![1.25, 0.8, 3.0],
                 radius: Some(0.6),
                 intercept_weight: 0.15,
             },
@@ -203,11 +202,7 @@ mod tests {
                 ((raw[1] - 10.0) / 10.0).clamp(0.0, 1.0),
                 0.0,
             ];
-            let mut v = [
-                1.25 * (scaled[0] - 0.4),
-                0.8 * (scaled[1] - 0.5),
-                3.0 * (scaled[2] - 0.1),
-            ];
+            let mut v = [scaled[0] - 0.4, scaled[1] - 0.5, scaled[2] - 0.1];
             let norm = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
             if norm > 0.6 {
                 v = v.map(|v| v * (0.6 / norm));
@@ -218,11 +213,8 @@ mod tests {
         for raw in [[0.0, 15.0, 5.0], [3.0, 10.0, 5.0], [-7.0, 31.0, 2.0]] {
             assert_eq!(loaded.predict(&raw), by_hand(raw), "{raw:?}");
         }
-        // The first row: v = (0, 0, −0.3), inside the ball.
-        assert_eq!(
-            map().apply(&[0.0, 15.0, 5.0]),
-            [0.0, 0.0, -0.30000000000000004]
-        );
+        // The first row: v = (0, 0, −0.1), inside the ball.
+        assert_eq!(map().apply(&[0.0, 15.0, 5.0]), [0.0, 0.0, -0.1]);
         // Without the map the same weights mean something else.
         assert_ne!(
             model(None).predict(&[3.0, 10.0, 5.0]),
@@ -260,14 +252,13 @@ mod tests {
         short_bounds.scaling.max.pop();
         let mut short_map = map();
         short_map.feature_map.centre.pop();
-        short_map.feature_map.scale.pop();
         let mut weightless = map();
         weightless.feature_map.intercept_weight = 0.0;
         for (map, reason) in [
             (short_bounds, "3 lower and 2 upper bounds for 3 features"),
             (
                 short_map,
-                "the feature map: the map has 2 centres and 2 scales for 3 features",
+                "the feature map: the map has 2 centres for 3 features",
             ),
             (
                 weightless,

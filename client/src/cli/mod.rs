@@ -671,10 +671,9 @@ async fn release(
             if let Some(map) = &result.map {
                 writeln!(
                     out,
-                    "map {}: centre {:?}, scale {:?}, radius {}, intercept weight {}",
+                    "map {}: centre {:?}, radius {}, intercept weight {}",
                     serde_json::to_value(map.name)?.as_str().unwrap_or_default(),
                     map.centre,
-                    map.scale,
                     map.radius
                         .map_or_else(|| "none".to_owned(), |r| r.to_string()),
                     map.intercept_weight
