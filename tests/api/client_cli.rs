@@ -977,7 +977,9 @@ async fn train_lasso_over_three_holders_sits_between_one_holder_and_the_pooled_d
         std::fs::write(&file, format!("{token}\n")).unwrap();
         file
     });
-    let runs = 4;
+    // Eight runs a setting: with four, one run of the test saw the one-
+    // holder/distributed ratio at 1.42, under its bound of 1.5.
+    let runs = 8;
     let mut errors = Vec::new();
     for (datasets, distributed) in [
         (vec![pooled], false),

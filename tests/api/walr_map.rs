@@ -89,7 +89,8 @@ async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_pr
             let (id, analyst) = loaded(&app, unit, ads_rows(0, ROWS)).await;
             let rows = scaled_rows(0, ROWS);
             for asked in [WalrMap::Centre, WalrMap::Auto] {
-                let request = walr(Some(1.0), asked, None);
+                // ε = 0.25: noise enough for `auto` to shrink.
+                let request = walr(Some(0.25), asked, None);
                 let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
                 let before = analyst.dataset(id).await.unwrap().spent.epsilon;
                 let release = analyst
@@ -131,9 +132,9 @@ async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_pr
                 // The dry run priced exactly this, and the ledger took it.
                 assert_eq!(
                     (priced.sensitivity, priced.sigma, priced.epsilon),
-                    (release.sensitivity, release.sigma, 1.0)
+                    (release.sensitivity, release.sigma, 0.25)
                 );
-                assert!((release.spent.epsilon - before - 1.0).abs() < 1e-9);
+                assert!((release.spent.epsilon - before - 0.25).abs() < 1e-9);
                 // The server applied this very map: the noisy vector lies
                 // within 6σ of Σ yᵢ·φ(xᵢ)/N computed here from it.
                 let mut exact = [0.0; 3];
@@ -173,6 +174,19 @@ async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_pr
                 centred.sigma < plain.sigma,
                 "{unit}: centring must not add noise"
             );
+            // Where the noise is slight, `auto` drops the shrink: it is
+            // `centre` then.
+            let slight = analyst
+                .release(
+                    id,
+                    &walr(Some(50.0), WalrMap::Auto, None),
+                    &ReleaseOptions::default(),
+                )
+                .await
+                .unwrap()
+                .release;
+            let map = walr_result(&slight).map.clone().unwrap();
+            assert_eq!((map.radius, map.intercept_weight), (None, 1.0), "{unit}");
         }
         app.finish().await;
     }
@@ -203,13 +217,13 @@ async fn auto_is_blind_to_labels_and_under_row_to_the_rows() {
             ("label", relabelled.clone()),
             ("label", ads_rows(5, ROWS + 11)),
             ("row", ads_rows(0, ROWS)),
-            ("row", ads_rows(5, ROWS + 11)),
+            ("row", ads_rows(7, ROWS)),
         ] {
             let (id, analyst) = loaded(&app, unit, csv).await;
             let release = analyst
                 .release(
                     id,
-                    &walr(Some(1.0), WalrMap::Auto, None),
+                    &walr(Some(0.25), WalrMap::Auto, None),
                     &ReleaseOptions::default(),
                 )
                 .await
@@ -223,9 +237,11 @@ async fn auto_is_blind_to_labels_and_under_row_to_the_rows() {
             serde_json::to_string(&maps[0].1).unwrap(),
             serde_json::to_string(&maps[1].1).unwrap()
         );
-        // Other rows: another map under `label`, the same under `row`.
+        // Other rows: another map under `label`, the same under `row`
+        // (as many rows: N is public, and the map may depend on it).
         assert_ne!(maps[0].1, maps[2].1);
         assert_eq!(maps[3].1, maps[4].1);
+        assert!(maps.iter().all(|(_, map)| map.radius.is_some()));
         app.finish().await;
     }
 }

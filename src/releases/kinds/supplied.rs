@@ -343,7 +343,9 @@ pub fn plan(
         Some(&rows.moments()),
     )
     .map_err(ReleaseError::Invalid)?;
-    let sensitivity = rows.sensitivity(&map, params.intercept);
+    let sensitivity_of = |map: &FeatureMap| rows.sensitivity(map, params.intercept);
+    let map = walr::settled(map, params, knobs, sensitivity_of)?;
+    let sensitivity = sensitivity_of(&map);
     let calibrated = walr::mechanism(&map, sensitivity, params, knobs)?;
     Ok(Box::new(SuppliedWalr {
         price: calibrated.price(sensitivity, rows.rows() as u64),

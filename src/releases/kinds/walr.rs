@@ -57,15 +57,19 @@ pub fn plan(
         dataset.n_rows as f64,
         k,
     );
+    let sensitivity_of = |map: &FeatureMap| {
+        walr_map::sensitivity(
+            map,
+            dataset.privacy_unit,
+            stats.max_norm_squared,
+            dataset.n_rows,
+            params.intercept,
+        )
+    };
     let map = walr_map::choose(params.map, dataset.privacy_unit, k, moments.as_ref())
         .map_err(ReleaseError::Invalid)?;
-    let sensitivity = walr_map::sensitivity(
-        &map,
-        dataset.privacy_unit,
-        stats.max_norm_squared,
-        dataset.n_rows,
-        params.intercept,
-    );
+    let map = settled(map, params, knobs, sensitivity_of)?;
+    let sensitivity = sensitivity_of(&map);
     let calibrated = mechanism(&map, sensitivity, params, knobs)?;
     Ok(Box::new(Walr {
         price: calibrated.price(sensitivity, dataset.n_rows),
@@ -73,6 +77,26 @@ pub fn plan(
         intercept: params.intercept,
         map,
     }))
+}
+
+/// `map`, with `auto`'s shrink kept only if the release's noise (its
+/// target, or its σ on the shrunk map) makes it pay.
+pub fn settled(
+    map: FeatureMap,
+    params: &api::WalrParams,
+    knobs: &Knobs,
+    sensitivity_of: impl Fn(&FeatureMap) -> f64,
+) -> Result<FeatureMap, ReleaseError> {
+    if map.radius.is_none() {
+        return Ok(map);
+    }
+    let sigma = match params.target_sigma {
+        Some(target) => target,
+        None => mechanism(&map, sensitivity_of(&map), params, knobs)?
+            .mechanism
+            .noise_std(),
+    };
+    Ok(walr_map::settle(map, sigma))
 }
 
 /// The Gaussian mechanism of a WALR release on `map`, at the asked ε or

@@ -53,6 +53,10 @@ impl Moments {
 pub const RADIUS_OF_RMS: f64 = 1.0;
 /// The intercept's coordinate a of `auto`, as a multiple of the radius.
 pub const INTERCEPT_OF_RADIUS: f64 = 0.25;
+/// `auto` keeps its shrink only when the release's noise per coordinate,
+/// σ·√k, is at least this share of the radius: below it the noise costs
+/// less accuracy than the shrink's bias (docs/walr-map.md).
+pub const SHRINK_FROM: f64 = 0.003;
 
 /// The map a request gets. `moments` are the public features' moments
 /// (unit `label` only; ignored under `row`).
@@ -96,6 +100,20 @@ pub fn choose(
         }
     }
     Ok(map)
+}
+
+/// `map` as `auto` releases it at noise std `sigma` (what the shrunk map
+/// costs): unshrunk, with a = 1 as `centre`, where the noise is too small
+/// for the shrink to pay ([`SHRINK_FROM`]).
+pub fn settle(map: FeatureMap, sigma: f64) -> FeatureMap {
+    match map.radius {
+        Some(radius) if sigma * (map.k() as f64).sqrt() < SHRINK_FROM * radius => FeatureMap {
+            radius: None,
+            intercept_weight: 1.0,
+            ..map
+        },
+        _ => map,
+    }
 }
 
 /// Shrinks onto [`RADIUS_OF_RMS`]·rms with a = [`INTERCEPT_OF_RADIUS`]·R;

@@ -194,3 +194,21 @@ fn sensitivities_follow_the_unit_and_the_map() {
     assert_eq!(range(&shrunk, true), 0.5);
     assert_eq!(range(&identity, true), 1.0);
 }
+
+#[test]
+fn auto_keeps_its_shrink_only_where_the_noise_is_material() {
+    let moments = Moments {
+        mean: vec![0.5; 4],
+        variance: vec![0.25; 4],
+    };
+    let auto = choose(WalrMap::Auto, PrivacyUnit::Label, 4, Some(&moments)).unwrap();
+    // R = 1, √k = 2: the boundary is σ = SHRINK_FROM / 2.
+    assert_eq!(auto.radius, Some(1.0));
+    let boundary = SHRINK_FROM / 2.0;
+    assert_eq!(settle(auto.clone(), boundary), auto);
+    let unshrunk = settle(auto.clone(), boundary * 0.999);
+    assert_eq!((unshrunk.radius, unshrunk.intercept_weight), (None, 1.0));
+    assert_eq!(unshrunk.centre, auto.centre);
+    let centre = choose(WalrMap::Centre, PrivacyUnit::Label, 4, Some(&moments)).unwrap();
+    assert_eq!(settle(centre.clone(), 0.0), centre);
+}
