@@ -37,20 +37,23 @@ fn sigma(setup: &Setup, map: &FeatureMap, unit: PrivacyUnit) -> f64 {
     let n = setup.y.len() as u64;
     let sensitivity = walr_map::sensitivity(map, unit, setup.stats.max_norm_squared, n, true);
     Mechanism::gaussian(
-        Epsilon::new(setup.epsilon).unwrap(),
-        Delta::new(setup.delta).unwrap(),
+        Epsilon::new(setup.epsilon).expect("an ε"),
+        Delta::new(setup.delta).expect("a δ"),
         sensitivity,
         K + 1,
         walr_map::range(map, true),
     )
-    .unwrap()
+    .expect("a mechanism")
     .noise_std()
 }
 
 fn mapped(x: &Array2<f64>, map: &FeatureMap) -> Array2<f64> {
     let mut v = Array2::zeros(x.dim());
     for (row, mut out) in x.rows().into_iter().zip(v.rows_mut()) {
-        map.apply(row.as_slice().unwrap(), out.as_slice_mut().unwrap());
+        map.apply(
+            row.as_slice().expect("a row"),
+            out.as_slice_mut().expect("a row"),
+        );
     }
     v
 }
@@ -74,7 +77,7 @@ fn mean_auc(
     let sigma = sigma(setup, map, unit);
     let (v, test_v) = (mapped(&setup.x, map), mapped(&setup.test_x, map));
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
-    let normal = Normal::new(0.0, sigma).unwrap();
+    let normal = Normal::new(0.0, sigma).expect("a σ");
     let mut aucs = Vec::new();
     for draw in 0..draws {
         let noisy: Vec<f64> = exact.iter().map(|e| e + normal.sample(&mut rng)).collect();
@@ -87,16 +90,16 @@ fn mean_auc(
             seed: draw as u64,
             ..TrainerConfig::default()
         };
-        let trained = train(v.view(), &release, &config, |_| {}).unwrap();
+        let trained = train(v.view(), &release, &config, |_| {}).expect("trained");
         let scores: Vec<f64> = test_v
             .rows()
             .into_iter()
             .map(|row| {
                 let logit: f64 = row.iter().zip(&trained.weights).map(|(v, w)| v * w).sum();
-                sigmoid(logit + trained.intercept.unwrap())
+                sigmoid(logit + trained.intercept.expect("an intercept"))
             })
             .collect();
-        aucs.push(auc(&scores, &setup.test_y).unwrap());
+        aucs.push(auc(&scores, &setup.test_y).expect("both classes"));
     }
     let mean = aucs.iter().sum::<f64>() / draws as f64;
     let var = aucs.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / (draws - 1).max(1) as f64;
@@ -105,10 +108,10 @@ fn mean_auc(
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let n: usize = args.get(1).map_or(10_000, |v| v.parse().unwrap());
-    let epsilon: f64 = args.get(2).map_or(0.1, |v| v.parse().unwrap());
-    let draws: usize = args.get(3).map_or(24, |v| v.parse().unwrap());
-    let l2: f64 = args.get(4).map_or(0.0, |v| v.parse().unwrap());
+    let n: usize = args.get(1).map_or(10_000, |v| v.parse().expect("N"));
+    let epsilon: f64 = args.get(2).map_or(0.1, |v| v.parse().expect("ε"));
+    let draws: usize = args.get(3).map_or(24, |v| v.parse().expect("draws"));
+    let l2: f64 = args.get(4).map_or(0.0, |v| v.parse().expect("l2"));
     let data = logistic_data(n, K, 15);
     let test = logistic_data(100_000, K, 16);
     let mut stats = WalrStats::empty(K);
@@ -131,17 +134,17 @@ fn main() {
         n as f64,
         K,
     )
-    .unwrap();
+    .expect("moments");
     println!(
         "N = {n}, k = {K}, ε = {epsilon}, δ = N^-1.1, {draws} draws: mean test AUC ± s.e. (σ)"
     );
     for unit in [PrivacyUnit::Label, PrivacyUnit::Row] {
         for asked in [WalrMap::None, WalrMap::Centre, WalrMap::Auto] {
-            let map = walr_map::choose(asked, unit, K, Some(&moments)).unwrap();
+            let map = walr_map::choose(asked, unit, K, Some(&moments)).expect("a map");
             let (auc, se, sigma) = mean_auc(&setup, &map, unit, l2, draws);
             println!("{unit:?} {asked:?}: {auc:.4} ± {se:.4} (σ = {sigma:.3e})");
         }
-        let centred = walr_map::choose(WalrMap::Centre, unit, K, Some(&moments)).unwrap();
+        let centred = walr_map::choose(WalrMap::Centre, unit, K, Some(&moments)).expect("a map");
         let rms = match unit {
             PrivacyUnit::Label => moments.variance.iter().sum::<f64>().sqrt(),
             PrivacyUnit::Row => (K as f64 / 12.0).sqrt(),
