@@ -32,6 +32,15 @@ fn dry() -> ReleaseOptions {
     }
 }
 
+/// A release made (not a dry run), that must be granted.
+async fn granted(client: &Client, id: Uuid, request: &ReleaseRequest) -> Release {
+    client
+        .release(id, request, &ReleaseOptions::default())
+        .await
+        .expect("granted")
+        .release
+}
+
 /// The rows of [`ads_rows`] scaled as stored: f0 ∈ [0, 1] as is, f1 from
 /// [−5, 5]; and their labels.
 fn scaled_rows(from: usize, count: usize) -> Vec<([f64; 2], u8)> {
@@ -93,11 +102,7 @@ async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_pr
                 let request = walr(Some(0.25), asked, None);
                 let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
                 let before = analyst.dataset(id).await.unwrap().spent.epsilon;
-                let release = analyst
-                    .release(id, &request, &ReleaseOptions::default())
-                    .await
-                    .unwrap()
-                    .release;
+                let release = granted(&analyst, id, &request).await;
                 let result = walr_result(&release);
                 let map = result.map.clone().expect("the map, returned");
                 assert_eq!(map.name, asked);
@@ -176,15 +181,7 @@ async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_pr
             );
             // Where the noise is slight, `auto` drops the shrink: it is
             // `centre` then.
-            let slight = analyst
-                .release(
-                    id,
-                    &walr(Some(50.0), WalrMap::Auto, None),
-                    &ReleaseOptions::default(),
-                )
-                .await
-                .unwrap()
-                .release;
+            let slight = granted(&analyst, id, &walr(Some(50.0), WalrMap::Auto, None)).await;
             let map = walr_result(&slight).map.clone().unwrap();
             assert_eq!((map.radius, map.intercept_weight), (None, 1.0), "{unit}");
         }
@@ -220,15 +217,7 @@ async fn auto_is_blind_to_labels_and_under_row_to_the_rows() {
             ("row", ads_rows(7, ROWS)),
         ] {
             let (id, analyst) = loaded(&app, unit, csv).await;
-            let release = analyst
-                .release(
-                    id,
-                    &walr(Some(0.25), WalrMap::Auto, None),
-                    &ReleaseOptions::default(),
-                )
-                .await
-                .unwrap()
-                .release;
+            let release = granted(&analyst, id, &walr(Some(0.25), WalrMap::Auto, None)).await;
             maps.push((unit.to_owned(), map_of(release)));
         }
         // Labels flipped: bit-identical, down to the JSON.
@@ -272,11 +261,7 @@ async fn supplied_vectors_get_a_map_fitted_to_them() {
                 ..WalrParams::default()
             }),
         };
-        let release = analyst
-            .release(id, &request, &ReleaseOptions::default())
-            .await
-            .unwrap()
-            .release;
+        let release = granted(&analyst, id, &request).await;
         let map = walr_result(&release).map.clone().unwrap();
         assert_eq!(map.centre, vec![0.5, 0.5]);
         // Variances 0.125 and 0.25: R = √0.375, every vector's norm.
@@ -304,11 +289,7 @@ async fn a_target_noise_buys_the_least_epsilon_that_meets_it() {
         let request = walr(None, WalrMap::Auto, Some(target));
         let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
         let before = analyst.dataset(id).await.unwrap().spent.epsilon;
-        let release = analyst
-            .release(id, &request, &ReleaseOptions::default())
-            .await
-            .unwrap()
-            .release;
+        let release = granted(&analyst, id, &request).await;
         assert!(release.sigma <= target, "σ {} > {target}", release.sigma);
         assert_eq!(priced.epsilon, release.epsilon, "the dry run shows the ε");
         assert!((release.spent.epsilon - before - release.epsilon).abs() < 1e-9);
@@ -331,11 +312,7 @@ async fn a_target_noise_buys_the_least_epsilon_that_meets_it() {
                 target_std,
             }),
         };
-        let aggregate = analyst
-            .release(id, &count(None, Some(5.0)), &ReleaseOptions::default())
-            .await
-            .unwrap()
-            .release;
+        let aggregate = granted(&analyst, id, &count(None, Some(5.0))).await;
         assert!(aggregate.sigma <= 5.0 && aggregate.epsilon > 0.0);
         let cheaper = analyst
             .release(id, &count(Some(aggregate.epsilon - 1e-9), None), &dry())
