@@ -12,7 +12,8 @@ use dpgate::dataset::WalrStats;
 use dpgate::dp::{Delta, Epsilon, Mechanism};
 use dpgate::releases::kinds::walr_map::{self, MappedSums, Moments};
 use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
-use dpgate_client::trainer::{NoisyDot, TrainerConfig, train};
+use dpgate_client::mapped::{map_rows, noisy_dot};
+use dpgate_client::trainer::{TrainerConfig, train};
 use dpgate_learn::synthetic::logistic_data;
 use dpgate_learn::{auc, sigmoid};
 use ndarray::Array2;
@@ -47,17 +48,6 @@ fn sigma(setup: &Setup, map: &FeatureMap, unit: PrivacyUnit) -> f64 {
     .noise_std()
 }
 
-fn mapped(x: &Array2<f64>, map: &FeatureMap) -> Array2<f64> {
-    let mut v = Array2::zeros(x.dim());
-    for (row, mut out) in x.rows().into_iter().zip(v.rows_mut()) {
-        map.apply(
-            row.as_slice().expect("a row"),
-            out.as_slice_mut().expect("a row"),
-        );
-    }
-    v
-}
-
 /// Mean test AUC (and its standard error) over `draws` noise draws.
 fn mean_auc(
     setup: &Setup,
@@ -75,16 +65,16 @@ fn mean_auc(
     pass.add_rows(stored.iter().map(|(y, x)| (*y, x.as_slice())));
     let exact = pass.mean(n, true);
     let sigma = sigma(setup, map, unit);
-    let (v, test_v) = (mapped(&setup.x, map), mapped(&setup.test_x, map));
+    let (v, test_v) = (
+        map_rows(map, setup.x.clone()),
+        map_rows(map, setup.test_x.clone()),
+    );
     let mut rng = ChaCha8Rng::seed_from_u64(2026);
     let normal = Normal::new(0.0, sigma).expect("a σ");
     let mut aucs = Vec::new();
     for draw in 0..draws {
         let noisy: Vec<f64> = exact.iter().map(|e| e + normal.sample(&mut rng)).collect();
-        let release = NoisyDot {
-            dot: noisy[..K].to_vec(),
-            intercept: Some(noisy[K] / map.intercept_weight),
-        };
+        let release = noisy_dot(map, &noisy[..K], Some(noisy[K]));
         let config = TrainerConfig {
             l2,
             seed: draw as u64,
