@@ -45,6 +45,7 @@
 
 use rand::Rng;
 
+use super::fixed::Fixed;
 use super::gaussian::{analytic_sigma, check_sensitivity};
 use super::sample::{MAX_GAUSSIAN_SIGMA, discrete_gaussian, discrete_laplace, norm_gamma_lattice};
 use super::{Delta, DpError, Epsilon, PrivacyLoss};
@@ -138,6 +139,46 @@ impl Lattice {
                     return Err(DpError::ValueOutOfRange(index));
                 }
                 Ok(point as i128)
+            })
+            .collect()
+    }
+
+    /// The nearest lattice index of every exact value, in integer
+    /// arithmetic: the exact sums never pass through a float.
+    pub(super) fn snap_fixed(self, values: &Fixed) -> Result<Vec<i128>, DpError> {
+        let shift = values.exponent - self.exponent;
+        values
+            .units
+            .iter()
+            .enumerate()
+            .map(|(index, &units)| {
+                let out_of_range = DpError::ValueOutOfRange(index);
+                if units.unsigned_abs() >= 1 << 126 {
+                    return Err(out_of_range);
+                }
+                let point = if units == 0 {
+                    0
+                } else if shift >= 0 {
+                    // Any point at 2^62 or beyond is refused.
+                    if shift >= 62 || units.unsigned_abs() >= (1 << (62 - shift)) {
+                        return Err(out_of_range);
+                    }
+                    units << shift
+                } else if shift <= -127 {
+                    // |units|·2^shift < 2^−1: nearest to 0.
+                    0
+                } else {
+                    // Round half up: floor((units + 2^(s−1)) / 2^s), without
+                    // the sum that could overflow.
+                    let bits = -shift;
+                    let floor = units >> bits;
+                    let rest = units - (floor << bits);
+                    floor + i128::from(rest >= 1 << (bits - 1))
+                };
+                if point.unsigned_abs() >= 1 << 62 {
+                    return Err(out_of_range);
+                }
+                Ok(point)
             })
             .collect()
     }
@@ -432,17 +473,34 @@ impl Mechanism {
         })
     }
 
+    /// Releases exact `values` (sums on a [`super::fixed::Grid`], say) with
+    /// this mechanism's noise: they are snapped to the lattice in integer
+    /// arithmetic, so rounding moves each by at most half a lattice step,
+    /// as [`Mechanism::release`]'s analysis assumes, however large they are.
+    pub fn release_fixed<R: Rng + ?Sized>(
+        &self,
+        values: &Fixed,
+        rng: &mut R,
+    ) -> Result<Vec<f64>, DpError> {
+        self.check_dims(&values.units)?;
+        let points = self.lattice.snap_fixed(values)?;
+        Ok(self.noised(&points, &self.draw(rng)))
+    }
+
     /// `values` snapped to the lattice with `drawn` added: the release, for
     /// noise this mechanism drew.
     pub fn add(&self, values: &[f64], drawn: &Drawn) -> Result<Vec<f64>, DpError> {
         self.check_dims(values)?;
         self.check_dims(&drawn.0)?;
-        let points = self.lattice.snap(values)?;
-        Ok(points
+        Ok(self.noised(&self.lattice.snap(values)?, drawn))
+    }
+
+    fn noised(&self, points: &[i128], drawn: &Drawn) -> Vec<f64> {
+        points
             .iter()
             .zip(&drawn.0)
             .map(|(&point, &noise)| self.lattice.emit(point.saturating_add(noise)))
-            .collect())
+            .collect()
     }
 
     fn check_dims<T>(&self, values: &[T]) -> Result<(), DpError> {

@@ -363,3 +363,143 @@ fn pricing_t_steps_as_one_gaussian_on_root_t_delta_would_undercount_the_rounding
     let (_, rounded, sigma) = composed_steps(&per_step);
     assert!(gaussian_delta(root * rounded / sigma, e) <= d);
 }
+
+/// A lattice of spacing 2^exponent, for testing its snaps.
+fn lattice(exponent: i32) -> Lattice {
+    Lattice { exponent }
+}
+
+#[test]
+fn exact_values_snap_as_their_floats_do_where_a_float_holds_them() {
+    for exponent in [-50, -40, -30, -3, 0, 5] {
+        let grid = lattice(exponent);
+        let units: Vec<i128> = vec![0, 1, -1, 3, -3, 1 << 20, -(1 << 20), 123_456_789, -7];
+        let values = Fixed {
+            units: units.clone(),
+            exponent: -40,
+        };
+        let floats: Vec<f64> = units.iter().map(|&u| u as f64 * 2f64.powi(-40)).collect();
+        let exact = grid.snap_fixed(&values).unwrap();
+        let rounded = grid.snap(&floats).unwrap();
+        for ((&e, &r), &f) in exact.iter().zip(&rounded).zip(&floats) {
+            // Both are a nearest point; they differ only on exact ties,
+            // which the float path rounds away from zero and the exact one
+            // up.
+            let tie = (f / grid.spacing()).fract().abs() == 0.5;
+            assert!(
+                e == r || (tie && e == r + 1),
+                "{exponent}: {f} → {e} vs {r}"
+            );
+        }
+    }
+}
+
+#[test]
+fn exact_values_too_large_for_a_float_snap_to_their_nearest_point() {
+    // 2^100 + 3.5·2^40 units of 2^−40 is 2^60 + 3.5: on a lattice of
+    // spacing 2^20 that is 2^40 + 3.5·2^−20 steps, nearest to 2^40 (a
+    // float of 2^60 + 3.5 would already have lost the 3.5).
+    let grid = lattice(20);
+    let units = (1i128 << 100) + (3 << 40) + (1 << 39);
+    let snapped = grid
+        .snap_fixed(&Fixed {
+            units: vec![units, -units, units + (1 << 59)],
+            exponent: -40,
+        })
+        .unwrap();
+    // −units is −2^40 − 3·2^−20 − 2^−21 steps: nearest is −2^40.
+    assert_eq!(snapped, vec![1 << 40, -(1 << 40), (1 << 40) + 1]);
+    // A sum whose float loses its last unit still snaps by its units:
+    // the float of 2^60 + 1 is 2^60.
+    let fine = lattice(-40);
+    let odd = (1i128 << 60) + 1;
+    assert_eq!(
+        fine.snap_fixed(&Fixed {
+            units: vec![odd],
+            exponent: -40
+        }),
+        Ok(vec![odd])
+    );
+    assert_eq!(fine.snap(&[odd as f64 * 2f64.powi(-40)]), Ok(vec![1 << 60]));
+}
+
+#[test]
+fn exact_values_beyond_the_lattice_are_refused() {
+    let values = |units: i128, exponent| Fixed {
+        units: vec![0, units],
+        exponent,
+    };
+    let grid = lattice(0);
+    assert_eq!(
+        grid.snap_fixed(&values(1 << 62, 0)),
+        Err(DpError::ValueOutOfRange(1))
+    );
+    assert_eq!(
+        grid.snap_fixed(&values((1 << 62) - 1, 0)).unwrap()[1],
+        (1 << 62) - 1
+    );
+    assert_eq!(
+        grid.snap_fixed(&values(1, 62)),
+        Err(DpError::ValueOutOfRange(1))
+    );
+    assert_eq!(
+        grid.snap_fixed(&values(i128::MIN, -200)),
+        Err(DpError::ValueOutOfRange(1))
+    );
+    // Far below the spacing: every value is nearest to 0.
+    assert_eq!(
+        grid.snap_fixed(&values((1 << 125) - 1, -200)),
+        Ok(vec![0, 0])
+    );
+}
+
+proptest! {
+    /// Two exact values at most Δ apart snap to points at most Δ/γ + 1
+    /// apart: the rounding the lattice's inflated sensitivity pays for.
+    #[test]
+    fn neighbouring_exact_values_snap_within_the_inflated_sensitivity(
+        base in -(1i128 << 100)..(1i128 << 100),
+        gap in 0i128..(1i128 << 90),
+        exponent in -40i32..=60,
+    ) {
+        // Spacings of 2^−40 (the grid's own unit) to 2^60, each value
+        // within its lattice's indices.
+        let base = base >> (-exponent).max(0);
+        let gap = gap >> (-exponent).max(0);
+        let grid = lattice(exponent);
+        let points = grid
+            .snap_fixed(&Fixed { units: vec![base, base + gap], exponent: -40 })
+            .unwrap();
+        let steps = gap as f64 * 2f64.powi(-40 - exponent);
+        prop_assert!(points[0] <= points[1]);
+        prop_assert!(((points[1] - points[0]) as f64) <= steps + 1.0);
+    }
+}
+
+#[test]
+fn a_release_of_exact_values_is_noised_like_one_of_floats() {
+    let mechanism = Mechanism::gaussian(epsilon(1.0), delta(1e-6), 1.0, 2, 1e6).unwrap();
+    let values = Fixed {
+        units: vec![3 << 40, -(5 << 40)],
+        exponent: -40,
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut twin = ChaCha8Rng::seed_from_u64(5);
+    assert_eq!(
+        mechanism.release_fixed(&values, &mut rng).unwrap(),
+        mechanism.release(&[3.0, -5.0], &mut twin).unwrap()
+    );
+    assert_eq!(
+        mechanism.release_fixed(
+            &Fixed {
+                units: vec![1],
+                exponent: 0
+            },
+            &mut rng
+        ),
+        Err(DpError::DimensionMismatch {
+            expected: 2,
+            actual: 1
+        })
+    );
+}

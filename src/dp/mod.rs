@@ -7,6 +7,7 @@
 mod accountant;
 pub mod erm;
 mod error;
+pub mod fixed;
 mod gaussian;
 mod mechanism;
 mod rdp;
