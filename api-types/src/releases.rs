@@ -265,8 +265,13 @@ pub struct AggregateParams {
     pub group_by: Vec<String>,
     #[serde(default)]
     pub mechanism: AggregateMechanism,
-    /// Accuracy first: the largest noise std to accept on each released
-    /// value, in place of `epsilon` (as `target_sigma` of `walr`).
+    /// Accuracy first: the largest noise std to accept on every released
+    /// count, sum and mean (in their own units), in place of `epsilon` (as
+    /// `target_sigma` of `walr`). A mean's std is bounded over every group
+    /// it could have: its sum's over the public N without `group_by`, and
+    /// with it, its sum's (a group of one row), or under unit `row` with
+    /// the noised count, √(std(sum)² + M²·std(count)²) with M the column's
+    /// largest |bound|.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(exclusive_minimum = 0.0)]
     pub target_std: Option<f64>,
@@ -795,7 +800,10 @@ pub struct Release {
     pub delta: f64,
     /// The release's L2 sensitivity as the privacy unit defines it.
     pub sensitivity: f64,
-    /// Standard deviation of the noise on each released number.
+    /// Standard deviation of the noise on each released number; for an
+    /// `aggregate`, the largest std any of its released numbers can have
+    /// (each group's own is in its `std`), which is what `target_std`
+    /// bounds.
     pub sigma: f64,
     /// Rows in the dataset when the release was computed.
     pub n: u64,

@@ -9,6 +9,7 @@ use dpgate_api_types as api;
 
 use super::{Failure, ReleaseError, pacing};
 use crate::dataset::DatasetRecord;
+use crate::dp::fixed::Fixed;
 use crate::dp::{self, Charge, Delta, DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss};
 use crate::snapshots::{Columns, Shape, Snapshots};
 use crate::store::BlockStream;
@@ -90,24 +91,28 @@ impl Knobs {
     }
 
     /// The Gaussian mechanism for a query of `sensitivity`: at the asked
-    /// ε, or at the smallest ε whose noise std is at most `target`.
+    /// ε, or at the smallest ε whose released std is at most `target`
+    /// (see [`Knobs::calibrated`]).
     pub fn gaussian(
         &self,
         target: Option<f64>,
+        spread: f64,
         sensitivity: f64,
         dims: usize,
         range: f64,
     ) -> Result<Calibrated, ReleaseError> {
-        self.calibrated(target, |epsilon| {
+        self.calibrated(target, spread, |epsilon| {
             Mechanism::gaussian(epsilon, self.delta, sensitivity, dims, range)
         })
     }
 
     /// `mechanism` at the asked ε, or at the smallest ε (in ledger units)
-    /// at which its noise std is at most `target`.
+    /// at which the largest released std, `spread` times the mechanism's
+    /// noise std per coordinate, is at most `target`.
     pub fn calibrated(
         &self,
         target: Option<f64>,
+        spread: f64,
         mechanism: impl Fn(Epsilon) -> Result<Mechanism, DpError>,
     ) -> Result<Calibrated, ReleaseError> {
         let invalid = |error: DpError| ReleaseError::Invalid(error.to_string());
@@ -115,7 +120,7 @@ impl Knobs {
             None => None,
             Some(target) => Some(
                 dp::smallest_epsilon(target, |epsilon| {
-                    mechanism(epsilon).map(|mechanism| mechanism.noise_std())
+                    mechanism(epsilon).map(|mechanism| mechanism.noise_std() * spread)
                 })
                 .map_err(invalid)?,
             ),
@@ -123,6 +128,7 @@ impl Knobs {
         Ok(Calibrated {
             mechanism: mechanism(chosen.unwrap_or(self.epsilon)).map_err(invalid)?,
             chosen,
+            spread,
         })
     }
 
@@ -141,14 +147,19 @@ impl Knobs {
 pub struct Calibrated {
     pub mechanism: Mechanism,
     pub chosen: Option<Epsilon>,
+    /// The largest released std per unit of the mechanism's noise std.
+    spread: f64,
 }
 
 impl Calibrated {
-    /// Its price on a query of `sensitivity` over `n` rows.
+    /// Its price on a query of `sensitivity` over `n` rows; its `sigma` is
+    /// the largest std of a released number.
     pub fn price(&self, sensitivity: f64, n: u64) -> Price {
+        let price = Price::of(&self.mechanism, sensitivity, n);
         Price {
             epsilon: self.chosen,
-            ..Price::of(&self.mechanism, sensitivity, n)
+            sigma: price.sigma * self.spread,
+            ..price
         }
     }
 }
@@ -327,11 +338,30 @@ async fn stream<V: Pass>(
 /// thread and held there to its [`pacing::budget`], so that how long the
 /// draw took does not show; every released value is checked to be finite.
 pub async fn noise(mechanism: Mechanism, exact: Vec<f64>) -> Result<Vec<f64>, Failure> {
+    paced_release(mechanism, move |mechanism, rng| {
+        mechanism.release(&exact, rng)
+    })
+    .await
+}
+
+/// [`noise`] on exact sums ([`dp::fixed`]), snapped to the lattice without
+/// passing through a float.
+pub async fn noise_fixed(mechanism: Mechanism, exact: Fixed) -> Result<Vec<f64>, Failure> {
+    paced_release(mechanism, move |mechanism, rng| {
+        mechanism.release_fixed(&exact, rng)
+    })
+    .await
+}
+
+async fn paced_release(
+    mechanism: Mechanism,
+    release: impl FnOnce(&Mechanism, &mut OsNoise) -> Result<Vec<f64>, DpError> + Send + 'static,
+) -> Result<Vec<f64>, Failure> {
     let budget = pacing::budget(&mechanism);
     let span = tracing::Span::current();
     let noisy = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        pacing::paced(budget, || mechanism.release(&exact, &mut OsNoise::new()))
+        pacing::paced(budget, || release(&mechanism, &mut OsNoise::new()))
     })
     .await??;
     if noisy.iter().any(|value| !value.is_finite()) {

@@ -100,8 +100,13 @@ async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise()
         );
         // Under label the label sum and the value sum are private, each
         // normalised by its own sensitivity (1 and 100): jointly √2.
-        assert!((release.sensitivity - std::f64::consts::SQRT_2).abs() < 1e-12);
+        assert!((release.sensitivity - std::f64::consts::SQRT_2).abs() < 1e-11);
         assert_eq!(release.noise.mechanism, "gaussian");
+        // σ of the normalised quantities; `sigma` is the largest std a
+        // released number can have: the value sum's, 100σ (a mean of a
+        // group of one row would have it too).
+        let sigma = release.noise.scale;
+        assert_eq!(release.sigma, 100.0 * sigma);
         assert_eq!(release.spent.epsilon_basic, 1.0);
         let sum_value = |parity: usize| -> f64 {
             (0..600)
@@ -118,17 +123,17 @@ async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise()
             assert_eq!(cell[0].1, "count");
             assert_eq!((cell[0].2, cell[0].3, cell[0].4), (300.0, 0.0, true));
             // The value sum is an outcome: noised, std σ·100 (its range).
-            assert_eq!((cell[1].3, cell[1].4), (100.0 * release.sigma, false));
-            assert!((cell[1].2 - sums[index]).abs() < 1000.0 * release.sigma);
-            assert!((cell[2].3 - 100.0 * release.sigma / 300.0).abs() < 1e-9);
+            assert_eq!((cell[1].3, cell[1].4), (100.0 * sigma, false));
+            assert!((cell[1].2 - sums[index]).abs() < 1000.0 * sigma);
+            assert!((cell[2].3 - 100.0 * sigma / 300.0).abs() < 1e-9);
             // The label sum: 100 converted per campaign, plus noise of the
             // reported std (a 10σ miss has probability < 1e-22).
             assert_eq!(
                 (cell[3].1.as_str(), cell[3].3, cell[3].4),
-                ("sum:converted", release.sigma, false)
+                ("sum:converted", sigma, false)
             );
-            assert!((cell[3].2 - 100.0).abs() < 10.0 * release.sigma);
-            assert!((cell[4].3 - release.sigma / 300.0).abs() < 1e-12);
+            assert!((cell[3].2 - 100.0).abs() < 10.0 * sigma);
+            assert!((cell[4].3 - sigma / 300.0).abs() < 1e-12);
             let mean = cell[4].2;
             assert!((0.0..=1.0).contains(&mean));
         }
@@ -178,7 +183,8 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
         assert_eq!(app.admin.ledger(labelled.id).await.unwrap().len(), 1);
         // Under row a grouped count moves by 1 in two groups: L2 √2, L1 2.
         // The release reports the sensitivity of the count divided by its
-        // own sensitivity (1) and each group's std in counts.
+        // own sensitivity (1) and each group's std in counts, which is its
+        // `sigma`.
         let gaussian = analyst
             .release(
                 rows.id,
@@ -189,14 +195,15 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
             .unwrap()
             .release;
         assert!(
-            (gaussian.sensitivity - 1.0).abs() < 1e-12,
+            (gaussian.sensitivity - 1.0).abs() < 1e-11,
             "{}",
             gaussian.sensitivity
         );
         let sqrt2 = std::f64::consts::SQRT_2;
+        assert!((gaussian.sigma - sqrt2 * gaussian.noise.scale).abs() < 1e-9);
         for group in groups(&gaussian) {
             assert!(!group.4);
-            assert!((group.3 - sqrt2 * gaussian.sigma).abs() < 1e-9, "{group:?}");
+            assert_eq!(group.3, gaussian.sigma, "{group:?}");
         }
         let laplace = analyst
             .release(
@@ -208,7 +215,7 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
             .unwrap()
             .release;
         assert!(
-            (laplace.sensitivity - 1.0).abs() < 1e-12,
+            (laplace.sensitivity - 1.0).abs() < 1e-11,
             "{}",
             laplace.sensitivity
         );
@@ -221,9 +228,9 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
             "{:?}",
             laplace.noise
         );
-        assert!((laplace.sigma - sqrt2 * laplace.noise.scale).abs() < 1e-9);
+        assert!((laplace.sigma - 2.0 * sqrt2 * laplace.noise.scale).abs() < 1e-9);
         for group in groups(&laplace) {
-            assert!((group.3 - 2.0 * laplace.sigma).abs() < 1e-9, "{group:?}");
+            assert_eq!(group.3, laplace.sigma, "{group:?}");
         }
         // An ungrouped count under row is N: public.
         let n = analyst
@@ -238,9 +245,100 @@ async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
         let got = groups(&n);
         assert_eq!((got[0].2, got[0].4), (100.0, true));
         assert!(!got[1].4);
-        assert_eq!(n.sensitivity, 1.0);
+        assert!((n.sensitivity - 1.0).abs() < 1e-11, "{}", n.sensitivity);
         let spent = app.admin.dataset(rows.id).await.unwrap().spent;
         assert_eq!(spent.epsilon_basic, 3.0, "{backend:?}");
+        app.finish().await;
+    }
+}
+
+/// Asks for `statistics` by `group_by` at a target std instead of an ε.
+fn targeted(statistics: &[&str], group_by: &[&str], target: f64) -> ReleaseRequest {
+    let mut request = aggregate(statistics, group_by, Some(1e-7));
+    request.epsilon = None;
+    if let ReleaseParams::Aggregate(params) = &mut request.params {
+        params.target_std = Some(target);
+    }
+    request
+}
+
+#[tokio::test]
+async fn a_target_std_holds_for_every_released_number_and_one_ledger_unit_less_would_miss_it() {
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let labelled = app.dataset(ads_dataset("ads", "label", "rdp", 1e4)).await;
+        let rows = app.dataset(ads_dataset("rows", "row", "rdp", 1e4)).await;
+        for dataset in [&labelled, &rows] {
+            app.admin
+                .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 300))
+                .await
+                .unwrap();
+        }
+        let analyst = app.analyst("ana", &[labelled.id, rows.id]);
+        let cases = [
+            // The review's request: value ∈ [0, 100], so the value sum's
+            // std is 100 times the count's.
+            (labelled.id, targeted(&["count", "sum:value"], &[], 5.0)),
+            (rows.id, targeted(&["count", "sum:value"], &[], 5.0)),
+            (
+                labelled.id,
+                targeted(&["sum:converted", "mean:value"], &["campaign"], 20.0),
+            ),
+            (
+                rows.id,
+                targeted(
+                    &["count", "mean:value", "sum:converted"],
+                    &["campaign"],
+                    50.0,
+                ),
+            ),
+        ];
+        for (dataset, request) in cases {
+            let ReleaseParams::Aggregate(params) = &request.params else {
+                unreachable!("an aggregate request");
+            };
+            let target = params.target_std.unwrap();
+            let release = analyst
+                .release(dataset, &request, &ReleaseOptions::default())
+                .await
+                .unwrap()
+                .release;
+            assert!(
+                release.sigma <= target,
+                "{params:?}: sigma {}",
+                release.sigma
+            );
+            for group in groups(&release) {
+                assert!(group.3 <= target, "{params:?}: {group:?} above {target}");
+            }
+            // The same request at one ledger unit (10⁻⁹) less ε: its
+            // largest std, its `sigma`, misses the target.
+            let cheaper = ReleaseRequest {
+                epsilon: Some(release.epsilon - 1e-9),
+                params: ReleaseParams::Aggregate(AggregateParams {
+                    target_std: None,
+                    ..params.clone()
+                }),
+                ..request.clone()
+            };
+            let cheaper = analyst
+                .release(
+                    dataset,
+                    &cheaper,
+                    &ReleaseOptions {
+                        dry_run: true,
+                        ..ReleaseOptions::default()
+                    },
+                )
+                .await
+                .unwrap()
+                .release;
+            assert!(
+                cheaper.sigma > target,
+                "{params:?}: {} at ε − 10⁻⁹",
+                cheaper.sigma
+            );
+        }
         app.finish().await;
     }
 }

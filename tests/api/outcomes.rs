@@ -75,8 +75,10 @@ async fn a_measure_equal_to_a_hundred_times_the_label_is_noised_and_debited(
         assert!(group.std > 0.0 && group.value.is_finite(), "{group:?}");
     }
     // The sum's noise has std σ·100 (the measure's range): a group's
-    // 100·label sum (campaign a: 100 positives of 200 rows) is hidden.
-    assert!((result.groups[0].std - 100.0 * release.sigma).abs() < 1e-9);
+    // 100·label sum (campaign a: 100 positives of 200 rows) is hidden. It
+    // is the largest std a released number can have: the `sigma`.
+    assert_eq!(result.groups[0].std, 100.0 * release.noise.scale);
+    assert_eq!(release.sigma, result.groups[0].std);
     let ledger = app.admin.ledger(dataset.id).await.unwrap();
     assert_eq!(ledger.len(), 2);
     assert_eq!(ledger[1].release_id, Some(id));

@@ -64,8 +64,9 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, PrivacyUnit};
 
 use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::fixed::{FRACTION_BITS, Fixed, Grid, ceil_f64, ceil_sqrt};
 use crate::dp::{Delta, Epsilon, Mechanism};
-use crate::releases::plan::{noise, require_rows};
+use crate::releases::plan::{noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Pass, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::{Columns, Row};
 
@@ -233,13 +234,6 @@ impl Query {
         !self.group_by.is_empty()
     }
 
-    /// Starts summing rows.
-    pub fn tally(&self) -> Tally {
-        Tally {
-            sums: vec![0.0; self.cells * self.quantities.len()],
-        }
-    }
-
     fn cell(&self, row_id: &str, dimensions: &[u32]) -> Result<usize, String> {
         self.group_by
             .iter()
@@ -271,46 +265,67 @@ impl Query {
     }
 }
 
-/// Per-cell sums of a query's quantities.
-#[derive(Debug, Clone, PartialEq)]
+/// Per-cell exact sums of a query's quantities, each in its own units
+/// ([`Tallied`]): integers, so the same whatever the order of the rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tally {
     /// Cell-major: `sums[cell * quantities + q]`.
-    sums: Vec<f64>,
+    sums: Vec<i128>,
 }
 
 impl Tally {
     /// Counts one row in its cell, from its dimensions alone: enough for a
     /// query of counts only.
-    pub fn count(&mut self, query: &Query, row_id: &str, dimensions: &[u32]) -> Result<(), String> {
+    pub fn count(
+        &mut self,
+        query: &Query,
+        calibration: &Calibration,
+        row_id: &str,
+        dimensions: &[u32],
+    ) -> Result<(), String> {
         let width = query.quantities.len();
         let cell = query.cell(row_id, dimensions)?;
-        for (sum, quantity) in self.sums[cell * width..(cell + 1) * width]
+        let sums = &mut self.sums[cell * width..(cell + 1) * width];
+        for ((sum, quantity), tallied) in sums
             .iter_mut()
             .zip(&query.quantities)
+            .zip(&calibration.tallied)
         {
             if *quantity == Quantity::Count {
-                *sum += 1.0;
+                *sum += tallied.units(1.0);
             }
         }
         Ok(())
     }
 
-    /// The counts of a query without `group_by`: N, from the snapshot.
+    /// The counts of a query without `group_by`: N, from the snapshot
+    /// (public then under every unit, so counted in rows).
     pub fn count_all(&mut self, query: &Query, n: u64) {
         for (sum, quantity) in self.sums.iter_mut().zip(&query.quantities) {
             if *quantity == Quantity::Count {
-                *sum = n as f64;
+                *sum = i128::from(n);
             }
         }
     }
 
-    /// Adds one stored row (measures are clamped on ingest).
-    pub fn add(&mut self, query: &Query, row: Row<'_>) -> Result<(), String> {
+    /// Adds one stored row (measures are clamped to their bounds on
+    /// ingest, so each value lies within the bounds its reach is proven
+    /// for).
+    pub fn add(
+        &mut self,
+        query: &Query,
+        calibration: &Calibration,
+        row: Row<'_>,
+    ) -> Result<(), String> {
         let width = query.quantities.len();
         let cell = query.cell(row.id, row.dimensions)?;
         let sums = &mut self.sums[cell * width..(cell + 1) * width];
-        for (sum, quantity) in sums.iter_mut().zip(&query.quantities) {
-            *sum += match quantity {
+        for ((sum, quantity), tallied) in sums
+            .iter_mut()
+            .zip(&query.quantities)
+            .zip(&calibration.tallied)
+        {
+            let value = match quantity {
                 Quantity::Count => 1.0,
                 Quantity::Sum(Column::Label) => f64::from(row.label),
                 Quantity::Sum(Column::Measure(index)) => row
@@ -319,6 +334,7 @@ impl Tally {
                     .copied()
                     .ok_or_else(|| format!("row {} has a malformed measure", row.id))?,
             };
+            *sum += tallied.units(value);
         }
         Ok(())
     }
@@ -331,11 +347,11 @@ impl Tally {
     }
 }
 
-/// A pass tallying a query over a snapshot: each chunk of rows on its own
-/// core, the chunks' tallies added in row order (so the sums do not depend
-/// on the thread count).
+/// A pass tallying a query over a snapshot, each chunk of rows on its own
+/// core.
 struct Tallying {
     query: Query,
+    calibration: Calibration,
     tally: Tally,
     /// Counts only, from the rows' dimensions (their outcomes unread).
     counts_only: bool,
@@ -343,14 +359,14 @@ struct Tallying {
 
 impl Pass for Tallying {
     fn visit(&mut self, block: &Columns) -> Result<(), String> {
-        let query = &self.query;
+        let (query, calibration) = (&self.query, &self.calibration);
         let parts = block.chunks(|rows| {
-            let mut part = query.tally();
+            let mut part = calibration.tally(query);
             for row in rows {
                 if self.counts_only {
-                    part.count(query, block.id(row), block.dimensions(row))?;
+                    part.count(query, calibration, block.id(row), block.dimensions(row))?;
                 } else {
-                    part.add(query, block.row(row))?;
+                    part.add(query, calibration, block.row(row))?;
                 }
             }
             Ok::<_, String>(part)
@@ -374,10 +390,7 @@ pub struct Bound {
 /// The bound of `quantity` under `unit`; `across` is 0 when rows cannot
 /// move between cells (no `group_by`, or unit `label`).
 pub fn bound(unit: PrivacyUnit, grouped: bool, quantity: Quantity, schema: &Schema) -> Bound {
-    let (lo, hi) = match quantity {
-        Quantity::Count => (1.0, 1.0),
-        Quantity::Sum(col) => column_bounds(col, schema),
-    };
+    let (lo, hi) = values(quantity, schema);
     match (unit, quantity) {
         (PrivacyUnit::Label, Quantity::Count) => Bound {
             within: 0.0,
@@ -403,124 +416,297 @@ pub fn own_sensitivity(bound: Bound, norm: Norm) -> f64 {
     bound.within.max(across)
 }
 
-/// The sensitivity, in `norm`, of private quantities each divided by its own
-/// sensitivity (see the module docs).
-pub fn joint_sensitivity(bounds: &[Bound], norm: Norm) -> f64 {
-    let mut within = 0.0;
-    let mut across = 0.0;
-    for &bound in bounds {
-        let weight = own_sensitivity(bound, norm);
-        if weight == 0.0 {
-            continue;
-        }
-        let (w, a) = (bound.within / weight, bound.across / weight);
-        match norm {
-            Norm::L1 => {
-                within += w;
-                across += 2.0 * a;
-            }
-            Norm::L2 => {
-                within += w * w;
-                across += 2.0 * a * a;
-            }
-        }
-    }
-    let worst: f64 = f64::max(within, across);
-    match norm {
-        Norm::L1 => worst,
-        Norm::L2 => worst.sqrt(),
+/// The values one row adds to `quantity`: 1 to a count, its column's
+/// declared bounds to a sum.
+fn values(quantity: Quantity, schema: &Schema) -> (f64, f64) {
+    match quantity {
+        Quantity::Count => (1.0, 1.0),
+        Quantity::Sum(col) => column_bounds(col, schema),
     }
 }
 
-/// A query calibrated for a dataset: which quantities are noised, and how.
+/// How one row's contribution to a quantity can move, in the units of its
+/// grid: [`Bound`] with the public bounds put on the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reach {
+    within: u128,
+    across: u128,
+}
+
+/// How a quantity is summed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Tallied {
+    /// A public count: one unit a row, released exactly.
+    Rows,
+    /// A private quantity on the grid of its own sensitivity w, so that its
+    /// exact sum, read as units·2⁻⁴⁰, is the normalised quantity (sum / w)
+    /// the mechanism adds noise to.
+    Private {
+        grid: Grid,
+        reach: Reach,
+        /// The most units one row adds, in magnitude.
+        largest: u128,
+        /// What one unit of the normalised sum is worth in the statistic's
+        /// own units: w for a sum; for a count, 2⁴⁰ over the units of one
+        /// row, so that a released count is unbiased.
+        back: f64,
+    },
+}
+
+impl Tallied {
+    /// `value` (1 for a count) on this quantity's grid.
+    fn units(self, value: f64) -> i128 {
+        match self {
+            Tallied::Rows => 1,
+            Tallied::Private { grid, .. } => grid.units(value),
+        }
+    }
+
+    fn back(self) -> f64 {
+        match self {
+            Tallied::Rows => 0.0,
+            Tallied::Private { back, .. } => back,
+        }
+    }
+}
+
+/// A query calibrated for a dataset: which quantities are noised, how they
+/// are summed exactly, and their joint sensitivity.
+///
+/// # The sensitivity of the exact sums
+///
+/// Each private quantity q with own sensitivity w_q > 0 is summed on the
+/// grid x ↦ u_q(x) = round(x/w_q·2⁴⁰) ([`Grid`]). The map is monotone, so a
+/// row adds u_q(x) ∈ [u_q(lo), u_q(hi)] to its cell's sum, for x within
+/// the declared [lo, hi] (the label's [0, 1], a count's 1); the sums are
+/// exact integers. When a neighbour changes one row and it stays in its
+/// cell, each sum of that cell moves by at most
+/// within_q = u_q(hi) − u_q(lo) (0 for a count, whose row still adds the
+/// same); when it moves between two cells (unit `row` with `group_by`),
+/// each sum of each of the two cells moves by at most
+/// across_q = max(|u_q(lo)|, |u_q(hi)|), and nothing else moves. So the
+/// vector of normalised sums (units·2⁻⁴⁰) moves by at most
+///
+/// L1: max(Σ within_q, Σ 2·across_q)·2⁻⁴⁰,
+/// L2: √max(Σ within_q², Σ 2·across_q²)·2⁻⁴⁰,
+///
+/// computed in integers and rounded up once. Since |u_q(x) − x/w_q·2⁴⁰| ≤ ½
+/// (plus the one rounding of x/w_q), within_q·2⁻⁴⁰ ≤ (hi − lo)/w_q + 2⁻⁴⁰
+/// and across_q·2⁻⁴⁰ ≤ M/w_q + 2⁻⁴¹, so this is the real-valued joint
+/// sensitivity of the module docs plus a public rounding term below 2⁻³⁹
+/// per quantity. The mechanism then snaps the exact sums to its lattice in
+/// integer arithmetic ([`Mechanism::release_fixed`]): no float ever holds
+/// a sum over private rows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Calibration {
-    /// Per quantity: its own sensitivity, 0 if it is public.
-    pub weights: Vec<f64>,
+    /// Per quantity.
+    tallied: Vec<Tallied>,
     /// The joint sensitivity of the normalised private quantities.
     pub sensitivity: f64,
 }
 
 impl Calibration {
     pub fn new(query: &Query, unit: PrivacyUnit, schema: &Schema, norm: Norm) -> Self {
-        let bounds: Vec<Bound> = query
+        let tallied: Vec<Tallied> = query
             .quantities
             .iter()
-            .map(|&quantity| bound(unit, query.grouped(), quantity, schema))
+            .map(|&quantity| {
+                let bound = bound(unit, query.grouped(), quantity, schema);
+                // A sum's weight is at least hi − lo > 0 (the schema refuses
+                // min ≥ max): only a count can be public.
+                let Ok(grid) = Grid::new(own_sensitivity(bound, norm)) else {
+                    return Tallied::Rows;
+                };
+                let (lo, hi) = values(quantity, schema);
+                let (lo, hi) = (grid.units(lo), grid.units(hi));
+                let largest = lo.unsigned_abs().max(hi.unsigned_abs());
+                let reach = Reach {
+                    within: if bound.within > 0.0 {
+                        hi.abs_diff(lo)
+                    } else {
+                        0
+                    },
+                    across: if bound.across > 0.0 { largest } else { 0 },
+                };
+                let back = match quantity {
+                    Quantity::Count => 2f64.powi(FRACTION_BITS) / hi as f64,
+                    Quantity::Sum(_) => grid.scale(),
+                };
+                Tallied::Private {
+                    grid,
+                    reach,
+                    largest,
+                    back,
+                }
+            })
             .collect();
+        let sensitivity = joint_sensitivity(&tallied, norm);
         Calibration {
-            weights: bounds
-                .iter()
-                .map(|&bound| own_sensitivity(bound, norm))
-                .collect(),
-            sensitivity: joint_sensitivity(&bounds, norm),
+            tallied,
+            sensitivity,
         }
+    }
+
+    /// Starts summing rows.
+    pub fn tally(&self, query: &Query) -> Tally {
+        Tally {
+            sums: vec![0; query.cells * self.tallied.len()],
+        }
+    }
+
+    /// Per quantity: its own sensitivity, 0 if it is public.
+    pub fn weights(&self) -> Vec<f64> {
+        self.tallied
+            .iter()
+            .map(|tallied| match tallied {
+                Tallied::Rows => 0.0,
+                Tallied::Private { grid, .. } => grid.scale(),
+            })
+            .collect()
     }
 
     /// Quantities that get noise, per cell.
     pub fn private_quantities(&self) -> usize {
-        self.weights.iter().filter(|&&weight| weight > 0.0).count()
+        self.tallied
+            .iter()
+            .filter(|&&tallied| tallied != Tallied::Rows)
+            .count()
     }
 
     /// Whether nothing needs noise.
     pub fn public(&self) -> bool {
-        self.weights.iter().all(|&weight| weight == 0.0)
+        self.private_quantities() == 0
+    }
+
+    /// The most units one row adds to any private quantity.
+    fn largest(&self) -> u128 {
+        self.tallied
+            .iter()
+            .map(|tallied| match tallied {
+                Tallied::Rows => 0,
+                Tallied::Private { largest, .. } => *largest,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether the exact sums over `n` rows stay within i128: a check of
+    /// public facts, made before anything is read.
+    pub fn holds(&self, n: u64) -> bool {
+        Grid::holds(n, self.largest())
     }
 
     /// The largest magnitude a normalised private quantity can take over
-    /// `n` rows: N (a count) or N·M (a sum), over its own sensitivity.
-    pub fn range(&self, query: &Query, schema: &Schema, n: u64) -> f64 {
+    /// `n` rows (never below the exact bound).
+    pub fn range(&self, n: u64) -> f64 {
+        ceil_f64(u128::from(n).saturating_mul(self.largest())) * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// The largest std any released statistic can have, per unit of the
+    /// mechanism's noise std on a normalised quantity: what `sigma` reports
+    /// and `target_std` bounds. A count's or a sum's std is the noise std
+    /// times its weight. A mean's is its sum's over max(count, 1): over the
+    /// public N without `group_by`; with it, at most its sum's (a group
+    /// may hold one row or none) while the count is public, and while it is
+    /// noised (unit `row`) at most √(std(sum)² + M²·std(count)²), the
+    /// delta-method std of [`groups`] at a count of 1 and a mean clamped
+    /// to [lo, hi].
+    pub fn spread(&self, query: &Query, schema: &Schema, n: u64) -> f64 {
+        let back = |quantity| {
+            query
+                .quantities
+                .iter()
+                .position(|&q| q == quantity)
+                .map_or(0.0, |index| self.tallied[index].back())
+        };
         query
-            .quantities
+            .statistics
             .iter()
-            .zip(&self.weights)
-            .filter(|&(_, &weight)| weight > 0.0)
-            .map(|(&quantity, weight)| {
-                let largest = match quantity {
-                    Quantity::Count => 1.0,
-                    Quantity::Sum(col) => {
-                        let (lo, hi) = column_bounds(col, schema);
-                        lo.abs().max(hi.abs())
+            .map(|statistic| match statistic.op {
+                Op::Count => back(Quantity::Count),
+                Op::Sum(col) => back(Quantity::Sum(col)),
+                Op::Mean(col) => {
+                    let (sum, count) = (back(Quantity::Sum(col)), back(Quantity::Count));
+                    let (lo, hi) = column_bounds(col, schema);
+                    if count > 0.0 {
+                        sum.hypot(lo.abs().max(hi.abs()) * count)
+                    } else if query.grouped() {
+                        sum
+                    } else {
+                        sum / n.max(1) as f64
                     }
-                };
-                n as f64 * largest / weight
+                }
             })
             .fold(0.0, f64::max)
     }
 
-    /// The normalised private quantities, cell by cell: what the mechanism
-    /// adds noise to.
-    pub fn private_values(&self, tally: &Tally) -> Vec<f64> {
-        tally
-            .sums
-            .chunks(self.weights.len())
-            .flat_map(|cell| {
-                cell.iter()
-                    .zip(&self.weights)
-                    .filter(|&(_, &weight)| weight > 0.0)
-                    .map(|(sum, weight)| sum / weight)
-            })
-            .collect()
+    /// The exact normalised private quantities, cell by cell: what the
+    /// mechanism adds noise to.
+    pub fn private_values(&self, tally: &Tally) -> Fixed {
+        Fixed::normalised(
+            tally
+                .sums
+                .chunks(self.tallied.len())
+                .flat_map(|cell| {
+                    cell.iter()
+                        .zip(&self.tallied)
+                        .filter(|&(_, &tallied)| tallied != Tallied::Rows)
+                        .map(|(&sum, _)| sum)
+                })
+                .collect(),
+        )
     }
 
-    /// Every quantity of every cell with its noise std: the exact sums where
-    /// public, `noisy` (the mechanism's output) scaled back where private.
+    /// Every quantity of every cell with its noise std: the exact counts
+    /// where public, `noisy` (the mechanism's output) scaled back where
+    /// private.
     fn estimates(&self, tally: &Tally, noisy: &[f64], noise_std: f64) -> Vec<(f64, f64)> {
         let mut noisy = noisy.iter();
         tally
             .sums
-            .chunks(self.weights.len())
-            .flat_map(|cell| cell.iter().zip(&self.weights))
-            .map(|(&sum, &weight)| {
-                if weight == 0.0 {
-                    (sum, 0.0)
-                } else {
+            .chunks(self.tallied.len())
+            .flat_map(|cell| cell.iter().zip(&self.tallied))
+            .map(|(&sum, &tallied)| match tallied {
+                Tallied::Rows => (sum as f64, 0.0),
+                Tallied::Private { back, .. } => {
                     let value = noisy.next().copied().unwrap_or(f64::NAN);
-                    (value * weight, noise_std * weight)
+                    (value * back, noise_std * back)
                 }
             })
             .collect()
     }
+}
+
+/// The sensitivity, in `norm`, of the normalised private quantities (see
+/// [`Calibration`]), from their reaches in grid units.
+fn joint_sensitivity(tallied: &[Tallied], norm: Norm) -> f64 {
+    let reaches = tallied.iter().filter_map(|tallied| match tallied {
+        Tallied::Rows => None,
+        Tallied::Private { reach, .. } => Some(*reach),
+    });
+    let (mut within, mut across) = (0u128, 0u128);
+    for Reach {
+        within: w,
+        across: a,
+    } in reaches
+    {
+        match norm {
+            Norm::L1 => {
+                within += w;
+                across += 2 * a;
+            }
+            Norm::L2 => {
+                within += w * w;
+                across += 2 * a * a;
+            }
+        }
+    }
+    let worst = within.max(across);
+    let units = match norm {
+        Norm::L1 => ceil_f64(worst),
+        Norm::L2 => ceil_sqrt(worst),
+    };
+    units * 2f64.powi(-FRACTION_BITS)
 }
 
 fn column_bounds(col: Column, schema: &Schema) -> (f64, f64) {
@@ -621,6 +807,11 @@ pub fn plan(
     .map_err(ReleaseError::Invalid)?;
     let calibration = Calibration::new(&query, dataset.privacy_unit, schema, norm);
     let n = dataset.n_rows;
+    if !calibration.holds(n) {
+        return Err(ReleaseError::Invalid(format!(
+            "the declared bounds are too wide for an exact sum over {n} rows; narrow them"
+        )));
+    }
     let (price, mechanism) = if calibration.public() {
         // Public numbers cost nothing, whatever the target.
         let mut price = Price::free(n);
@@ -628,13 +819,11 @@ pub fn plan(
         (price, None)
     } else {
         let dims = query.cells() * calibration.private_quantities();
-        let (sensitivity, range) = (
-            calibration.sensitivity,
-            calibration.range(&query, schema, n),
-        );
+        let (sensitivity, range) = (calibration.sensitivity, calibration.range(n));
+        let spread = calibration.spread(&query, schema, n);
         let calibrated = match norm {
-            Norm::L2 => knobs.gaussian(params.target_std, sensitivity, dims, range)?,
-            Norm::L1 => knobs.calibrated(params.target_std, |epsilon| {
+            Norm::L2 => knobs.gaussian(params.target_std, spread, sensitivity, dims, range)?,
+            Norm::L1 => knobs.calibrated(params.target_std, spread, |epsilon| {
                 Mechanism::laplace(epsilon, sensitivity, dims, range)
             })?,
         };
@@ -663,10 +852,11 @@ impl Planned for Aggregate {
             mechanism,
             ..
         } = *self;
-        let mut tally = query.tally();
+        let mut tally = calibration.tally(&query);
         let pass = |counts_only| Tallying {
             query: query.clone(),
-            tally: query.tally(),
+            calibration: calibration.clone(),
+            tally: calibration.tally(&query),
             counts_only,
         };
         let (noisy, noise_std) = match mechanism {
@@ -688,7 +878,7 @@ impl Planned for Aggregate {
                 tally = snapshot.scan(pass(false)).await?.tally;
                 let noise_std = mechanism.noise_std();
                 let exact = calibration.private_values(&tally);
-                (noise(mechanism, exact).await?, noise_std)
+                (noise_fixed(mechanism, exact).await?, noise_std)
             }
         };
         Ok(api::ReleaseResult::Aggregate(api::AggregateResult {

@@ -49,12 +49,30 @@ fn row(label: u8, value: f64, delta: f64, campaign: u32, device: u32) -> OwnedRo
     }
 }
 
-fn tally(query: &Query, rows: &[OwnedRow]) -> Tally {
-    let mut tally = query.tally();
+fn tally(query: &Query, calibration: &Calibration, rows: &[OwnedRow]) -> Tally {
+    let mut tally = calibration.tally(query);
     for row in rows {
-        tally.add(query, row.view()).unwrap();
+        tally.add(query, calibration, row.view()).unwrap();
     }
     tally
+}
+
+/// The exact normalised quantities as floats, for comparing.
+fn normalised(calibration: &Calibration, tally: &Tally) -> Vec<f64> {
+    let exact = calibration.private_values(tally);
+    let unit = 2f64.powi(exact.exponent);
+    exact
+        .units
+        .iter()
+        .map(|&units| units as f64 * unit)
+        .collect()
+}
+
+fn close(got: &[f64], want: &[f64], tolerance: f64) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= tolerance, "{got:?} vs {want:?}");
+    }
 }
 
 #[test]
@@ -165,39 +183,61 @@ fn every_entry_of_the_sensitivity_table() {
 }
 
 #[test]
-fn joint_sensitivity_is_the_worse_of_staying_and_moving() {
-    let within = |within| Bound {
-        within,
-        across: 0.0,
+fn joint_sensitivity_is_the_worse_of_staying_and_moving_up_to_the_grid() {
+    let schema = schema();
+    let joint = |statistics: &[&str], group_by: &[&str], unit, norm| {
+        Calibration::new(&query(statistics, group_by), unit, &schema, norm).sensitivity
+    };
+    // Each quantity rounds its bounds onto a grid of 2^−40 of its weight:
+    // the joint sensitivity is the real one up to that, never below it.
+    let near = |got: f64, want: f64| {
+        assert!(
+            got >= want && got <= want * (1.0 + 1e-11),
+            "{got} vs {want}"
+        );
     };
     // Ungrouped: normalised quantities each move by 1 at once.
-    assert_eq!(joint_sensitivity(&[within(1.0)], Norm::L2), 1.0);
-    let two = joint_sensitivity(&[within(100.0), within(1.0)], Norm::L2);
-    assert!((two - SQRT_2).abs() < 1e-15);
-    assert_eq!(
-        joint_sensitivity(&[within(100.0), within(1.0)], Norm::L1),
-        2.0
+    near(joint(&["sum:y"], &[], PrivacyUnit::Label, Norm::L2), 1.0);
+    near(
+        joint(&["sum:value", "sum:y"], &[], PrivacyUnit::Label, Norm::L2),
+        SQRT_2,
+    );
+    near(
+        joint(&["sum:value", "sum:y"], &[], PrivacyUnit::Row, Norm::L1),
+        2.0,
     );
     // Grouped under row: count (0, 1) and sum of [0, 100] (100, 100).
-    let count = Bound {
-        within: 0.0,
-        across: 1.0,
-    };
-    let value = Bound {
-        within: 100.0,
-        across: 100.0,
-    };
     // Moving: each normalised quantity moves 1/√2 in two cells: L2² = 2.
-    let l2 = joint_sensitivity(&[count, value], Norm::L2);
-    assert!((l2 - SQRT_2).abs() < 1e-15, "{l2}");
-    // L1: moving gives 2·(1/2) per quantity.
-    assert_eq!(joint_sensitivity(&[count, value], Norm::L1), 2.0);
-    // Public quantities do not count.
-    assert_eq!(
-        joint_sensitivity(&[within(0.0), within(3.0)], Norm::L1),
-        1.0
+    near(
+        joint(
+            &["count", "sum:value"],
+            &["device"],
+            PrivacyUnit::Row,
+            Norm::L2,
+        ),
+        SQRT_2,
     );
-    assert_eq!(joint_sensitivity(&[], Norm::L2), 0.0);
+    // L1: moving gives 2·(1/2) per quantity.
+    near(
+        joint(
+            &["count", "sum:value"],
+            &["device"],
+            PrivacyUnit::Row,
+            Norm::L1,
+        ),
+        2.0,
+    );
+    // Public quantities do not count.
+    near(
+        joint(
+            &["count", "sum:delta"],
+            &["device"],
+            PrivacyUnit::Label,
+            Norm::L1,
+        ),
+        1.0,
+    );
+    assert_eq!(joint(&["count"], &[], PrivacyUnit::Label, Norm::L2), 0.0);
 }
 
 fn random_row(rng: &mut ChaCha8Rng) -> OwnedRow {
@@ -265,11 +305,11 @@ fn neighbouring_datasets_move_the_noised_vector_by_at_most_its_sensitivity() {
             }
             PrivacyUnit::Row => neighbour[changed] = other,
         }
-        let a = calibration.private_values(&tally(&query, &rows));
-        let b = calibration.private_values(&tally(&query, &neighbour));
+        let a = normalised(&calibration, &tally(&query, &calibration, &rows));
+        let b = normalised(&calibration, &tally(&query, &calibration, &neighbour));
         let gap = distance(&a, &b, norm);
         assert!(
-            gap <= calibration.sensitivity * (1.0 + 1e-12),
+            gap <= calibration.sensitivity * (1.0 + 1e-14),
             "trial {trial}: {statistics:?} by {group_by:?} under {unit:?} in {norm:?} moved \
              {gap} > {}",
             calibration.sensitivity
@@ -298,13 +338,17 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
         row(1, 100.0, 50.0, 1, 0),
     ];
     let q = query(&["count", "sum:y", "mean:y", "mean:value"], &["campaign"]);
-    let t = tally(&q, &rows);
     // Under label: the label sum and the value sum are private (weights 1
     // and 100, jointly √2 after normalisation); the count is public.
     let label = Calibration::new(&q, PrivacyUnit::Label, &schema, Norm::L2);
-    assert_eq!(label.weights, vec![0.0, 1.0, 100.0]);
-    assert!((label.sensitivity - SQRT_2).abs() < 1e-15);
-    assert_eq!(label.private_values(&t), vec![2.0, 0.9, 1.0, 1.0, 0.0, 0.0]);
+    let t = tally(&q, &label, &rows);
+    assert_eq!(label.weights(), vec![0.0, 1.0, 100.0]);
+    assert!((label.sensitivity - SQRT_2).abs() < 1e-11);
+    close(
+        &normalised(&label, &t),
+        &[2.0, 0.9, 1.0, 1.0, 0.0, 0.0],
+        1e-12,
+    );
     // Pretend the noise added exactly +0.5 to each label sum and +0.1 to
     // each normalised value sum (+10 in value units).
     let noisy = [2.5, 1.0, 1.5, 1.1, 0.5, 0.1];
@@ -349,13 +393,14 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     // Under row with group_by the count is private too: noisy count, and
     // the mean divides by it.
     let row_unit = Calibration::new(&q, PrivacyUnit::Row, &schema, Norm::L2);
-    assert_eq!(row_unit.weights, vec![SQRT_2, SQRT_2, 100.0 * SQRT_2]);
-    let private = row_unit.private_values(&t);
+    assert_eq!(row_unit.weights(), vec![SQRT_2, SQRT_2, 100.0 * SQRT_2]);
+    let t = tally(&q, &row_unit, &rows);
+    let private = normalised(&row_unit, &t);
     assert_eq!(private.len(), 9);
     let noisy: Vec<f64> = private.iter().map(|v| v + 1.0 / SQRT_2).collect();
     let out = groups(&q, &schema, &row_unit, &t, &noisy, 0.5);
     assert!((out[0].value - 4.0).abs() < 1e-12, "{:?}", out[0]);
-    assert!((out[0].std - 0.5 * SQRT_2).abs() < 1e-15);
+    assert!((out[0].std - 0.5 * SQRT_2).abs() < 1e-12);
     assert!(!out[0].exact);
     // mean:y of a = (2 + 1)/(3 + 1); std by the delta method.
     let mean = out[2].value;
@@ -367,13 +412,13 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     let counts = query(&["count"], &["device"]);
     let c = Calibration::new(&counts, PrivacyUnit::Label, &schema, Norm::L1);
     assert!(c.public());
-    let mut from_dimensions = counts.tally();
+    let mut from_dimensions = c.tally(&counts);
     for row in &rows {
         from_dimensions
-            .count(&counts, &row.id, &row.dimensions)
+            .count(&counts, &c, &row.id, &row.dimensions)
             .unwrap();
     }
-    assert_eq!(from_dimensions, tally(&counts, &rows));
+    assert_eq!(from_dimensions, tally(&counts, &c, &rows));
     let out = groups(&counts, &schema, &c, &from_dimensions, &[], 0.0);
     let values: Vec<f64> = out.iter().map(|g| g.value).collect();
     assert_eq!(values, vec![2.0, 2.0]);
@@ -389,9 +434,9 @@ fn ungrouped_means_under_row_divide_by_the_public_n() {
     let rows = [row(1, 20.0, 0.0, 0, 0), row(0, 40.0, 0.0, 1, 1)];
     let q = query(&["mean:value", "count"], &[]);
     let c = Calibration::new(&q, PrivacyUnit::Row, &schema, Norm::L2);
-    assert_eq!(c.weights, vec![100.0, 0.0]);
-    let t = tally(&q, &rows);
-    assert_eq!(c.private_values(&t), vec![0.6]);
+    assert_eq!(c.weights(), vec![100.0, 0.0]);
+    let t = tally(&q, &c, &rows);
+    close(&normalised(&c, &t), &[0.6], 1e-12);
     let out = groups(&q, &schema, &c, &t, &[0.7], 0.01);
     assert_eq!(out[0].key, BTreeMap::new());
     assert!((out[0].value - 35.0).abs() < 1e-12);
@@ -405,12 +450,11 @@ fn the_range_bounds_every_normalised_quantity_over_n_rows() {
     let q = query(&["count", "sum:value", "sum:delta"], &["campaign"]);
     let c = Calibration::new(&q, PrivacyUnit::Row, &schema, Norm::L2);
     // count: N/√2; value: 100N/(100√2); delta: 50N/100.
-    let range = c.range(&q, &schema, 1000);
+    let range = c.range(1000);
     assert!((range - 1000.0 / SQRT_2).abs() < 1e-9, "{range}");
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     let rows: Vec<OwnedRow> = (0..1000).map(|_| random_row(&mut rng)).collect();
-    let largest = c
-        .private_values(&tally(&q, &rows))
+    let largest = normalised(&c, &tally(&q, &c, &rows))
         .iter()
         .fold(0.0f64, |m, v| m.max(v.abs()));
     assert!(largest <= range, "{largest} > {range}");
@@ -419,11 +463,12 @@ fn the_range_bounds_every_normalised_quantity_over_n_rows() {
 #[test]
 fn a_malformed_stored_row_is_a_fault_not_a_wrong_answer() {
     let q = query(&["sum:value"], &["campaign"]);
-    let mut t = q.tally();
-    assert!(t.add(&q, row(1, 1.0, 1.0, 7, 0).view()).is_err());
+    let c = Calibration::new(&q, PrivacyUnit::Label, &schema(), Norm::L2);
+    let mut t = c.tally(&q);
+    assert!(t.add(&q, &c, row(1, 1.0, 1.0, 7, 0).view()).is_err());
     let mut short = row(1, 1.0, 1.0, 0, 0);
     short.measures.clear();
-    assert!(t.add(&q, short.view()).is_err());
+    assert!(t.add(&q, &c, short.view()).is_err());
 }
 
 /// Releases a fixed tally many times and returns each group's residuals
@@ -434,11 +479,13 @@ fn standardised_residuals(mechanism: &Mechanism, norm: Norm, seed: u64) -> Vec<f
     let rows: Vec<OwnedRow> = (0..200).map(|_| random_row(&mut rng)).collect();
     let q = query(&["count", "sum:value", "sum:y"], &["campaign"]);
     let c = Calibration::new(&q, PrivacyUnit::Row, &schema, norm);
-    let t = tally(&q, &rows);
-    let exact = groups(&q, &schema, &c, &t, &c.private_values(&t), 0.0);
+    let t = tally(&q, &c, &rows);
+    let exact = groups(&q, &schema, &c, &t, &normalised(&c, &t), 0.0);
     let mut residuals = Vec::new();
     for _ in 0..2000 {
-        let noisy = mechanism.release(&c.private_values(&t), &mut rng).unwrap();
+        let noisy = mechanism
+            .release_fixed(&c.private_values(&t), &mut rng)
+            .unwrap();
         let out = groups(&q, &schema, &c, &t, &noisy, mechanism.noise_std());
         for (got, want) in out.iter().zip(&exact) {
             residuals.push((got.value - want.value) / got.std);
@@ -456,7 +503,7 @@ fn released_noise_has_the_reported_std() {
     let epsilon = Epsilon::new(1.0).unwrap();
     for norm in [Norm::L2, Norm::L1] {
         let c = Calibration::new(&q, PrivacyUnit::Row, &schema, norm);
-        let range = c.range(&q, &schema, 200);
+        let range = c.range(200);
         let mechanism = match norm {
             Norm::L2 => {
                 Mechanism::gaussian(epsilon, Delta::new(1e-6).unwrap(), c.sensitivity, 9, range)
@@ -485,8 +532,8 @@ fn released_noise_has_the_reported_std() {
     }
 }
 
-/// The tally of a snapshot in memory on one thread, on two, and streamed
-/// in blocks: bitwise the same sums (fixed chunks, folded in row order).
+/// The tally of a snapshot in memory on one thread, on two, streamed in
+/// blocks, and row by row in either order: the same sums.
 #[test]
 fn tallies_do_not_depend_on_threads_or_blocks() {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
@@ -503,9 +550,11 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
     };
     let whole = Columns::of_rows(shape, &rows);
     let q = query(&["mean:value", "sum:delta", "count"], &["campaign"]);
+    let c = Calibration::new(&q, PrivacyUnit::Row, &schema(), Norm::L2);
     let pass = || Tallying {
         query: q.clone(),
-        tally: q.tally(),
+        calibration: c.clone(),
+        tally: c.tally(&q),
         counts_only: false,
     };
     let on = |threads: usize| {
@@ -527,12 +576,184 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
         streamed.visit(&block).unwrap();
     }
     assert_eq!(streamed.tally, one);
-    // And they are the sums, up to rounding in another order.
-    let sequential = tally(&q, &rows);
-    for (chunked, plain) in one.sums.iter().zip(&sequential.sums) {
-        assert!(
-            (chunked - plain).abs() <= 1e-9 * plain.abs().max(1.0),
-            "{chunked} {plain}"
-        );
+    // And they are the sums in any other order: exact integers.
+    let mut reversed = rows.clone();
+    reversed.reverse();
+    assert_eq!(tally(&q, &c, &rows), one);
+    assert_eq!(tally(&q, &c, &reversed), one);
+}
+
+/// One measure `m` whose span is 10⁻⁹ of its magnitude, the narrowest the
+/// schema allows: m ∈ [10⁹, 10⁹ + 1.1].
+fn narrow_schema() -> Schema {
+    Schema {
+        measures: vec![api::BoundedColumn {
+            name: "m".to_owned(),
+            min: 1e9,
+            max: 1e9 + 1.1,
+        }],
+        dimensions: Vec::new(),
+        ..schema()
+    }
+}
+
+/// The most rows over which a Gaussian release of `calibration`'s one
+/// quantity still fits a lattice at ε = 10⁻⁴, δ = 10⁻⁶.
+fn largest_n(calibration: &Calibration) -> u64 {
+    let fits = |n: u64| {
+        Mechanism::gaussian(
+            Epsilon::new(1e-4).unwrap(),
+            Delta::new(1e-6).unwrap(),
+            calibration.sensitivity,
+            1,
+            calibration.range(n),
+        )
+        .is_ok()
+    };
+    let (mut low, mut high) = (1u64, 1u64 << 50);
+    assert!(fits(low) && !fits(high));
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if fits(middle) {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    low
+}
+
+/// The review's finding: float sums of such a column over the most rows
+/// the lattice admits (about 5·10⁶ at ε = 10⁻⁴) lie where a double's ulp
+/// is 1, so those of two neighbours can differ by up to twice the span.
+/// The exact sums move by the span, up to the grid.
+#[test]
+fn neighbouring_sums_of_a_narrow_measure_move_by_at_most_its_span_at_the_largest_n() {
+    let schema = narrow_schema();
+    let (lo, hi) = (schema.measures[0].min, schema.measures[0].max);
+    let span = hi - lo;
+    let q = Query::parse(&schema, &strings(&["sum:m"]), &[], 1).unwrap();
+    for unit in [PrivacyUnit::Label, PrivacyUnit::Row] {
+        let c = Calibration::new(&q, unit, &schema, Norm::L2);
+        let n = largest_n(&c);
+        assert!(n > 4_000_000, "{unit:?}: {n}");
+        let with = |m: f64| OwnedRow {
+            measures: vec![m],
+            dimensions: Vec::new(),
+            ..row(1, 0.0, 0.0, 0, 0)
+        };
+        // The N − 1 rows both neighbours share, spread over the span, one
+        // of them halfway between two integers, where a double's ulp is 1
+        // near N·10⁹ and ties round to even.
+        let values: Vec<f64> = (0..7)
+            .map(|i| lo + span * f64::from(i) / 6.0)
+            .chain([lo + 0.5, lo])
+            .collect();
+        let mut shared = c.tally(&q);
+        for i in 0..n - 1 {
+            let m = values[(i % 9) as usize];
+            shared.add(&q, &c, with(m).view()).unwrap();
+        }
+        // Plain float sums of the two neighbours, the changed row first:
+        // they end up twice the span apart.
+        let float_sum =
+            |first: f64| (0..n - 1).fold(first, |sum, i| sum + values[(i % 9) as usize]);
+        assert!(float_sum(hi) - float_sum(lo) > 1.8 * span);
+        let pairs = [(lo, hi), (hi, lo), (lo + span / 3.0, hi), (lo, lo + 0.5)];
+        for (a, b) in pairs {
+            let sum_with = |m: f64| {
+                let mut tally = shared.clone();
+                tally.add(&q, &c, with(m).view()).unwrap();
+                tally.sums[0]
+            };
+            let moved = sum_with(a).abs_diff(sum_with(b)) as f64
+                * 2f64.powi(-FRACTION_BITS)
+                * c.weights()[0];
+            assert!(
+                moved <= span * (1.0 + 2f64.powi(-20)),
+                "{unit:?}: {a} → {b} moved the sum by {moved}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sigma_is_the_largest_std_a_released_statistic_can_have() {
+    let schema = schema();
+    let spread = |statistics: &[&str], group_by: &[&str], unit, n| {
+        let q = query(statistics, group_by);
+        Calibration::new(&q, unit, &schema, Norm::L2).spread(&q, &schema, n)
+    };
+    let near = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
+    // A sum's std is the noise's times its weight (100 for value).
+    near(
+        spread(
+            &["count", "sum:value", "sum:y"],
+            &[],
+            PrivacyUnit::Label,
+            10,
+        ),
+        100.0,
+    );
+    // An ungrouped mean divides by the public N.
+    near(spread(&["mean:value"], &[], PrivacyUnit::Label, 10), 10.0);
+    near(spread(&["mean:value"], &[], PrivacyUnit::Row, 10), 10.0);
+    // Grouped, a group may hold one row or none.
+    near(
+        spread(&["mean:value"], &["device"], PrivacyUnit::Label, 10),
+        100.0,
+    );
+    // Under row the grouped count is noised (weight √2, the value sum's
+    // 100√2): √(std(sum)² + M²·std(count)²) = √(2·100² + 100²·2).
+    near(
+        spread(&["mean:value"], &["device"], PrivacyUnit::Row, 10),
+        200.0,
+    );
+    near(
+        spread(&["count"], &["device"], PrivacyUnit::Row, 10),
+        SQRT_2,
+    );
+    assert_eq!(spread(&["count"], &["device"], PrivacyUnit::Label, 10), 0.0);
+}
+
+/// Every std [`groups`] reports, whatever the noise drew, is at most the
+/// spread times the noise std: what makes a target on the spread hold for
+/// every released number.
+#[test]
+fn no_released_std_exceeds_the_spread() {
+    let schema = schema();
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let requests: [(&[&str], &[&str]); 4] = [
+        (
+            &["count", "mean:value", "mean:delta", "sum:y"],
+            &["campaign"],
+        ),
+        (&["mean:y", "sum:delta"], &[]),
+        (&["mean:value"], &["campaign", "device"]),
+        (&["count", "sum:value"], &["device"]),
+    ];
+    for (statistics, group_by) in requests {
+        let q = query(statistics, group_by);
+        for unit in [PrivacyUnit::Label, PrivacyUnit::Row] {
+            let c = Calibration::new(&q, unit, &schema, Norm::L2);
+            let rows: Vec<OwnedRow> = (0..rng.random_range(0..6))
+                .map(|_| random_row(&mut rng))
+                .collect();
+            let t = tally(&q, &c, &rows);
+            let spread = c.spread(&q, &schema, rows.len() as u64);
+            for _ in 0..200 {
+                let noisy: Vec<f64> = normalised(&c, &t)
+                    .iter()
+                    .map(|v| v + rng.random_range(-3.0..3.0))
+                    .collect();
+                for group in groups(&q, &schema, &c, &t, &noisy, 0.5) {
+                    assert!(
+                        group.std <= 0.5 * spread * (1.0 + 1e-12),
+                        "{statistics:?} by {group_by:?} under {unit:?}: {group:?} above {}",
+                        0.5 * spread
+                    );
+                }
+            }
+        }
     }
 }

@@ -113,8 +113,10 @@ pub fn mechanism(
         ));
     }
     let dims = map.k() + usize::from(params.intercept);
+    // The released vector is the mechanism's own output: its std is σ.
     knobs.gaussian(
         params.target_sigma,
+        1.0,
         sensitivity,
         dims,
         walr_map::range(map, params.intercept),
