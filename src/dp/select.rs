@@ -53,10 +53,21 @@
 //! # Timing
 //!
 //! The Laplace selector's draws depend on t and k, never on the scores. The
-//! exponential selector's number of proposals is geometric with mean
-//! k/Σ exp(−λ(n_i − m)), between 1 and k: its running time depends on the
-//! scores, so a caller that hides running times must hold it to a deadline
-//! set for k proposals.
+//! exponential selector's number of proposals is geometric with success
+//! rate p = Σ exp(−λ(n_i − m))/k, between 1/k (one point far below the
+//! rest) and 1 (flat scores): its running time depends on the scores, so a
+//! caller that hides running times must hold it to a deadline that covers
+//! the geometric tail at the worst rate, not the mean.
+//! [`Selector::allowance`] is that count for T selections in a row: the
+//! least K with P[more than K proposals] ≤ η = 2^−40 whatever the scores.
+//! T selections need more than K proposals only if K independent
+//! Bernoulli(p) trials succeed fewer than T times, and p ≥ 1/k; Chernoff's
+//! bound for the binomial's lower tail, P[Bin(K, q) ≤ aK] ≤ e^{−K·D(a‖q)}
+//! for a = T/K ≤ q (D the Bernoulli KL divergence, Hoeffding 1963), is
+//! largest at the smallest q, so it holds at q = 1/k for every dataset.
+//! For one selection it is k·ln(1/η) ≈ 27.7k proposals; for T in a row
+//! about k·(T + √(2T·ln(1/η)) + ln(1/η)), so a whole stage is held to
+//! its deadline at little above its worst mean.
 //!
 //! # Citations
 //! - C. Dwork, A. Roth. The Algorithmic Foundations of Differential
@@ -69,6 +80,8 @@
 //!   Privacy Loss Composition for Data Analytics. ALT 2021.
 //! - C. Canonne, G. Kamath, T. Steinke. The Discrete Gaussian for
 //!   Differential Privacy. NeurIPS 2020, §5.
+//! - W. Hoeffding. Probability Inequalities for Sums of Bounded Random
+//!   Variables. JASA 1963, Theorem 1.
 
 use rand::Rng;
 
@@ -190,6 +203,14 @@ impl Selector {
         units * self.lattice.spacing()
     }
 
+    /// How the selector picks.
+    pub fn rule(&self) -> SelectionRule {
+        match self.draw {
+            Draw::NoisyMin(_) => SelectionRule::Laplace,
+            Draw::Exponential(_) => SelectionRule::Exponential,
+        }
+    }
+
     /// The lattice spacing γ.
     pub fn grid(&self) -> f64 {
         self.lattice.spacing()
@@ -200,9 +221,30 @@ impl Selector {
         self.shift as f64 * self.lattice.spacing()
     }
 
+    /// The most draws T selections among `candidates` scores may take, with
+    /// P[more] ≤ [`OVERRUN`] whatever the scores: discrete Laplace values
+    /// (exactly k·T), or exponential proposals (module docs, "Timing").
+    pub fn allowance(&self, candidates: usize, selections: u32) -> u64 {
+        let (k, t) = (candidates as u64, u64::from(selections));
+        match self.draw {
+            Draw::NoisyMin(_) => k.saturating_mul(t),
+            Draw::Exponential(_) => proposal_allowance(k, t),
+        }
+    }
+
     /// The index of the (noisy) smallest score. Errors on a non-finite
     /// score or one beyond the range.
     pub fn select<R: Rng + ?Sized>(&self, scores: &[f64], rng: &mut R) -> Result<usize, DpError> {
+        self.select_counted(scores, rng).map(|(index, _)| index)
+    }
+
+    /// [`Selector::select`], with how many draws it took (the unit of
+    /// [`Selector::allowance`]).
+    pub fn select_counted<R: Rng + ?Sized>(
+        &self,
+        scores: &[f64],
+        rng: &mut R,
+    ) -> Result<(usize, u64), DpError> {
         if scores.is_empty() {
             return Err(DpError::NoCoordinates);
         }
@@ -219,10 +261,52 @@ impl Selector {
         }
         let points = self.lattice.snap(scores)?;
         Ok(match self.draw {
-            Draw::NoisyMin(scale) => noisy_min(&points, scale, rng),
+            Draw::NoisyMin(scale) => (noisy_min(&points, scale, rng), points.len() as u64),
             Draw::Exponential(rate) => exponential(&points, rate, rng),
         })
     }
+}
+
+/// The bound on the chance that T selections overrun their
+/// [`Selector::allowance`]: 2^−40.
+pub const OVERRUN: f64 = 1.0 / (1u64 << 40) as f64;
+
+/// The least K with e^{−K·D(T/K ‖ 1/k)} ≤ [`OVERRUN`] (module docs,
+/// "Timing"), or the exact (1 − 1/k)^K ≤ η for one selection; k = 1
+/// always accepts at once.
+fn proposal_allowance(k: u64, selections: u64) -> u64 {
+    if k <= 1 || selections == 0 {
+        return selections;
+    }
+    let q = 1.0 / k as f64;
+    let t = selections as f64;
+    let log_tail = |draws: u64| -> f64 {
+        let draws = draws as f64;
+        if selections == 1 {
+            return draws * (-q).ln_1p();
+        }
+        let a = t / draws;
+        if a >= q {
+            return 0.0;
+        }
+        -draws * (a * (a / q).ln() + (1.0 - a) * ((1.0 - a) / (1.0 - q)).ln())
+    };
+    let target = OVERRUN.ln();
+    let mut high = selections.saturating_mul(k);
+    while log_tail(high) > target {
+        high = high.saturating_mul(2);
+    }
+    // The tail falls as K grows: bisect for the least K that meets η.
+    let mut low = selections;
+    while low < high {
+        let middle = low + (high - low) / 2;
+        if log_tail(middle) <= target {
+            high = middle;
+        } else {
+            low = middle + 1;
+        }
+    }
+    high
 }
 
 /// The first index of the smallest value: a fixed priority among ties,
@@ -246,14 +330,17 @@ fn noisy_min<R: Rng + ?Sized>(points: &[i128], scale: u64, rng: &mut R) -> usize
     )
 }
 
-/// An exact draw of P(i) ∝ exp(−λ·points[i]), by uniform proposals.
-fn exponential<R: Rng + ?Sized>(points: &[i128], rate: Rate, rng: &mut R) -> usize {
+/// An exact draw of P(i) ∝ exp(−λ·points[i]), by uniform proposals, and
+/// how many proposals it took.
+fn exponential<R: Rng + ?Sized>(points: &[i128], rate: Rate, rng: &mut R) -> (usize, u64) {
     let low = points.iter().copied().min().unwrap_or(0);
+    let mut proposals = 0;
     loop {
+        proposals += 1;
         let index = uniform_below(points.len() as u128, rng) as usize;
         let gap = points[index].abs_diff(low);
         if bernoulli_exp(gap * rate.numerator, rate.denominator, rng) {
-            return index;
+            return (index, proposals);
         }
     }
 }

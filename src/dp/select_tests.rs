@@ -169,7 +169,7 @@ fn the_exponential_mechanism_picks_with_the_exact_probabilities_and_double_the_r
         ..rate
     };
     let mut rng = ChaCha8Rng::seed_from_u64(34);
-    let monotone = counts(scores.len(), || exponential(&points, doubled, &mut rng));
+    let monotone = counts(scores.len(), || exponential(&points, doubled, &mut rng).0);
     let p = chi_square_p_value(&monotone, &expected);
     assert!(p < FALSE_FAILURE_RATE, "twice the rate passed: p = {p:e}");
 }
@@ -405,4 +405,75 @@ fn bad_parameters_and_scores_are_refused() {
         );
         assert!(select(&[10.0, -10.0]).is_ok());
     }
+}
+
+/// The issue-28 case: k = 8192 scores, one of them 50 temperatures below
+/// the rest, so a proposal is accepted with probability ≈ 1/k. Not one of
+/// 10⁴ selections may take more proposals than the allowance for one
+/// (P ≤ 2^−40 each, so a correct sampler fails this with probability
+/// ≤ 10⁴·2^−40 ≈ 10⁻⁸), nor all of them more than the allowance for 10⁴
+/// in a row; and they take about k each, so the test can fail.
+#[test]
+fn one_strong_score_among_8192_never_takes_more_proposals_than_the_allowance() {
+    let k = 8192;
+    let selector = Selector::new(SelectionRule::Exponential, epsilon(1.0), 1.0, 200.0).unwrap();
+    let mut scores = vec![50.0 * selector.scale(); k];
+    scores[k / 2] = 0.0;
+    let mut rng = ChaCha8Rng::seed_from_u64(28);
+    let (one, many) = (selector.allowance(k, 1), selector.allowance(k, 10_000));
+    let mut total = 0;
+    for _ in 0..10_000 {
+        let (index, proposals) = selector.select_counted(&scores, &mut rng).unwrap();
+        assert_eq!(index, k / 2);
+        assert!(proposals <= one, "{proposals} proposals, allowance {one}");
+        total += proposals;
+    }
+    assert!(total <= many, "{total} proposals, allowance {many}");
+    let mean = total as f64 / 10_000.0;
+    // Geometric with p = 1/k: the mean of 10⁴ has a relative spread of 1 %.
+    assert!(
+        (0.95 * k as f64..1.05 * k as f64).contains(&mean),
+        "mean {mean}"
+    );
+}
+
+/// The allowance is what its bound says: (1 − 1/k)^K ≤ 2^−40 < (1 − 1/k)^(K−1)
+/// for one selection (≈ k·ln 2^40 for large k; 40 at k = 2), a Chernoff bound that still meets η
+/// for T in a row at a few times √T above the worst mean kT, exactly k·T
+/// Laplace draws, and never more than one proposal when k = 1.
+#[test]
+fn the_allowance_covers_the_geometric_tail_at_the_worst_rate() {
+    let exponential = Selector::new(SelectionRule::Exponential, epsilon(1.0), 1.0, 8.0).unwrap();
+    let laplace = Selector::new(SelectionRule::Laplace, epsilon(1.0), 1.0, 8.0).unwrap();
+    for k in [2u64, 66, 8192, 1 << 20] {
+        let one = exponential.allowance(k as usize, 1);
+        let tail = |draws: u64| draws as f64 * (-1.0 / k as f64).ln_1p();
+        assert!(
+            tail(one) <= OVERRUN.ln() && tail(one - 1) > OVERRUN.ln(),
+            "k = {k}"
+        );
+        // −ln(1 − 1/k) = 1/k + 1/(2k²) + …: K ≈ k·ln(1/η) once k is large.
+        let approximate = k as f64 * (1.0 / OVERRUN).ln();
+        if k >= 66 {
+            assert!(
+                (one as f64 / approximate - 1.0).abs() < 0.02,
+                "k = {k}: {one}"
+            );
+        }
+        for steps in [10u32, 1000, 10_000] {
+            let many = exponential.allowance(k as usize, steps) as f64;
+            let mean = (k * u64::from(steps)) as f64;
+            // The std of T geometrics of rate 1/k is k·√(T(1 − 1/k)): the
+            // allowance sits between √(2 ln(1/η)) and twice that above the mean.
+            let std = k as f64 * (f64::from(steps) * (1.0 - 1.0 / k as f64)).sqrt();
+            let spread = (2.0 * (1.0 / OVERRUN).ln()).sqrt() * std;
+            assert!(many > mean + spread, "k = {k}, T = {steps}");
+            assert!(
+                many < mean + 2.0 * spread + 2.0 * approximate,
+                "k = {k}, T = {steps}"
+            );
+        }
+        assert_eq!(laplace.allowance(k as usize, 7), 7 * k);
+    }
+    assert_eq!(exponential.allowance(1, 5), 5);
 }

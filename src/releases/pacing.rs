@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::dp::{Delta, Drawn, Epsilon, Mechanism, OsNoise};
+use crate::dp::{Delta, Drawn, Epsilon, Mechanism, OsNoise, SelectionRule, Selector};
 
 /// Every deadline's floor: scheduling, the hand-off to a blocking thread,
 /// and the spread of a small draw.
@@ -24,12 +24,14 @@ pub const HEADROOM: u32 = 4;
 /// Coordinates drawn per mechanism to measure its speed.
 const CALIBRATION_DIMS: usize = 2048;
 
-/// Mean time per coordinate, by mechanism.
+/// Mean time per coordinate, by mechanism, and per proposal of the
+/// exponential selection.
 #[derive(Debug, Clone, Copy)]
 struct Speeds {
     gaussian: Duration,
     laplace: Duration,
     norm_gamma: Duration,
+    proposal: Duration,
 }
 
 /// The slowest of three timed releases of `mechanism`, per coordinate.
@@ -46,6 +48,36 @@ fn per_coordinate(mechanism: &Mechanism) -> Duration {
         .max()
         .unwrap_or(BASE);
     slowest / mechanism.dims() as u32
+}
+
+/// The slowest of three timed runs of exponential selections, per
+/// proposal, on scores one temperature above the least (where a proposal's
+/// acceptance test takes longest), until each run has made
+/// [`CALIBRATION_DIMS`] proposals.
+fn per_proposal() -> Duration {
+    let epsilon = Epsilon::new(1.0).expect("BUG: 1 is a valid ε");
+    let Ok(selector) = Selector::new(SelectionRule::Exponential, epsilon, 1.0, 4.0) else {
+        return Duration::from_micros(10);
+    };
+    let mut scores = vec![selector.scale(); CALIBRATION_DIMS];
+    scores[0] = 0.0;
+    let mut rng = OsNoise::new();
+    (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            let mut proposals = 0;
+            while proposals < CALIBRATION_DIMS as u64 {
+                // Calibration scores: nothing private; a failure cannot
+                // happen on them, and would only end the run early.
+                match selector.select_counted(&scores, &mut rng) {
+                    Ok((_, drawn)) => proposals += drawn,
+                    Err(_) => break,
+                }
+            }
+            started.elapsed() / proposals.max(1) as u32
+        })
+        .max()
+        .unwrap_or(BASE)
 }
 
 fn measure() -> Speeds {
@@ -66,6 +98,7 @@ fn measure() -> Speeds {
         )),
         laplace: time(Mechanism::laplace(epsilon, 1.0, CALIBRATION_DIMS, 1.0)),
         norm_gamma: time(Mechanism::norm_gamma(epsilon, 1.0, CALIBRATION_DIMS, 1.0)),
+        proposal: per_proposal(),
     }
 }
 
@@ -104,19 +137,54 @@ pub fn budget_of_draws(mechanism: &Mechanism, draws: u32) -> Duration {
     )
 }
 
-/// How long one private selection among `candidates` scores may take:
-/// report-noisy-min draws a discrete Laplace value per candidate, and the
-/// exponential mechanism's rejection sampler expects at most one proposal
-/// (a uniform index and a Bernoulli) per candidate, each costed as two
-/// Laplace coordinates.
-pub fn budget_of_selection(candidates: usize) -> Duration {
-    let candidates = u32::try_from(candidates).unwrap_or(u32::MAX);
-    BASE.saturating_add(
-        speeds()
-            .laplace
-            .saturating_mul(2 * HEADROOM)
-            .saturating_mul(candidates),
-    )
+/// How long `selections` private selections in a row among `candidates`
+/// scores may take: the floor once, and each draw of their
+/// [`Selector::allowance`] (a discrete Laplace value, costed as two
+/// coordinates, or an exponential proposal) given its headroom.
+pub fn budget_of_selections(selector: &Selector, candidates: usize, selections: u32) -> Duration {
+    let speeds = speeds();
+    let per_draw = match selector.rule() {
+        SelectionRule::Exponential => speeds.proposal,
+        SelectionRule::Laplace => speeds.laplace * 2,
+    };
+    let draws = u32::try_from(selector.allowance(candidates, selections)).unwrap_or(u32::MAX);
+    BASE.saturating_add(per_draw.saturating_mul(HEADROOM).saturating_mul(draws))
+}
+
+/// One deadline for draws made between other work whose time is public
+/// (a Frank-Wolfe stage's selections between its passes over the rows):
+/// the draws' time is added up, and when the meter is dropped, on every
+/// path, it sleeps until the draws have had their whole budget, so the
+/// total shows only the budget, unless they overran it, which is counted.
+pub struct Meter {
+    budget: Duration,
+    spent: Duration,
+}
+
+impl Meter {
+    pub fn new(budget: Duration) -> Self {
+        Meter {
+            budget,
+            spent: Duration::ZERO,
+        }
+    }
+
+    /// Runs `draw`, counting its time against the budget.
+    pub fn time<T>(&mut self, draw: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let drawn = draw();
+        self.spent += started.elapsed();
+        drawn
+    }
+}
+
+impl Drop for Meter {
+    fn drop(&mut self) {
+        match self.budget.checked_sub(self.spent) {
+            Some(rest) => std::thread::sleep(rest),
+            None => metrics::counter!("dpgate_noise_overruns_total").increment(1),
+        }
+    }
 }
 
 /// Runs `draw` and then sleeps until `budget` has passed since it began:
@@ -221,6 +289,44 @@ mod tests {
         let hundred = budget_of_draws(&small, 100);
         assert!(hundred > budget(&small));
         assert!(hundred < budget(&small) * 100);
+    }
+
+    #[test]
+    fn a_meter_holds_its_draws_together_to_one_budget_on_every_path() {
+        let started = Instant::now();
+        {
+            let mut meter = Meter::new(Duration::from_millis(30));
+            assert_eq!(meter.time(|| 1), 1);
+            // Public work between the draws is not counted against them.
+            std::thread::sleep(Duration::from_millis(10));
+            assert_eq!(meter.time(|| 2), 2);
+        }
+        assert!(started.elapsed() >= Duration::from_millis(40));
+        // A stage that stops at an error is held all the same.
+        let started = Instant::now();
+        let stopped = || -> Result<(), &'static str> {
+            let mut meter = Meter::new(Duration::from_millis(20));
+            meter.time(|| Err("no scores"))?;
+            Ok(())
+        };
+        assert_eq!(stopped(), Err("no scores"));
+        assert!(started.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_selection_budget_covers_its_allowance_and_grows_with_the_steps() {
+        let epsilon = Epsilon::new(0.06).unwrap();
+        for rule in [SelectionRule::Laplace, SelectionRule::Exponential] {
+            let selector = Selector::new(rule, epsilon, 1.0, 100.0).unwrap();
+            let one = budget_of_selections(&selector, 66, 1);
+            let fifty = budget_of_selections(&selector, 66, 50);
+            assert!(one > BASE && fifty > one, "{rule:?}");
+            assert_eq!(fifty, budget_of_selections(&selector, 66, 50));
+            assert!(
+                budget_of_selections(&selector, 8192, 50) > fifty,
+                "{rule:?}"
+            );
+        }
     }
 
     #[test]

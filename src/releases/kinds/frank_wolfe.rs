@@ -230,20 +230,27 @@ impl Stage {
         Ok(theta)
     }
 
-    /// [`Stage::run`] with the stage's selector on the OS CSPRNG, each
-    /// selection held to a deadline fixed by public facts, so that how
-    /// long it took (the exponential mechanism's rejections depend on the
-    /// scores) does not show.
+    /// [`Stage::run`] with the stage's selector on the OS CSPRNG, its
+    /// selections together held to one deadline fixed by public facts (the
+    /// stage's steps and candidates), so that how long they took (the
+    /// exponential mechanism's rejections depend on the scores) does not
+    /// show: the deadline covers the rejections' tail at the worst scores
+    /// ([`Selector::allowance`]).
     fn run_private(
         &self,
         data: &[Participant],
         fit: &Fit,
         centre: &[f64],
     ) -> Result<Vec<f64>, DpError> {
-        let budget = pacing::budget_of_selection(2 * centre.len());
+        let candidates = 2 * centre.len();
+        let mut meter = pacing::Meter::new(pacing::budget_of_selections(
+            &self.selector,
+            candidates,
+            self.steps,
+        ));
         let mut rng = OsNoise::new();
         self.run(data, fit, centre, |scores| {
-            pacing::paced(budget, || self.selector.select(scores, &mut rng))
+            meter.time(|| self.selector.select(scores, &mut rng))
         })
     }
 }
