@@ -7,7 +7,10 @@
 //! one DP-SGD epoch (batches of 256 in a random order, each with its
 //! norm-Gamma noise), on the features and on 8 projections of them; and
 //! Frank-Wolfe's first stage, T = 50 steps (each a pass over the rows and
-//! a private selection among 66 vertices).
+//! a private selection among 66 vertices). And `logistic_pass`: one
+//! gradient pass at a caller's θ that puts every row at z = 0, 720, −720,
+//! or that is tiny (10⁻³⁰⁰): the same time, or a caller could time how
+//! many rows lie in a half-space (docs/models.md, "Timing").
 
 // Benchmark set-up only unwraps what valid parameters return.
 #![allow(clippy::unwrap_used)]
@@ -19,7 +22,7 @@ use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise, SelectionRule, Selector};
 use dpgate::releases::kinds::dp_gd::Descent;
 use dpgate::releases::kinds::dp_sgd::Sgd;
 use dpgate::releases::kinds::frank_wolfe::fit_label;
-use dpgate::releases::kinds::gradients::{FeatureMap, Identity};
+use dpgate::releases::kinds::gradients::{FeatureMap, Identity, LogisticLabels, clipped_mean};
 use dpgate::releases::kinds::projection::Projection;
 use dpgate::releases::pacing::StepNoise;
 use dpgate::snapshots::Columns;
@@ -151,5 +154,30 @@ fn frank_wolfe(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dp_gd, dp_sgd, frank_wolfe);
+fn logistic_pass(c: &mut Criterion) {
+    let n = rows().min(100_000);
+    let data = dpgate_learn::synthetic::logistic_data(n, FEATURES, 7);
+    let columns = Columns::of_labelled(data.x.view(), &data.y);
+    let labels = LogisticLabels(columns.labels());
+    let mut group = c.benchmark_group("logistic_pass");
+    group.throughput(Throughput::Elements(n as u64));
+    let at = |bias: f64, weight: f64| {
+        let mut theta = vec![weight; FEATURES + 1];
+        theta[0] = bias;
+        theta
+    };
+    for (name, theta) in [
+        ("z = 0", at(0.0, 0.0)),
+        ("z = 720", at(720.0, 0.0)),
+        ("z = -720", at(-720.0, 0.0)),
+        ("tiny theta", at(0.0, 1e-300)),
+    ] {
+        group.bench_function(format!("{name}, {n} rows × {FEATURES}"), |b| {
+            b.iter(|| clipped_mean(&columns, &labels, &theta, 1.0, true));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, dp_gd, dp_sgd, frank_wolfe, logistic_pass);
 criterion_main!(benches);

@@ -105,13 +105,13 @@ impl FeatureMap {
             *out = x - c;
             norm_squared += *out * *out;
         }
+        // Every row is scaled, by 1 inside the ball (R/0 = ∞ at the
+        // centre), so that a row's time does not count the rows outside a
+        // caller's radius (under unit `row`, private).
         if let Some(radius) = self.radius {
-            let norm = norm_squared.sqrt();
-            if norm > radius {
-                let shrink = radius / norm;
-                for out in out.iter_mut() {
-                    *out *= shrink;
-                }
+            let shrink = (radius / norm_squared.sqrt()).min(1.0);
+            for out in out.iter_mut() {
+                *out *= shrink;
             }
         }
     }

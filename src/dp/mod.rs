@@ -5,6 +5,7 @@
 //! tests), so every mechanism is deterministic given its random bits.
 
 mod accountant;
+pub mod constant_time;
 pub mod erm;
 mod error;
 pub mod fixed;
@@ -32,7 +33,7 @@ pub use sample::{
     MAX_GAUSSIAN_SIGMA, OsNoise, discrete_gaussian, discrete_laplace, norm_gamma_continuous,
     norm_gamma_lattice,
 };
-pub use select::{SelectionRule, Selector};
+pub use select::{OVERRUN, SelectionRule, Selector};
 pub use steps::per_step_epsilon;
 pub use target::smallest_epsilon;
 pub use units::{Delta, Epsilon};

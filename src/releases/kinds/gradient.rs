@@ -21,9 +21,10 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams};
 
 use super::dp_gd::{self, Reach, Rows};
-use super::gradients::{Residual, clipped_mean, logistic, mean_padding};
+use super::gradients::{Residual, clipped_mean, mean_padding};
 use super::iterative::{MAX_MAGNITUDE, check_work, require_in_memory, within};
 use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::constant_time::logistic;
 use crate::dp::{self, Epsilon, Mechanism, PrivacyLoss, per_step_epsilon};
 use crate::releases::plan::{noise, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};

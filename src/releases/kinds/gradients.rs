@@ -9,8 +9,12 @@
 //! The residual is a type parameter, so each learner's loop is compiled
 //! for its own loss. The loop over the rows does not branch on a row's
 //! values, and the chunks' partial sums are added in row order, so the sum
-//! is the same bits on any number of cores.
+//! is the same bits on any number of cores. Nor does a row's time depend
+//! on θ: the logistic is [`crate::dp::constant_time`]'s, and θ's tiny
+//! weights are flushed, so a caller's θ cannot make some rows slower than
+//! others and time how many there are.
 
+use crate::dp::constant_time::{flush_tiny, logistic};
 use crate::snapshots::{CHUNK_ROWS, Columns};
 
 /// A public map of one row's stored features into the space a model is
@@ -36,13 +40,6 @@ impl FeatureMap for Identity {
             *mapped = f64::from(value);
         }
     }
-}
-
-/// The logistic function without a branch on its argument: e^{−z}
-/// overflows to ∞ below z ≈ −709, where 1/(1 + ∞) = 0 is the right answer
-/// to within 10⁻³⁰⁸.
-pub fn logistic(z: f64) -> f64 {
-    1.0 / (1.0 + (-z).exp())
 }
 
 /// dℓ/d(θᵀu) of one row's loss: its gradient is this times u.
@@ -71,6 +68,7 @@ pub fn clipped_sum(
 ) -> Vec<f64> {
     let k = columns.shape().features;
     let offset = usize::from(intercept);
+    let theta: Vec<f64> = theta.iter().copied().map(flush_tiny).collect();
     let (bias, one) = if intercept {
         (theta[0], 1.0)
     } else {
