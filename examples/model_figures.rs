@@ -4,7 +4,11 @@
 //! fit, and the time to fit and release at N = 1,000,000, k = 32.
 //!
 //! `cargo run --release --example model_figures [-- N…]` (default N =
-//! 100000 1000000). The pipeline is the server's own (`releases::kinds::model`);
+//! 100000 1000000). `-- allowance` prints instead how long objective
+//! perturbation's solves take in units of one Newton iteration's passes
+//! (`model::iteration_time`), over N, k, λ, ε, labels and draws of b: what
+//! `model::SOLVE_ALLOWANCE` is chosen from; `-- timing` only the times at
+//! N = 1,000,000. The pipeline is the server's own (`releases::kinds::model`);
 //! noise comes from a seeded generator so the table is reproducible (the
 //! server draws from the OS CSPRNG).
 
@@ -13,7 +17,8 @@ use std::time::Instant;
 use dpgate::dp::{Delta, Epsilon};
 use dpgate::releases::Pass;
 use dpgate::releases::kinds::model::{
-    Design, DesignBuilder, ObjectivePlan, output_mechanism, solve, unfold,
+    Design, DesignBuilder, ObjectivePlan, SOLVE_ALLOWANCE, certifiable, iteration_time,
+    output_mechanism, solve, unfold,
 };
 use dpgate::snapshots::Columns;
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
@@ -136,6 +141,9 @@ fn timing() {
         ObjectivePlan::new(Epsilon::new(1.0).expect("ε"), n as u64, 1e-4, k + 1).expect("a plan");
     let objective = plan.run(&design, &mut rng).expect("a solve");
     let objective_time = started.elapsed();
+    let started = Instant::now();
+    plan.solve_held(&design).expect("a solve");
+    let held = started.elapsed();
     assert_eq!((released.len(), objective.len()), (k + 1, k + 1));
     println!("\nN = {n}, k = {k}, λ = 1e-4, ε = 1:");
     println!(
@@ -150,9 +158,80 @@ fn timing() {
         "  objective perturbation b + solve:  {:>8.3} s",
         objective_time.as_secs_f64()
     );
+    println!(
+        "  the same, held to its deadline:    {:>8.3} s (one iteration unit {:.3} s)",
+        held.as_secs_f64(),
+        iteration_time(&design).as_secs_f64()
+    );
+}
+
+/// Objective perturbation's solve times in iteration units: every
+/// certifiable λ of 10⁻¹…10⁻⁶ at N = 10³…10⁵, k = 4, 16, 64, ε = 0.1, 1,
+/// 10, on the synthetic labels and on one class only, 5 draws of b each.
+fn allowance() {
+    let mut ratios = Vec::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    for n in [1_000, 10_000, 100_000] {
+        for k in [4, 16, 64] {
+            let mut data = logistic_data(n, k, 8);
+            let synthetic = design_of(&data);
+            data.y.fill(1);
+            let one_class = design_of(&data);
+            for lambda in [1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6] {
+                for epsilon in [0.1, 1.0, 10.0] {
+                    let Ok(plan) = ObjectivePlan::new(
+                        Epsilon::new(epsilon).expect("ε"),
+                        n as u64,
+                        lambda,
+                        k + 1,
+                    ) else {
+                        continue;
+                    };
+                    let whole = lambda + plan.params.extra_regulariser;
+                    if certifiable(k + 1, n as u64, whole, plan.linear_bound).is_err() {
+                        continue;
+                    }
+                    for design in [&synthetic, &one_class] {
+                        let unit = iteration_time(design).as_secs_f64();
+                        for _ in 0..5 {
+                            let started = Instant::now();
+                            plan.solve_perturbed(design, &mut rng)
+                                .expect("a certified solve");
+                            ratios.push((
+                                started.elapsed().as_secs_f64() / unit,
+                                n,
+                                k,
+                                lambda,
+                                epsilon,
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q) as usize].0;
+    let worst = ratios[ratios.len() - 1];
+    println!(
+        "{} solves: median {:.1}, 99th percentile {:.1}, largest {:.1} iteration units          (N = {}, k = {}, λ = {:e}, ε = {}); allowance {SOLVE_ALLOWANCE}",
+        ratios.len(),
+        at(0.5),
+        at(0.99),
+        worst.0,
+        worst.1,
+        worst.2,
+        worst.3,
+        worst.4
+    );
 }
 
 fn main() {
+    match std::env::args().nth(1).as_deref() {
+        Some("allowance") => return allowance(),
+        Some("timing") => return timing(),
+        _ => {}
+    }
     let sizes: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|arg| arg.parse().ok())

@@ -158,9 +158,14 @@ pub(super) async fn debit_and_make(
                         Ok(Outcome::Created(text))
                     }
                     Err(failure) => {
-                        tracing::error!(error = %failure, "a debited release failed");
-                        metrics::counter!("dpgate_release_failures_total", "kind" => summary.kind)
-                            .increment(1);
+                        let cause = failure.cause();
+                        tracing::error!(error = %failure, cause, "a debited release failed");
+                        metrics::counter!(
+                            "dpgate_release_failures_total",
+                            "kind" => summary.kind,
+                            "cause" => cause
+                        )
+                        .increment(1);
                         let detail = failed(release);
                         store
                             .finish_release(release, Finished::Failure(detail.clone()))

@@ -103,6 +103,29 @@ pub enum Failure {
     Clock(#[from] crate::clock::ClockError),
 }
 
+impl Failure {
+    /// The `cause` label of `dpgate_release_failures_total`. Those whose
+    /// occurrence can depend on the private data (`not_converged`,
+    /// `noise`, `non_finite`) are un-noised bits an operator must see;
+    /// docs/models.md bounds how often the first can happen.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            Failure::Store(_) => "store",
+            Failure::Corrupt(_) => "corrupt",
+            Failure::Fit(kinds::model::ModelError::Fit(dpgate_learn::FitError::NotConverged {
+                ..
+            })) => "not_converged",
+            Failure::Fit(kinds::model::ModelError::Fit(_)) => "fit_input",
+            Failure::Fit(kinds::model::ModelError::Dp(_)) | Failure::Noise(_) => "noise",
+            Failure::NonFinite => "non_finite",
+            Failure::Unheld => "unheld",
+            Failure::Task(_) => "task",
+            Failure::Encode(_) => "encode",
+            Failure::Clock(_) => "clock",
+        }
+    }
+}
+
 /// A successful answer.
 #[derive(Debug)]
 pub enum Outcome {
@@ -446,4 +469,28 @@ async fn make(
     Err(ReleaseError::Conflict(
         "rows kept arriving while the release was priced; retry".to_owned(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_names_its_cause_and_a_fit_that_did_not_converge_is_told_apart() {
+        let not_converged = Failure::Fit(kinds::model::ModelError::Fit(
+            dpgate_learn::FitError::NotConverged {
+                gradient_norm: 1e-9,
+                iterations: 600,
+            },
+        ));
+        assert_eq!(not_converged.cause(), "not_converged");
+        let bad_input = Failure::Fit(kinds::model::ModelError::Fit(
+            dpgate_learn::FitError::NonFinite { what: "x" },
+        ));
+        assert_eq!(bad_input.cause(), "fit_input");
+        assert_eq!(Failure::NonFinite.cause(), "non_finite");
+        assert_eq!(Failure::Corrupt("a block".to_owned()).cause(), "corrupt");
+        assert_eq!(Failure::Unheld.cause(), "unheld");
+        assert_eq!(Failure::Noise(dp::DpError::NoSteps).cause(), "noise");
+    }
 }

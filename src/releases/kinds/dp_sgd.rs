@@ -51,7 +51,9 @@ struct DpSgd {
     price: Price,
     mechanism: Mechanism,
     sgd: Sgd,
-    projection: Option<Projection>,
+    /// The projection's seed and k′: R itself (up to 134 MB) is built
+    /// only once the release is admitted.
+    projection: Option<(u64, usize)>,
     schema: Schema,
     epoch_epsilon: Epsilon,
 }
@@ -242,7 +244,7 @@ pub fn plan(
         let seed = requested
             .seed
             .map_or_else(|| OsNoise::new().next_u64(), |Seed(seed)| seed);
-        Projection::new(seed, requested.dims, k)
+        (seed, requested.dims)
     });
     Ok(Box::new(DpSgd {
         price,
@@ -289,6 +291,13 @@ impl Planned for DpSgd {
             sgd.steps(snapshot.dataset().n_rows),
             mechanism.noise_scale(),
         );
+        let features = schema.k();
+        let projection = match projection {
+            Some((seed, dims)) => Some(
+                tokio::task::spawn_blocking(move || Projection::new(seed, dims, features)).await?,
+            ),
+            None => None,
+        };
         let (ran, map) = (sgd.clone(), projection.clone());
         let theta = learn_on(snapshot, move |columns| {
             let mut noise = StepNoise::new(&mechanism, steps);

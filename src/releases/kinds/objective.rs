@@ -6,7 +6,7 @@ use dpgate_api_types as api;
 
 use super::model::{self, ObjectivePlan, fit_on};
 use crate::dataset::{DatasetRecord, Schema};
-use crate::dp::{OsNoise, PrivacyLoss};
+use crate::dp::PrivacyLoss;
 use crate::releases::plan::noise;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 
@@ -78,7 +78,7 @@ impl Planned for ObjectivePerturbation {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let plan = self.plan.clone();
         let solved = fit_on(&snapshot, self.fit_intercept, move |design| {
-            plan.solve_perturbed(design, &mut OsNoise::new())
+            plan.solve_held(design)
         })
         .await?;
         let weights = noise(self.plan.output.clone(), solved).await?;
