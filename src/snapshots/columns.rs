@@ -11,6 +11,7 @@
 
 use std::ops::Range;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ndarray::ArrayView2;
 use rayon::prelude::*;
@@ -84,6 +85,35 @@ pub struct Columns {
     dimensions: Vec<u32>,
     /// Rows in byte order of their ids, once [`Columns::position`] needs it.
     index: OnceLock<Vec<u32>>,
+    /// Which columns were read since [`Columns::take_touched`] last looked.
+    touched: Touched,
+}
+
+/// Whether a run's private columns (labels, measures) and its other
+/// columns (ids, features, dimensions) were read: what the API tests check
+/// a release's work before its debit against, on a snapshot held in
+/// memory. A flag is written once, on the first read after a look, so a
+/// pass pays one relaxed load per access, never a contended write.
+#[derive(Debug, Default)]
+struct Touched {
+    outcomes: AtomicBool,
+    inputs: AtomicBool,
+}
+
+impl Touched {
+    #[inline]
+    fn mark(flag: &AtomicBool) {
+        if !flag.load(Ordering::Relaxed) {
+            flag.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A copy is a run nobody has read yet.
+impl Clone for Touched {
+    fn clone(&self) -> Self {
+        Touched::default()
+    }
 }
 
 /// Runs are equal when their rows are (the index is derived from them).
@@ -124,6 +154,7 @@ impl Columns {
                 }),
                 dimensions: Vec::with_capacity(capacity * shape.dimensions),
                 index: OnceLock::new(),
+                touched: Touched::default(),
             },
         }
     }
@@ -161,7 +192,17 @@ impl Columns {
             + 4 * self.dimensions.capacity()
     }
 
+    /// (labels or measures, ids, features or dimensions): whether each was
+    /// read since the last call, which resets both.
+    pub fn take_touched(&self) -> (bool, bool) {
+        (
+            self.touched.outcomes.swap(false, Ordering::Relaxed),
+            self.touched.inputs.swap(false, Ordering::Relaxed),
+        )
+    }
+
     pub fn id(&self, row: usize) -> &str {
+        Touched::mark(&self.touched.inputs);
         let start = if row == 0 {
             0
         } else {
@@ -172,6 +213,7 @@ impl Columns {
 
     /// Row `row`'s scaled features.
     pub fn features(&self, row: usize) -> &[f32] {
+        Touched::mark(&self.touched.inputs);
         let k = self.shape.features;
         &self.features[row * k..(row + 1) * k]
     }
@@ -179,15 +221,18 @@ impl Columns {
     /// Every row's label; only on a run read with the outcomes.
     pub fn labels(&self) -> &[u8] {
         debug_assert!(self.outcomes, "the outcomes were not read");
+        Touched::mark(&self.touched.outcomes);
         &self.labels
     }
 
     /// The whole feature matrix, row-major.
     pub fn feature_matrix(&self) -> &[f32] {
+        Touched::mark(&self.touched.inputs);
         &self.features
     }
 
     pub fn dimensions(&self, row: usize) -> &[u32] {
+        Touched::mark(&self.touched.inputs);
         let p = self.shape.dimensions;
         &self.dimensions[row * p..(row + 1) * p]
     }
@@ -195,6 +240,7 @@ impl Columns {
     /// Row `row` with its outcomes; only on a run read with them.
     pub fn row(&self, row: usize) -> Row<'_> {
         debug_assert!(self.outcomes, "the outcomes were not read");
+        Touched::mark(&self.touched.outcomes);
         let m = self.shape.measures;
         Row {
             id: self.id(row),

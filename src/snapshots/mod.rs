@@ -19,6 +19,7 @@ mod columns;
 mod stored;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -48,6 +49,23 @@ pub struct Snapshots {
     store: Arc<dyn Store>,
     bound: u64,
     state: Mutex<State>,
+    /// Snapshots read whole from the store (outcomes included) since
+    /// [`Snapshots::take_reads`] last looked.
+    loads: AtomicU64,
+}
+
+/// What was read through the snapshots since the last look: what the API
+/// tests hold a release's work before its debit to (a refused release or a
+/// dry run must load nothing and read no label or measure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reads {
+    /// Snapshots read whole from the store, outcomes included.
+    pub loads: u64,
+    /// Snapshots held in memory whose labels or measures were read.
+    pub outcomes: u64,
+    /// Snapshots held in memory whose ids, features or dimensions were
+    /// read.
+    pub inputs: u64,
 }
 
 #[derive(Default)]
@@ -74,7 +92,24 @@ impl Snapshots {
             store,
             bound,
             state: Mutex::new(State::default()),
+            loads: AtomicU64::new(0),
         }
+    }
+
+    /// What was read since the last call (which resets it).
+    pub fn take_reads(&self) -> Reads {
+        let mut reads = Reads {
+            loads: self.loads.swap(0, Ordering::Relaxed),
+            ..Reads::default()
+        };
+        for slot in self.state().slots.values() {
+            if let Some(columns) = slot.cell.get() {
+                let (outcomes, inputs) = columns.take_touched();
+                reads.outcomes += u64::from(outcomes);
+                reads.inputs += u64::from(inputs);
+            }
+        }
+        reads
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -212,6 +247,7 @@ impl Snapshots {
 
     /// Reads the whole snapshot in one streaming query.
     async fn read(&self, dataset: &DatasetRecord, shape: Shape) -> Result<Columns, StoreError> {
+        self.loads.fetch_add(1, Ordering::Relaxed);
         let rows = usize::try_from(dataset.n_rows).unwrap_or(usize::MAX);
         let mut blocks = self
             .store

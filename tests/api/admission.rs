@@ -1,252 +1,255 @@
 //! A release is priced from public facts and admitted against the budget
 //! and the analyst's cap before a single label, measure or private row is
-//! read; dry runs read no label or measure.
+//! read; refused releases and dry runs read no label or measure (and under
+//! privacy unit `row`, no row at all).
+//!
+//! Every kind and path ([`catalogue`]) is tried on three servers, because a
+//! read can happen in three places: streamed from the store (no snapshot
+//! cache), loading a snapshot into a cold cache, or from a snapshot already
+//! held in memory, which never reaches the store. The store counts its
+//! reads ([`Counting`]) and the snapshots count their loads and which held
+//! snapshots had their columns read ([`Reads`]), so each test can tell that
+//! a refusal read nothing, and that the release it is compared with did.
+
+mod catalogue;
+mod dry_runs;
+mod refusals;
+mod sessions;
+mod sources;
 
 use std::sync::Arc;
 
 use dpgate::app::Limits;
+use dpgate::snapshots::Reads;
 use dpgate_client::types::{
-    AggregateMechanism, AggregateParams, BudgetChange, OutputPerturbationParams, ProblemType,
-    ReleaseParams, ReleaseRequest, SuppliedRow, WalrParams,
+    OutputPerturbationParams, ProblemType, ReleaseParams, ReleaseRequest, WalrParams,
 };
-use dpgate_client::{ClientError, ReleaseOptions, UploadFormat};
-use rstest::rstest;
+use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use uuid::Uuid;
 
+use crate::bad_input::{Snapshot, snapshot};
 use crate::counting::Counting;
-use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, spawn_app_over, unavailable};
+use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, spawn_app_over};
 
-/// A server whose store counts its row reads. It holds no snapshot in
-/// memory, so every read reaches the store and is counted.
-async fn counted(backend: Backend) -> (TestApp, Arc<Counting>) {
-    let mut counting = None;
-    let limits = Limits {
-        cache_bytes: 0,
-        ..Limits::default()
-    };
-    let app = spawn_app_over(backend, limits, |store| {
-        let counter = Counting::new(store);
-        counting = Some(counter.clone());
-        counter
-    })
-    .await;
-    (app, counting.expect("the store was wrapped"))
+/// Where a release's reads of the rows go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// No snapshot cache: every pass streams its rows from the store, and
+    /// the iterative learners, which need the rows in memory, are refused.
+    Streamed,
+    /// A snapshot cache holding nothing (a restarted server): the first
+    /// admitted release that reads rows loads the snapshot.
+    Cold,
+    /// A snapshot cache holding the snapshot, loaded by an earlier
+    /// admitted release: reads never reach the store.
+    Warm,
 }
 
-/// A dataset with 300 rows of the ads schema (unit `label`).
-async fn loaded(app: &TestApp, epsilon: f64) -> Uuid {
-    let dataset = app
-        .dataset(ads_dataset("ads", "label", "basic", epsilon))
+/// The ε the warming release of [`Mode::Warm`] spends on each dataset.
+const WARMUP: f64 = 0.01;
+
+/// Rows of every dataset here.
+const ROWS: usize = 300;
+
+/// A server over a store that counts its reads.
+pub struct Server {
+    pub app: TestApp,
+    pub mode: Mode,
+    counting: Arc<Counting>,
+}
+
+/// Everything read since the last look.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// Reads of rows from the store, with their labels and measures.
+    pub outcome_rows: u64,
+    /// Reads of rows from the store, without them.
+    pub input_rows: u64,
+    /// What the snapshots in memory saw.
+    pub snapshots: Reads,
+}
+
+impl Seen {
+    /// Whether anything that `unit` keeps private was read.
+    pub fn private(&self, unit: &str) -> bool {
+        let outcomes = self.outcome_rows + self.snapshots.loads + self.snapshots.outcomes > 0;
+        let inputs = self.input_rows + self.snapshots.inputs > 0;
+        outcomes || (unit == "row" && inputs)
+    }
+}
+
+fn limits(mode: Mode) -> Limits {
+    match mode {
+        Mode::Streamed => Limits {
+            cache_bytes: 0,
+            ..Limits::default()
+        },
+        Mode::Cold | Mode::Warm => Limits::default(),
+    }
+}
+
+impl Server {
+    pub async fn start(backend: Backend, mode: Mode) -> Server {
+        let mut counting = None;
+        let app = spawn_app_over(backend, limits(mode), |store| {
+            let counter = Counting::new(store);
+            counting = Some(counter.clone());
+            counter
+        })
         .await;
-    app.admin
-        .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 300))
-        .await
-        .unwrap();
-    dataset.id
+        let counting = counting.expect("the store was wrapped");
+        Server {
+            app,
+            mode,
+            counting,
+        }
+    }
+
+    /// A dataset of [`ROWS`] rows of the ads schema under `unit`, on a
+    /// basic ledger of ε = `epsilon` (and δ = 10⁻³, room for every
+    /// release of the catalogue). Call [`Server::settle`] once all are made.
+    pub async fn dataset(&self, name: &str, unit: &str, epsilon: f64) -> Uuid {
+        let mut request = ads_dataset(name, unit, "basic", epsilon);
+        request["budget"]["delta"] = 1e-3.into();
+        let dataset = self.app.dataset(request).await;
+        self.app
+            .admin
+            .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, ROWS))
+            .await
+            .unwrap();
+        dataset.id
+    }
+
+    /// Brings `datasets` into the server's mode: the upload left their
+    /// snapshots in memory, so a cold server restarts, and a warm one
+    /// restarts and loads each by an admitted release of "warden" (who
+    /// spends [`WARMUP`] on each). Then forgets what was read.
+    pub async fn settle(&mut self, datasets: &[Uuid]) {
+        if self.mode != Mode::Streamed {
+            self.app.restart(limits(self.mode)).await;
+        }
+        if self.mode == Mode::Warm {
+            let warden = self.analyst("warden", datasets);
+            for &dataset in datasets {
+                warden
+                    .release(dataset, &model(WARMUP), &ReleaseOptions::default())
+                    .await
+                    .unwrap();
+                assert!(self.held(dataset), "the warming release loaded it");
+            }
+            let seen = self.seen();
+            assert_eq!(seen.snapshots.loads, datasets.len() as u64, "{seen:?}");
+        }
+        self.seen();
+    }
+
+    /// After a release that read the rows: a cold server forgets the
+    /// snapshot it loaded (restarts), so that the next load shows.
+    pub async fn cool(&mut self) {
+        if self.mode == Mode::Cold {
+            self.app.restart(limits(self.mode)).await;
+        }
+    }
+
+    /// ε a dataset has left after [`Server::settle`], of `budget`.
+    pub fn left(&self, budget: f64) -> f64 {
+        match self.mode {
+            Mode::Warm => budget - WARMUP,
+            Mode::Streamed | Mode::Cold => budget,
+        }
+    }
+
+    /// Whether the snapshot of `dataset` (at [`ROWS`] rows) is in memory.
+    pub fn held(&self, dataset: Uuid) -> bool {
+        self.app.snapshots.held(dataset, ROWS as u64).is_some()
+    }
+
+    /// A client for analyst `sub` of the server as it runs now.
+    pub fn analyst(&self, sub: &str, datasets: &[Uuid]) -> Client {
+        self.app.analyst(sub, datasets)
+    }
+
+    /// What was read since the last call; resets it.
+    pub fn seen(&self) -> Seen {
+        let (outcome_rows, input_rows) = self.counting.take();
+        Seen {
+            outcome_rows,
+            input_rows,
+            snapshots: self.app.snapshots.take_reads(),
+        }
+    }
+
+    /// Asserts that the release just made read private data where this
+    /// server keeps it: so the counters do count.
+    pub fn assert_read(&self, seen: Seen, unit: &str, case: &str) {
+        assert!(seen.private(unit), "{case}: {seen:?}");
+        match self.mode {
+            Mode::Streamed => assert!(seen.outcome_rows > 0, "{case}: {seen:?}"),
+            Mode::Cold => assert!(seen.snapshots.loads > 0, "{case}: {seen:?}"),
+            // Nothing reached the store: the snapshot in memory was read.
+            Mode::Warm => {
+                assert_eq!(
+                    (seen.outcome_rows, seen.snapshots.loads),
+                    (0, 0),
+                    "{case}: {seen:?}"
+                );
+                assert!(seen.snapshots.outcomes > 0, "{case}: {seen:?}");
+            }
+        }
+    }
+
+    /// The ledgers and spending of `datasets`, to compare after a refusal.
+    pub async fn ledgers(&self, datasets: &[Uuid]) -> Vec<Snapshot> {
+        let mut all = Vec::with_capacity(datasets.len());
+        for &dataset in datasets {
+            all.push(snapshot(&self.app, dataset).await);
+        }
+        all
+    }
+
+    pub async fn finish(self) {
+        self.app.finish().await;
+    }
 }
 
-/// One release of each kind that reads rows or labels when it is made.
-fn row_reading_requests() -> Vec<(&'static str, ReleaseRequest)> {
-    vec![
-        (
-            "model",
-            ReleaseRequest {
-                epsilon: Some(0.5),
-                delta: None,
-                params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-                    lambda: 0.01,
-                    fit_intercept: true,
-                }),
-            },
-        ),
-        (
-            "aggregate",
-            ReleaseRequest {
-                epsilon: Some(0.5),
-                delta: Some(1e-7),
-                params: ReleaseParams::Aggregate(AggregateParams {
-                    statistics: vec!["sum:value".to_owned(), "mean:converted".to_owned()],
-                    group_by: vec!["campaign".to_owned()],
-                    mechanism: AggregateMechanism::Gaussian,
-                    target_std: None,
-                }),
-            },
-        ),
-        (
-            "supplied walr",
-            ReleaseRequest {
-                epsilon: Some(0.5),
-                delta: Some(1e-7),
-                params: ReleaseParams::Walr(WalrParams {
-                    intercept: true,
-                    features: Some(
-                        ["r1", "r2", "r3"]
-                            .iter()
-                            .map(|id| SuppliedRow {
-                                row_id: (*id).to_owned(),
-                                x: vec![0.5, 0.25],
-                            })
-                            .collect(),
-                    ),
-                    ..WalrParams::default()
-                }),
-            },
-        ),
-    ]
-}
-
-fn walr(epsilon: f64) -> ReleaseRequest {
+/// An output-perturbation model at ε: a release that reads every label.
+pub fn model(epsilon: f64) -> ReleaseRequest {
     ReleaseRequest {
         epsilon: Some(epsilon),
-        delta: Some(1e-7),
-        params: ReleaseParams::Walr(WalrParams {
-            intercept: true,
-            features: None,
-            ..WalrParams::default()
+        delta: None,
+        params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+            lambda: 0.01,
+            fit_intercept: true,
         }),
     }
 }
 
-fn dry_run() -> ReleaseOptions {
+/// WALR over the stored features at ε: it reads no rows when made.
+pub fn walr(epsilon: f64) -> ReleaseRequest {
+    ReleaseRequest {
+        epsilon: Some(epsilon),
+        delta: Some(1e-7),
+        params: ReleaseParams::Walr(WalrParams::default()),
+    }
+}
+
+pub fn dry_run() -> ReleaseOptions {
     ReleaseOptions {
         dry_run: true,
         ..ReleaseOptions::default()
     }
 }
 
-/// Every row-reading request is refused as `budget-exhausted`, made or
-/// priced, without a row read of either kind.
-async fn refused_unread(app: &TestApp, counting: &Counting, dataset: Uuid, analyst: &str) {
-    let client = app.analyst(analyst, &[dataset]);
-    for (name, request) in row_reading_requests() {
-        for options in [ReleaseOptions::default(), dry_run()] {
-            let error = client
-                .release(dataset, &request, &options)
-                .await
-                .expect_err(name);
-            assert_eq!(
-                error.problem_type(),
-                Some(ProblemType::BudgetExhausted),
-                "{name}: {error}"
-            );
-            assert_eq!(counting.take(), (0, 0), "{name} read rows");
-        }
-    }
-}
-
-#[rstest]
-#[case::sqlite(Backend::Sqlite)]
-#[case::postgres(Backend::Postgres)]
-#[tokio::test]
-async fn with_the_budget_spent_a_release_is_refused_before_any_row_is_read(
-    #[case] backend: Backend,
-) {
-    if unavailable(backend) {
-        return;
-    }
-    let (app, counting) = counted(backend).await;
-    let dataset = loaded(&app, 1.0).await;
-    // WALR over the stored features reads no rows: it spends everything.
-    app.analyst("ana", &[dataset])
-        .release(dataset, &walr(1.0), &ReleaseOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(counting.take(), (0, 0));
-    refused_unread(&app, &counting, dataset, "ana").await;
-    assert_eq!(app.admin.ledger(dataset).await.unwrap().len(), 2);
-    app.finish().await;
-}
-
-#[rstest]
-#[case::sqlite(Backend::Sqlite)]
-#[case::postgres(Backend::Postgres)]
-#[tokio::test]
-async fn with_the_analysts_cap_spent_a_release_is_refused_before_any_row_is_read(
-    #[case] backend: Backend,
-) {
-    if unavailable(backend) {
-        return;
-    }
-    let (app, counting) = counted(backend).await;
-    let dataset = loaded(&app, 100.0).await;
-    let cap: BudgetChange = serde_json::from_value(serde_json::json!({
-        "caps": {"ana": {"epsilon": 0.5, "delta": 1e-6}}
-    }))
-    .unwrap();
-    app.admin.change_budget(dataset, &cap).await.unwrap();
-    app.analyst("ana", &[dataset])
-        .release(dataset, &walr(0.5), &ReleaseOptions::default())
-        .await
-        .unwrap();
-    counting.take();
-    refused_unread(&app, &counting, dataset, "ana").await;
-    // The counter does count: another analyst's model reads the rows
-    // (after its debit).
-    app.analyst("bea", &[dataset])
-        .release(
-            dataset,
-            &row_reading_requests()[0].1,
-            &ReleaseOptions::default(),
-        )
-        .await
-        .unwrap();
-    let (outcome_reads, _) = counting.take();
-    assert!(outcome_reads > 0);
-    app.finish().await;
-}
-
-#[rstest]
-#[case::sqlite(Backend::Sqlite)]
-#[case::postgres(Backend::Postgres)]
-#[tokio::test]
-async fn dry_runs_read_no_label_and_supplied_ones_only_row_ids(#[case] backend: Backend) {
-    if unavailable(backend) {
-        return;
-    }
-    let (app, counting) = counted(backend).await;
-    let dataset = loaded(&app, 100.0).await;
-    let analyst = app.analyst("ana", &[dataset]);
-    for (name, request) in row_reading_requests() {
-        let priced = analyst
-            .release(dataset, &request, &dry_run())
-            .await
-            .unwrap()
-            .release;
-        assert!(priced.dry_run && priced.result.is_none(), "{name}");
-        let (outcome_reads, input_reads) = counting.take();
-        assert_eq!(outcome_reads, 0, "{name} read labels on a dry run");
-        // Only the supplied WALR checks its row ids, which are public.
-        assert_eq!(input_reads > 0, name == "supplied walr", "{name}");
-    }
-    // An unknown row id is refused on the dry run as on the release,
-    // from the row ids alone.
-    let unknown = ReleaseRequest {
-        epsilon: Some(0.5),
-        delta: Some(1e-7),
-        params: ReleaseParams::Walr(WalrParams {
-            intercept: true,
-            features: Some(vec![SuppliedRow {
-                row_id: "nobody".to_owned(),
-                x: vec![0.5],
-            }]),
-            ..WalrParams::default()
-        }),
+/// Asserts that `error` is a problem of `kind` with HTTP `status`; gives
+/// its detail.
+pub fn problem(error: &ClientError, status: u16, kind: ProblemType, case: &str) -> String {
+    let ClientError::Problem(problem) = error else {
+        panic!("{case}: not a problem: {error}");
     };
-    for options in [dry_run(), ReleaseOptions::default()] {
-        let error = analyst
-            .release(dataset, &unknown, &options)
-            .await
-            .unwrap_err();
-        let ClientError::Problem(problem) = &error else {
-            panic!("{error}");
-        };
-        assert_eq!(problem.kind(), Some(ProblemType::InvalidInput));
-        assert!(problem.detail.contains("\"nobody\""), "{}", problem.detail);
-        let (outcome_reads, input_reads) = counting.take();
-        assert_eq!(outcome_reads, 0);
-        assert!(input_reads > 0);
-    }
-    let view = app.admin.dataset(dataset).await.unwrap();
-    assert_eq!(view.spent.epsilon_basic, 0.0);
-    app.finish().await;
+    assert_eq!(
+        (problem.status, problem.kind()),
+        (status, Some(kind)),
+        "{case}: {problem:?}"
+    );
+    problem.detail.clone()
 }

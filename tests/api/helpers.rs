@@ -232,3 +232,25 @@ pub fn ads_rows(from: usize, count: usize) -> String {
     }
     csv
 }
+
+impl TestApp {
+    /// Stops the server and starts another over the same store and keys
+    /// with `limits`: a restart, which holds no snapshot in memory until a
+    /// release loads one. Clients made before it talk to the old address.
+    pub async fn restart(&mut self, limits: Limits) {
+        self.server.abort();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port");
+        self.address = format!("http://{}", listener.local_addr().expect("bound"));
+        let state = AppState::new(self.store.clone(), self.keys.clone(), limits);
+        self.snapshots = state.snapshots.clone();
+        self.server = tokio::spawn(async move {
+            axum::serve(listener, dpgate::api::router(state))
+                .await
+                .expect("the server runs");
+        });
+        let admin_token = self.token(Role::Admin, "admin", &[]);
+        self.admin = Client::new(&self.address, Some(admin_token));
+    }
+}
