@@ -105,6 +105,20 @@ impl Server {
         }
     }
 
+    /// A server in `mode` with one settled dataset "ads" (see
+    /// [`Server::dataset`]).
+    pub async fn with_dataset(
+        backend: Backend,
+        mode: Mode,
+        unit: &str,
+        epsilon: f64,
+    ) -> (Server, Uuid) {
+        let mut server = Server::start(backend, mode).await;
+        let dataset = server.dataset("ads", unit, epsilon).await;
+        server.settle(&[dataset]).await;
+        (server, dataset)
+    }
+
     /// A dataset of [`ROWS`] rows of the ads schema under `unit`, on a
     /// basic ledger of ε = `epsilon` (and δ = 10⁻³, room for every
     /// release of the catalogue). Call [`Server::settle`] once all are made.

@@ -4,10 +4,27 @@
 use dpgate_client::ReleaseOptions;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
-    AggregateMechanism, AggregateParams, Release, ReleaseParams, ReleaseRequest, ReleaseResult,
+    AggregateMechanism, AggregateParams, Dataset, Release, ReleaseParams, ReleaseRequest,
+    ReleaseResult,
 };
 
-use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
+use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
+
+/// "ads" under unit `label` and "rows" under unit `row`, on the ledgers
+/// (accounting, ε) given, each holding `n` rows of the ads schema.
+async fn both_units(app: &TestApp, [label, row]: [(&str, f64); 2], n: usize) -> (Dataset, Dataset) {
+    let labelled = app
+        .dataset(ads_dataset("ads", "label", label.0, label.1))
+        .await;
+    let rows = app.dataset(ads_dataset("rows", "row", row.0, row.1)).await;
+    for dataset in [&labelled, &rows] {
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, n))
+            .await
+            .unwrap();
+    }
+    (labelled, rows)
+}
 
 fn aggregate(statistics: &[&str], group_by: &[&str], delta: Option<f64>) -> ReleaseRequest {
     ReleaseRequest {
@@ -153,14 +170,7 @@ async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise()
 async fn public_only_aggregates_cost_nothing_and_row_unit_counts_are_noisy() {
     for backend in backends() {
         let app = spawn_app(backend).await;
-        let labelled = app.dataset(ads_dataset("ads", "label", "rdp", 1.0)).await;
-        let rows = app.dataset(ads_dataset("rows", "row", "basic", 10.0)).await;
-        for dataset in [&labelled, &rows] {
-            app.admin
-                .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 100))
-                .await
-                .unwrap();
-        }
+        let (labelled, rows) = both_units(&app, [("rdp", 1.0), ("basic", 10.0)], 100).await;
         let analyst = app.analyst("ana", &[labelled.id, rows.id]);
         // Counts by declared dimensions do not depend on outcomes: exact,
         // free, not recorded.
@@ -266,14 +276,7 @@ fn targeted(statistics: &[&str], group_by: &[&str], target: f64) -> ReleaseReque
 async fn a_target_std_holds_for_every_released_number_and_one_ledger_unit_less_would_miss_it() {
     for backend in backends() {
         let app = spawn_app(backend).await;
-        let labelled = app.dataset(ads_dataset("ads", "label", "rdp", 1e4)).await;
-        let rows = app.dataset(ads_dataset("rows", "row", "rdp", 1e4)).await;
-        for dataset in [&labelled, &rows] {
-            app.admin
-                .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 300))
-                .await
-                .unwrap();
-        }
+        let (labelled, rows) = both_units(&app, [("rdp", 1e4), ("rdp", 1e4)], 300).await;
         let analyst = app.analyst("ana", &[labelled.id, rows.id]);
         let cases = [
             // The review's request: value ∈ [0, 100], so the value sum's

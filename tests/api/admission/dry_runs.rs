@@ -21,9 +21,7 @@ async fn every_release_is_priced_unread_and_read_only_once_made(
     if unavailable(backend) {
         return;
     }
-    let mut server = Server::start(backend, mode).await;
-    let dataset = server.dataset("ads", unit, 100.0).await;
-    server.settle(&[dataset]).await;
+    let (mut server, dataset) = Server::with_dataset(backend, mode, unit, 100.0).await;
     for case in every_release(unit) {
         let name = case.name;
         let analyst = server.analyst("ana", &[dataset]);

@@ -42,9 +42,7 @@ async fn with_the_budget_spent_every_release_is_refused_before_anything_is_read(
     if unavailable(backend) {
         return;
     }
-    let mut server = Server::start(backend, mode).await;
-    let dataset = server.dataset("ads", unit, 1.0).await;
-    server.settle(&[dataset]).await;
+    let (server, dataset) = Server::with_dataset(backend, mode, unit, 1.0).await;
     // WALR over the stored features reads no rows: it spends what is left.
     server
         .analyst("ana", &[dataset])
@@ -66,9 +64,7 @@ async fn with_the_analysts_cap_spent_every_release_is_refused_before_anything_is
     if unavailable(backend) {
         return;
     }
-    let mut server = Server::start(backend, mode).await;
-    let dataset = server.dataset("ads", unit, 100.0).await;
-    server.settle(&[dataset]).await;
+    let (server, dataset) = Server::with_dataset(backend, mode, unit, 100.0).await;
     let cap: BudgetChange = serde_json::from_value(serde_json::json!({
         "caps": {"ana": {"epsilon": 0.5, "delta": 1e-6}}
     }))

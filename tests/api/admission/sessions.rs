@@ -25,9 +25,7 @@ async fn session_calls_read_the_rows_only_when_made(
     if unavailable(backend) {
         return;
     }
-    let mut server = Server::start(backend, mode).await;
-    let dataset = server.dataset("ads", unit, 100.0).await;
-    server.settle(&[dataset]).await;
+    let (mut server, dataset) = Server::with_dataset(backend, mode, unit, 100.0).await;
     let analyst = server.analyst("ana", &[dataset]);
     let opened = analyst
         .release(
