@@ -247,13 +247,6 @@ pub fn walr(epsilon: f64) -> ReleaseRequest {
     }
 }
 
-pub fn dry_run() -> ReleaseOptions {
-    ReleaseOptions {
-        dry_run: true,
-        ..ReleaseOptions::default()
-    }
-}
-
 /// Asserts that `error` is a problem of `kind` with HTTP `status`; gives
 /// its detail.
 pub fn problem(error: &ClientError, status: u16, kind: ProblemType, case: &str) -> String {

@@ -8,7 +8,7 @@ use dpgate_client::types::{
     ReleaseResult,
 };
 
-use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
+use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, dry_run, spawn_app};
 
 /// "ads" under unit `label` and "rows" under unit `row`, on the ledgers
 /// (accounting, ε) given, each holding `n` rows of the ads schema.
@@ -88,14 +88,7 @@ async fn aggregates_release_public_numbers_exactly_and_private_ones_with_noise()
             Some(1e-6),
         );
         let priced = analyst
-            .release(
-                dataset.id,
-                &request,
-                &ReleaseOptions {
-                    dry_run: true,
-                    ..ReleaseOptions::default()
-                },
-            )
+            .release(dataset.id, &request, &dry_run())
             .await
             .unwrap()
             .release;
@@ -325,14 +318,7 @@ async fn a_target_std_holds_for_every_released_number_and_one_ledger_unit_less_w
                 ..request.clone()
             };
             let cheaper = analyst
-                .release(
-                    dataset,
-                    &cheaper,
-                    &ReleaseOptions {
-                        dry_run: true,
-                        ..ReleaseOptions::default()
-                    },
-                )
+                .release(dataset, &cheaper, &dry_run())
                 .await
                 .unwrap()
                 .release;

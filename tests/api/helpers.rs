@@ -10,8 +10,8 @@ use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
 use dpgate::snapshots::Snapshots;
 use dpgate::store::{self, Store};
-use dpgate_client::Client;
 use dpgate_client::types::{CreateDataset, Dataset};
+use dpgate_client::{Client, ReleaseOptions};
 use uuid::Uuid;
 
 /// The signing secret of every test server.
@@ -252,5 +252,13 @@ impl TestApp {
         });
         let admin_token = self.token(Role::Admin, "admin", &[]);
         self.admin = Client::new(&self.address, Some(admin_token));
+    }
+}
+
+/// Options that price a release without making it.
+pub fn dry_run() -> ReleaseOptions {
+    ReleaseOptions {
+        dry_run: true,
+        ..ReleaseOptions::default()
     }
 }

@@ -8,8 +8,8 @@ use dpgate_client::types::{ProblemType, ReleaseParams, ReleaseRequest, SuppliedR
 use rstest::rstest;
 
 use super::catalogue::{every_release, supplied};
-use super::{Mode, Server, dry_run, problem};
-use crate::helpers::{Backend, unavailable};
+use super::{Mode, Server, problem};
+use crate::helpers::{Backend, dry_run, unavailable};
 
 #[rstest]
 #[tokio::test]

@@ -8,8 +8,8 @@ use rstest::rstest;
 use uuid::Uuid;
 
 use super::catalogue::every_release;
-use super::{Mode, Seen, Server, dry_run, model, problem, walr};
-use crate::helpers::{Backend, unavailable};
+use super::{Mode, Seen, Server, model, problem, walr};
+use crate::helpers::{Backend, dry_run, unavailable};
 
 /// Every release `unit` allows is refused to `analyst`, made and dry run,
 /// having read nothing at all, and the ledger is as it was.

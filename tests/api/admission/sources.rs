@@ -10,8 +10,8 @@ use rstest::rstest;
 use uuid::Uuid;
 
 use super::catalogue::frank_wolfe;
-use super::{Mode, Seen, Server, dry_run, problem, walr};
-use crate::helpers::{Backend, unavailable};
+use super::{Mode, Seen, Server, problem, walr};
+use crate::helpers::{Backend, dry_run, unavailable};
 
 /// How the source is made unable to pay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
