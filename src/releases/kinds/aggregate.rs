@@ -458,6 +458,11 @@ impl Tallied {
     fn units(self, value: f64) -> i128 {
         match self {
             Tallied::Rows => 1,
+            // `largest` is public (from the column's bounds), so the branch
+            // is the same for every row.
+            Tallied::Private { grid, largest, .. } if largest < 1 << 62 => {
+                grid.units_within_i64(value)
+            }
             Tallied::Private { grid, .. } => grid.units(value),
         }
     }
