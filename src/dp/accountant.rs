@@ -54,6 +54,15 @@ pub enum PrivacyLoss {
     /// Different mechanisms one after the other, adaptively: the stages
     /// of one release (Frank-Wolfe's fit, then its debias stage).
     Sequence { parts: Vec<PrivacyLoss> },
+    /// Mechanisms on disjoint parts of the rows, fixed by public facts
+    /// alone (a row's index, under unit `row` or `label`, where a neighbour
+    /// replaces a row in place): each row meets one part, so the release
+    /// costs the most any part costs (parallel composition; McSherry,
+    /// PINQ, SIGMOD 2009, Theorem 4). A later part may read an earlier
+    /// part's output: for a row of that later part the earlier output is
+    /// a fixed input. λ's private selection: the candidates on the
+    /// training rows, then their pick on the held-out rows.
+    Parallel { parts: Vec<PrivacyLoss> },
 }
 
 impl PrivacyLoss {
@@ -80,9 +89,9 @@ impl PrivacyLoss {
                     each.validate()
                 };
             }
-            PrivacyLoss::Sequence { parts } => {
+            PrivacyLoss::Sequence { parts } | PrivacyLoss::Parallel { parts } => {
                 if parts.is_empty() {
-                    return Err(DpError::InvalidLoss("a sequence has at least one part"));
+                    return Err(DpError::InvalidLoss("a composition has at least one part"));
                 }
                 return parts.iter().try_for_each(PrivacyLoss::validate);
             }
@@ -115,6 +124,13 @@ impl PrivacyLoss {
                 }
                 total
             }
+            PrivacyLoss::Parallel { parts } => {
+                let mut most = RdpCurve::zero();
+                for part in parts {
+                    most.max(&part.rdp());
+                }
+                most
+            }
         }
     }
 
@@ -129,6 +145,10 @@ impl PrivacyLoss {
                 .iter()
                 .map(PrivacyLoss::gaussian_mu_squared)
                 .sum::<Option<f64>>(),
+            PrivacyLoss::Parallel { parts } => parts
+                .iter()
+                .map(PrivacyLoss::gaussian_mu_squared)
+                .try_fold(0.0, |most: f64, part| part.map(|mu2| most.max(mu2))),
             PrivacyLoss::Laplace { .. }
             | PrivacyLoss::PureEpsilon { .. }
             | PrivacyLoss::BoundedRange { .. } => None,

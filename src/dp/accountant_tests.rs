@@ -307,6 +307,69 @@ fn a_sequence_composes_its_parts_as_separate_charges_would() {
     );
 }
 
+#[test]
+fn parallel_parts_cost_what_the_costliest_part_costs() {
+    let total = budget(100.0, 1e-6);
+    // A nominal ε of 10: basic composition never the tightest here.
+    let spent = |loss: PrivacyLoss| {
+        let charge = Charge {
+            epsilon: Epsilon::new(10.0).unwrap(),
+            delta: Delta::new(1e-7).unwrap(),
+            loss,
+        };
+        Composition::of([&charge])
+            .spent(Accountant::Rdp, &total)
+            .epsilon
+    };
+    let costly = PrivacyLoss::Sequence {
+        parts: vec![PrivacyLoss::PureEpsilon { epsilon: 0.25 }; 4],
+    };
+    let cheap = PrivacyLoss::Gaussian {
+        sensitivity: 1.0,
+        sigma: 8.0,
+    };
+    let parallel = PrivacyLoss::Parallel {
+        parts: vec![costly.clone(), cheap.clone()],
+    };
+    // The larger curve converts at its own best order: at least what
+    // either part would cost alone, less than both in sequence.
+    let both = PrivacyLoss::Sequence {
+        parts: vec![costly.clone(), cheap.clone()],
+    };
+    assert!(spent(parallel.clone()) >= spent(costly.clone()));
+    assert!(spent(parallel.clone()) >= spent(cheap.clone()));
+    assert!(spent(parallel.clone()) < spent(both));
+    // Order by order, the larger curve: never below either part's.
+    let curve = parallel.rdp();
+    for (bound, (a, b)) in curve
+        .bounds()
+        .iter()
+        .zip(costly.rdp().bounds().iter().zip(cheap.rdp().bounds()))
+    {
+        assert_eq!(*bound, a.max(*b));
+    }
+    // Gaussian parts alone: the largest μ, exactly.
+    let gaussians = PrivacyLoss::Parallel {
+        parts: vec![
+            cheap.clone(),
+            PrivacyLoss::Gaussian {
+                sensitivity: 1.0,
+                sigma: 3.0,
+            },
+        ],
+    };
+    let exact = crate::dp::gaussian_epsilon(1.0 / 3.0, 1e-6);
+    assert!((spent(gaussians).value() - exact).abs() <= 1e-9);
+    assert!(PrivacyLoss::Parallel { parts: vec![] }.validate().is_err());
+    assert_eq!(
+        serde_json::to_string(&PrivacyLoss::Parallel {
+            parts: vec![PrivacyLoss::PureEpsilon { epsilon: 0.5 }],
+        })
+        .unwrap(),
+        r#"{"mechanism":"parallel","parts":[{"mechanism":"pure_epsilon","epsilon":0.5}]}"#
+    );
+}
+
 fn any_charge() -> impl Strategy<Value = Charge> {
     prop_oneof![
         (1e-3f64..5.0, 1e-10f64..1e-6).prop_map(|(epsilon, delta)| gaussian(epsilon, delta)),

@@ -171,6 +171,14 @@ impl RdpCurve {
         }
     }
 
+    /// Raises this curve to `other` wherever `other` is larger: the curve of
+    /// mechanisms on disjoint rows (parallel composition, order by order).
+    pub fn max(&mut self, other: &RdpCurve) {
+        for (bound, other) in self.0.iter_mut().zip(other.0) {
+            *bound = bound.max(other);
+        }
+    }
+
     /// The bound at each order of [`ORDERS`].
     pub fn bounds(&self) -> &[f64; ORDER_COUNT] {
         &self.0
