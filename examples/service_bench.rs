@@ -38,7 +38,7 @@ use dpgate::releases::Pass;
 use dpgate::releases::kinds::model::{DesignBuilder, solve};
 use dpgate::snapshots::Snapshots;
 use dpgate_client::types::{
-    AggregateParams, CreateDataset, ObjectivePerturbationParams, OutputPerturbationParams,
+    AggregateParams, CreateDataset, Lambda, ObjectivePerturbationParams, OutputPerturbationParams,
     ReleaseParams, ReleaseRequest,
 };
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
@@ -300,7 +300,7 @@ fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
                 epsilon: Some(1.0),
                 delta: None,
                 params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-                    lambda: 1e-4,
+                    lambda: Lambda::Fixed(1e-4),
                     fit_intercept: true,
                 }),
             },
@@ -311,7 +311,7 @@ fn heavy_releases() -> [(&'static str, ReleaseRequest); 3] {
                 epsilon: Some(1.0),
                 delta: None,
                 params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
-                    lambda: 1e-4,
+                    lambda: Lambda::Fixed(1e-4),
                     fit_intercept: true,
                 }),
             },
@@ -663,7 +663,7 @@ async fn main() {
         epsilon: Some(0.5),
         delta: None,
         params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-            lambda: 1e-4,
+            lambda: Lambda::Fixed(1e-4),
             fit_intercept: true,
         }),
     };

@@ -6,6 +6,7 @@ mod datasets;
 mod feature_map;
 mod frank_wolfe;
 mod gradient;
+mod lambda;
 mod ledger;
 mod problem;
 mod releases;
@@ -24,6 +25,7 @@ pub use gradient::{
     GradientCall, GradientCallResult, GradientLoss, GradientMechanism, GradientParams,
     GradientResult, GradientSession,
 };
+pub use lambda::{Lambda, MAX_CANDIDATES, MIN_CANDIDATES};
 pub use ledger::{
     LedgerBreak, LedgerEntry, LedgerEvent, LedgerPage, LedgerVerification, PrivacyProfile,
     ProfilePoint,
@@ -31,10 +33,10 @@ pub use ledger::{
 pub use problem::{LineError, Problem, ProblemType};
 pub use releases::{
     AggregateGroup, AggregateMechanism, AggregateParams, AggregateResult, DpGdParams, DpGdResult,
-    DpSgdParams, DpSgdResult, Iterate, KINDS, ModelResult, NoiseDetails, ObjectiveDetails,
-    ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams, ProjectionUsed,
-    Release, ReleaseKind, ReleaseList, ReleaseParams, ReleaseRequest, ReleaseResult,
-    ReleaseSummary, Seed, SuppliedRow, WalrParams, WalrResult, WarmStart,
+    DpSgdParams, DpSgdResult, Iterate, KINDS, LambdaSelection, ModelResult, NoiseDetails,
+    ObjectiveDetails, ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams,
+    ProjectionUsed, Release, ReleaseKind, ReleaseList, ReleaseParams, ReleaseRequest,
+    ReleaseResult, ReleaseSummary, Seed, SuppliedRow, WalrParams, WalrResult, WarmStart,
 };
 
 /// Media type of problem documents (RFC 9457).

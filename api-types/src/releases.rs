@@ -3,14 +3,15 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{Object, OneOfBuilder, Schema};
+use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
 use crate::feature_map::{FeatureMap, WalrMap};
 use crate::frank_wolfe::{FrankWolfeParams, FrankWolfeResult};
 use crate::gradient::{GradientParams, GradientResult};
+use crate::lambda::Lambda;
 use crate::{Remaining, Spent};
 
 /// `POST /v1/datasets/{id}/releases`: `{"kind": …, "epsilon": …, "delta": …,
@@ -287,11 +288,13 @@ impl ReleaseKind for AggregateParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OutputPerturbationParams {
-    /// The regularisation strength λ of (λ/2)‖w‖², in [10⁻¹², 10⁶]; the
-    /// server refuses a λ below the floor at which the fit can be
-    /// certified for the dataset's N and k.
-    #[schema(minimum = 1e-12, maximum = 1e6)]
-    pub lambda: f64,
+    /// The regularisation strength λ of (λ/2)‖w‖²: `"auto"` (the
+    /// default), a number in [10⁻¹², 10⁶] at least the floor at which the
+    /// fit can be certified for the dataset's N and k, or `{"select":
+    /// [λ₁, …]}`.
+    #[serde(default)]
+    #[schema(schema_with = Lambda::schema)]
+    pub lambda: Lambda,
     #[serde(default = "yes")]
     #[schema(default = true)]
     pub fit_intercept: bool,
@@ -307,8 +310,9 @@ impl ReleaseKind for OutputPerturbationParams {
 #[serde(deny_unknown_fields)]
 pub struct ObjectivePerturbationParams {
     /// As for output perturbation.
-    #[schema(minimum = 1e-12, maximum = 1e6)]
-    pub lambda: f64,
+    #[serde(default)]
+    #[schema(schema_with = Lambda::schema)]
+    pub lambda: Lambda,
     #[serde(default = "yes")]
     #[schema(default = true)]
     pub fit_intercept: bool,
@@ -602,7 +606,9 @@ pub enum AggregateMechanism {
 /// The noise behind a release, for auditing and error bars.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct NoiseDetails {
-    /// `gaussian`, `laplace` or `norm_gamma`.
+    /// `gaussian`, `laplace` or `norm_gamma`; `objective_perturbation`
+    /// (b's norm-Gamma), or `report_noisy_max` for a private selection of
+    /// λ (the noise on each candidate's held-out errors).
     pub mechanism: String,
     /// σ, the Laplace scale b, or the Gamma scale of the norm.
     pub scale: f64,
@@ -615,6 +621,10 @@ pub struct NoiseDetails {
     /// for comparison only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigma_classic: Option<f64>,
+    /// Output and objective perturbation: the λ the release is fitted and
+    /// noised at (the one `"lambda": "auto"` chose), so a dry run shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda: Option<f64>,
 }
 
 /// The released numbers of a WALR release.
@@ -675,6 +685,31 @@ pub struct ModelResult {
     /// Objective perturbation's parameters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub objective: Option<ObjectiveDetails>,
+    /// How `{"select": […]}` chose `lambda`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<LambdaSelection>,
+}
+
+/// A private selection of λ: every candidate trained privately on the
+/// training rows, the pick made by report-noisy-max of the candidates'
+/// errors on the held-out rows (every tenth row by index).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LambdaSelection {
+    /// As requested.
+    pub candidates: Vec<f64>,
+    /// The index of `lambda` among `candidates`.
+    pub chosen: usize,
+    /// ε of each candidate's training (the request's ε split evenly, in
+    /// ledger units; with δ > 0 the Gaussian candidates compose to the
+    /// request's (ε, δ) instead, and this is 0).
+    pub candidate_epsilon: f64,
+    /// ε of the pick: the request's ε, spent on the held-out rows only.
+    pub selection_epsilon: f64,
+    /// The Laplace scale of the noise on each candidate's count of
+    /// held-out errors.
+    pub selection_scale: f64,
+    pub training_rows: u64,
+    pub holdout_rows: u64,
 }
 
 /// How an objective-perturbation release spent its ε.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use dpgate::app::Limits;
 use dpgate::snapshots::Reads;
 use dpgate_client::types::{
-    OutputPerturbationParams, ProblemType, ReleaseParams, ReleaseRequest, WalrParams,
+    Lambda, OutputPerturbationParams, ProblemType, ReleaseParams, ReleaseRequest, WalrParams,
 };
 use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use uuid::Uuid;
@@ -232,7 +232,7 @@ pub fn model(epsilon: f64) -> ReleaseRequest {
         epsilon: Some(epsilon),
         delta: None,
         params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-            lambda: 0.01,
+            lambda: Lambda::Fixed(0.01),
             fit_intercept: true,
         }),
     }

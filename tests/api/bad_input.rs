@@ -426,8 +426,62 @@ async fn bad_model_and_aggregate_parameters_are_422_and_spend_nothing() {
                 post(r#"{"kind":"model/objective-perturbation","epsilon":1,"lambda":-1}"#),
             ),
             (
-                "λ missing",
-                post(r#"{"kind":"model/output-perturbation","epsilon":1}"#),
+                "λ a word",
+                post(r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":"best"}"#),
+            ),
+            (
+                "λ a list",
+                post(r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":[0.1,0.01]}"#),
+            ),
+            (
+                "λ another key",
+                post(
+                    r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":{"pick":[0.1,0.01]}}"#,
+                ),
+            ),
+            (
+                "λ select of one",
+                post(
+                    r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":{"select":[0.1]}}"#,
+                ),
+            ),
+            (
+                "λ select empty",
+                post(
+                    r#"{"kind":"model/objective-perturbation","epsilon":1,"lambda":{"select":[]}}"#,
+                ),
+            ),
+            (
+                "λ select twice the same",
+                post(
+                    r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":{"select":[0.1,0.1]}}"#,
+                ),
+            ),
+            (
+                "λ select with 0",
+                post(
+                    r#"{"kind":"model/objective-perturbation","epsilon":1,"lambda":{"select":[0.1,0]}}"#,
+                ),
+            ),
+            (
+                "λ select of nine",
+                post(
+                    r#"{"kind":"model/output-perturbation","epsilon":1,"lambda":{"select":[1,2,3,4,5,6,7,8,9]}}"#,
+                ),
+            ),
+            (
+                "λ auto of an empty dataset",
+                post_to(
+                    empty.id,
+                    r#"{"kind":"model/output-perturbation","epsilon":1}"#,
+                ),
+            ),
+            (
+                "λ select of an empty dataset",
+                post_to(
+                    empty.id,
+                    r#"{"kind":"model/objective-perturbation","epsilon":1,"lambda":{"select":[0.1,0.01]}}"#,
+                ),
             ),
             (
                 "δ on objective perturbation",

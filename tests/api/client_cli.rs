@@ -303,6 +303,26 @@ async fn the_cli_lists_releases_and_reports_bad_arguments() {
         .unwrap();
     let ledger: serde_json::Value = serde_json::from_str(&ledger).unwrap();
     assert_eq!(ledger.as_array().unwrap().len(), 2);
+    // λ defaults to `auto`, shown by a dry run; `select:` names candidates.
+    let model_dry_run = async |lambda: Option<&'static str>| {
+        let mut args = vec!["release", "model", "--dataset", &id, "--epsilon", "1"];
+        args.extend(
+            lambda
+                .map(|lambda| ["--lambda", lambda])
+                .into_iter()
+                .flatten(),
+        );
+        args.push("--dry-run");
+        client(&app, &analyst, &args).await
+    };
+    let auto: serde_json::Value =
+        serde_json::from_str(&model_dry_run(None).await.unwrap()).unwrap();
+    assert!(auto["noise"]["lambda"].as_f64().unwrap() > 0.0, "{auto}");
+    let select: serde_json::Value =
+        serde_json::from_str(&model_dry_run(Some("select:0.1,0.001")).await.unwrap()).unwrap();
+    assert_eq!(select["noise"]["mechanism"], "report_noisy_max", "{select}");
+    let bad = model_dry_run(Some("select:")).await.unwrap_err();
+    assert!(bad.to_string().contains("select:λ₁,λ₂"), "{bad}");
     // The ledger is for admins; a missing --delta is refused before any call.
     let error = client(&app, &analyst, &["ledger", "--dataset", &id])
         .await

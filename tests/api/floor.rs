@@ -5,7 +5,7 @@
 //! labels).
 
 use dpgate_client::types::{
-    ObjectivePerturbationParams, OutputPerturbationParams, ReleaseParams, ReleaseRequest,
+    Lambda, ObjectivePerturbationParams, OutputPerturbationParams, ReleaseParams, ReleaseRequest,
     ReleaseResult,
 };
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
@@ -102,7 +102,7 @@ fn model(kind: &str, lambda: f64) -> ReleaseRequest {
             epsilon: Some(1.0),
             delta: None,
             params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-                lambda,
+                lambda: Lambda::Fixed(lambda),
                 fit_intercept: true,
             }),
         },
@@ -110,7 +110,7 @@ fn model(kind: &str, lambda: f64) -> ReleaseRequest {
             epsilon: Some(1.0),
             delta: None,
             params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
-                lambda,
+                lambda: Lambda::Fixed(lambda),
                 fit_intercept: true,
             }),
         },

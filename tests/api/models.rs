@@ -3,11 +3,13 @@
 //! recorded in the ledger, and predicting in the units it was uploaded in.
 
 use dpgate_client::types::{
-    LedgerEvent, ModelResult, ObjectivePerturbationParams, OutputPerturbationParams, Release,
-    ReleaseParams, ReleaseRequest, ReleaseResult,
+    Dataset, Lambda, LedgerEvent, ModelResult, ObjectivePerturbationParams,
+    OutputPerturbationParams, Release, ReleaseParams, ReleaseRequest, ReleaseResult,
 };
 use dpgate_client::{ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::logistic_data;
+
+use dpgate::auth::Role;
 
 use crate::helpers::{backends, spawn_app};
 
@@ -49,6 +51,20 @@ pub fn rows() -> (String, Vec<Vec<f64>>, Vec<u8>) {
     (csv, raw, data.y)
 }
 
+/// A server with the dataset of [`dataset_request`] holding `csv`.
+async fn with_rows(
+    backend: crate::helpers::Backend,
+    csv: &str,
+) -> (crate::helpers::TestApp, Dataset) {
+    let app = spawn_app(backend).await;
+    let dataset = app.dataset(dataset_request()).await;
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, csv.to_owned())
+        .await
+        .unwrap();
+    (app, dataset)
+}
+
 fn model(release: &Release) -> &ModelResult {
     let Some(ReleaseResult::Model(model)) = &release.result else {
         panic!("a model result: {release:?}");
@@ -81,19 +97,14 @@ async fn both_learners_release_models_that_predict_raw_rows() {
     let (csv, raw, labels) = rows();
     let truth = truth();
     for backend in backends() {
-        let app = spawn_app(backend).await;
-        let dataset = app.dataset(dataset_request()).await;
-        app.admin
-            .upload_rows(dataset.id, UploadFormat::Csv, csv.clone())
-            .await
-            .unwrap();
+        let (app, dataset) = with_rows(backend, &csv).await;
         let analyst = app.analyst("ana", &[dataset.id]);
         let requests = [
             ReleaseRequest {
                 epsilon: Some(5.0),
                 delta: None,
                 params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-                    lambda: 1e-3,
+                    lambda: Lambda::Fixed(1e-3),
                     fit_intercept: true,
                 }),
             },
@@ -101,7 +112,7 @@ async fn both_learners_release_models_that_predict_raw_rows() {
                 epsilon: Some(5.0),
                 delta: Some(1e-7),
                 params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-                    lambda: 1e-3,
+                    lambda: Lambda::Fixed(1e-3),
                     fit_intercept: false,
                 }),
             },
@@ -109,7 +120,7 @@ async fn both_learners_release_models_that_predict_raw_rows() {
                 epsilon: Some(5.0),
                 delta: None,
                 params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
-                    lambda: 1e-3,
+                    lambda: Lambda::Fixed(1e-3),
                     fit_intercept: true,
                 }),
             },
@@ -191,6 +202,186 @@ async fn both_learners_release_models_that_predict_raw_rows() {
                 .iter()
                 .all(|event| **event == LedgerEvent::Release)
         );
+        app.finish().await;
+    }
+}
+
+/// (a, b) of the same N and schema whose rows and labels all differ: the
+/// rows of [`rows`], and those rows reversed with their labels flipped.
+async fn twin_datasets(app: &crate::helpers::TestApp) -> (uuid::Uuid, uuid::Uuid) {
+    let (csv, raw, labels) = rows();
+    let mut flipped = String::from("row_id,y,a,b,c,d\n");
+    for (i, (values, label)) in raw.iter().zip(&labels).rev().enumerate() {
+        flipped.push_str(&format!(
+            "s{i},{},{},{},{},{}\n",
+            1 - label,
+            values[0],
+            values[1],
+            values[2],
+            values[3]
+        ));
+    }
+    let mut ids = Vec::new();
+    for (name, body) in [("one", csv), ("other", flipped)] {
+        let mut request = dataset_request();
+        request["name"] = name.into();
+        let dataset = app.dataset(request).await;
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, body)
+            .await
+            .unwrap();
+        ids.push(dataset.id);
+    }
+    (ids[0], ids[1])
+}
+
+fn model_request(
+    objective: bool,
+    epsilon: f64,
+    delta: Option<f64>,
+    lambda: Lambda,
+) -> ReleaseRequest {
+    ReleaseRequest {
+        epsilon: Some(epsilon),
+        delta,
+        params: if objective {
+            ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                lambda,
+                fit_intercept: true,
+            })
+        } else {
+            ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                lambda,
+                fit_intercept: true,
+            })
+        },
+    }
+}
+
+#[tokio::test]
+async fn auto_lambda_comes_from_public_facts_and_the_dry_run_shows_it() {
+    let (_, raw, labels) = rows();
+    let truth = truth();
+    for backend in backends() {
+        let app = spawn_app(backend).await;
+        let (one, other) = twin_datasets(&app).await;
+        let analyst = app.analyst("ana", &[one, other]);
+        let dry = ReleaseOptions {
+            dry_run: true,
+            ..ReleaseOptions::default()
+        };
+        for (objective, delta) in [(false, None), (false, Some(1e-7)), (true, None)] {
+            let request = model_request(objective, 2.0, delta, Lambda::Auto);
+            let mut chosen = Vec::new();
+            for dataset in [one, other] {
+                let priced = analyst.release(dataset, &request, &dry).await.unwrap();
+                chosen.push(priced.release.noise.lambda.expect("λ in a dry run"));
+            }
+            assert_eq!(chosen[0].to_bits(), chosen[1].to_bits(), "{request:?}");
+            // A request without `lambda` at all is `auto`.
+            let body = serde_json::json!({
+                "kind": request.kind(), "epsilon": 2.0, "delta": delta,
+            });
+            let bare: Release = app
+                .raw(
+                    reqwest::Method::POST,
+                    &format!("/v1/datasets/{one}/releases?dry_run=true"),
+                )
+                .bearer_auth(app.token(Role::Analyst, "ana", &[one]))
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(bare.noise.lambda, Some(chosen[0]), "{body}");
+            let release = analyst
+                .release(one, &request, &ReleaseOptions::default())
+                .await
+                .unwrap()
+                .release;
+            let model = model(&release);
+            assert_eq!(model.lambda, chosen[0]);
+            assert_eq!(release.noise.lambda, Some(chosen[0]));
+            let score = auc(&model.weights, model.intercept, &raw, &labels);
+            eprintln!(
+                "{backend:?} {} auto λ = {}: AUC {score:.4}",
+                release.kind, chosen[0]
+            );
+            assert!(score > truth - 0.03, "{score} vs {truth}");
+        }
+        app.finish().await;
+    }
+}
+
+#[tokio::test]
+async fn a_private_selection_of_lambda_is_one_release_of_its_epsilon() {
+    let (csv, raw, labels) = rows();
+    let candidates = vec![1e1, 1e-3, 1e-5];
+    for backend in backends() {
+        let (app, dataset) = with_rows(backend, &csv).await;
+        let analyst = app.analyst("ana", &[dataset.id]);
+        let mut spent = 0.0;
+        for (objective, delta) in [(false, None), (false, Some(1e-7)), (true, None)] {
+            let request = model_request(objective, 3.0, delta, Lambda::Select(candidates.clone()));
+            let dry = ReleaseOptions {
+                dry_run: true,
+                ..ReleaseOptions::default()
+            };
+            let priced = analyst
+                .release(dataset.id, &request, &dry)
+                .await
+                .unwrap()
+                .release;
+            assert_eq!(priced.noise.mechanism, "report_noisy_max");
+            assert_eq!(priced.noise.lambda, None);
+            let release = analyst
+                .release(dataset.id, &request, &ReleaseOptions::default())
+                .await
+                .unwrap()
+                .release;
+            spent += 3.0;
+            assert_eq!(priced.spent, release.spent);
+            assert_eq!(release.spent.epsilon_basic, spent, "{request:?}");
+            let model = model(&release);
+            let selection = model.selection.as_ref().expect("the selection");
+            assert_eq!(selection.candidates, candidates);
+            assert_eq!(model.lambda, candidates[selection.chosen]);
+            assert_eq!(
+                (selection.training_rows, selection.holdout_rows),
+                (18_000, 2_000)
+            );
+            assert_eq!(selection.selection_epsilon, 3.0);
+            let share = if delta.is_some() { 0.0 } else { 1.0 };
+            assert_eq!(selection.candidate_epsilon, share);
+            // The pick maximises held-out accuracy (to within Laplace noise of
+            // scale 2/3 on counts of 2,000 rows): λ = 10 shrinks the model to
+            // the majority class (80 % here), and no candidate far below it
+            // is picked.
+            let accuracy = raw
+                .iter()
+                .zip(&labels)
+                .filter(|&(row, &label)| {
+                    let z: f64 = row.iter().zip(&model.weights).map(|(x, w)| x * w).sum();
+                    u8::from(z + model.intercept >= 0.0) == label
+                })
+                .count() as f64
+                / N as f64;
+            eprintln!(
+                "{backend:?} {} picked λ = {}: accuracy {accuracy:.4}",
+                release.kind, model.lambda
+            );
+            assert!(accuracy > 0.78, "{accuracy}: {selection:?}");
+            let ledger = app.admin.ledger(dataset.id).await.unwrap();
+            let entry = ledger.last().unwrap();
+            assert_eq!(entry.release_id, release.id);
+            assert_eq!(entry.epsilon, 3.0);
+            let loss = entry.loss.as_ref().unwrap();
+            assert_eq!(loss["mechanism"], "parallel", "{loss}");
+            assert_eq!(loss["parts"][0]["parts"].as_array().unwrap().len(), 3);
+            assert_eq!(loss["parts"][1]["epsilon"], 3.0);
+        }
         app.finish().await;
     }
 }

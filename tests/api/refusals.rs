@@ -4,8 +4,8 @@
 //! perturbation on many features and few rows).
 
 use dpgate_client::types::{
-    AggregateMechanism, AggregateParams, ObjectivePerturbationParams, OutputPerturbationParams,
-    ProblemType, ReleaseParams, ReleaseRequest,
+    AggregateMechanism, AggregateParams, Lambda, ObjectivePerturbationParams,
+    OutputPerturbationParams, ProblemType, ReleaseParams, ReleaseRequest,
 };
 use dpgate_client::{ClientError, ReleaseOptions, UploadFormat};
 use rstest::rstest;
@@ -132,7 +132,7 @@ async fn fits_that_could_not_be_certified_are_refused_before_the_debit(#[case] b
         epsilon: Some(0.1),
         delta: None,
         params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
-            lambda: 1e-4,
+            lambda: Lambda::Fixed(1e-4),
             fit_intercept: true,
         }),
     };
@@ -156,7 +156,7 @@ async fn fits_that_could_not_be_certified_are_refused_before_the_debit(#[case] b
         epsilon: Some(1.0),
         delta: None,
         params: ReleaseParams::OutputPerturbation(OutputPerturbationParams {
-            lambda,
+            lambda: Lambda::Fixed(lambda),
             fit_intercept: true,
         }),
     };

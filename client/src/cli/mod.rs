@@ -12,8 +12,8 @@ use anyhow::Context;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use dpgate_api_types::{
     AggregateMechanism, AggregateParams, DebiasParams, DpGdParams, DpSgdParams, FrankWolfeParams,
-    Iterate, ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams, Release,
-    ReleaseParams, ReleaseRequest, ReleaseResult, Seed, Selection, SuppliedRow, WalrMap,
+    Iterate, Lambda, ObjectivePerturbationParams, OutputPerturbationParams, ProjectionParams,
+    Release, ReleaseParams, ReleaseRequest, ReleaseResult, Seed, Selection, SuppliedRow, WalrMap,
     WalrParams, WarmStart,
 };
 use indicatif::{ProgressBar, ProgressStyle};
@@ -209,9 +209,11 @@ pub enum ReleaseKind {
         spend: Spend,
         #[arg(long, value_enum, default_value = "output")]
         learner: Learner,
-        /// The L2 regularisation strength λ > 0.
-        #[arg(long)]
-        lambda: f64,
+        /// The L2 regularisation strength λ: `auto` (chosen by the server
+        /// from N, d, ε and δ), a number, or `select:λ₁,λ₂,…` (the best of
+        /// the candidates, privately selected, for the same ε).
+        #[arg(long, default_value = "auto")]
+        lambda: Lambda,
         #[arg(long)]
         no_intercept: bool,
         /// Also save the model as a model file.

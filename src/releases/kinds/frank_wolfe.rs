@@ -581,6 +581,7 @@ pub fn plan(
             grid: first.selector.grid(),
             accounted_sensitivity: first.selector.accounted_sensitivity(),
             sigma_classic: None,
+            lambda: None,
         },
         n,
         epsilon: None,

@@ -9,10 +9,12 @@ pub mod frank_wolfe;
 pub mod gradient;
 pub mod gradients;
 mod iterative;
+mod lambda_select;
 pub mod model;
 mod objective;
 mod output;
 pub mod projection;
+pub mod ridge;
 pub mod supplied;
 #[cfg(test)]
 mod test_rows;
@@ -25,6 +27,7 @@ use dpgate_api_types as api;
 
 use super::{Knobs, Planned, ReleaseError};
 use crate::dataset::DatasetRecord;
+use ridge::Learner;
 use supplied::Supplied;
 
 /// A release request's parameters, checked as far as they can be without
@@ -83,12 +86,20 @@ impl Kind {
             Kind::Requested(Params::Aggregate(aggregate)) => {
                 aggregate::plan(dataset, aggregate, knobs)
             }
-            Kind::Requested(Params::OutputPerturbation(model)) => {
-                output::plan(dataset, model.lambda, model.fit_intercept, knobs)
-            }
-            Kind::Requested(Params::ObjectivePerturbation(model)) => {
-                objective::plan(dataset, model.lambda, model.fit_intercept, knobs)
-            }
+            Kind::Requested(Params::OutputPerturbation(model)) => ridge::plan(
+                Learner::Output,
+                dataset,
+                &model.lambda,
+                model.fit_intercept,
+                knobs,
+            ),
+            Kind::Requested(Params::ObjectivePerturbation(model)) => ridge::plan(
+                Learner::Objective,
+                dataset,
+                &model.lambda,
+                model.fit_intercept,
+                knobs,
+            ),
             Kind::Requested(Params::DpGd(params)) => dp_gd::plan(dataset, params, knobs),
             Kind::Requested(Params::DpSgd(params)) => dp_sgd::plan(dataset, params, knobs),
             Kind::Requested(Params::FrankWolfe(params)) => {

@@ -2,12 +2,18 @@
 //! and released with output perturbation or objective perturbation (the
 //! privacy parameters are in [`crate::dp::erm`]).
 //!
-//! Both learners need ‖xᵢ‖₂ ≤ 1. Features are stored scaled into [0, 1],
-//! so each training row is (xᵢ, 1)/√(k + 1) (or xᵢ/√k without an
-//! intercept): the largest norm a row of [0, 1]ᵏ can have is √k, so the
-//! bound holds for every possible row without looking at the data. Labels
-//! become ±1. The released weights are then unfolded into the units the
-//! features were uploaded in: σ(aᵀraw + b) is the model's prediction.
+//! Both learners need ‖xᵢ‖₂ ≤ 1. Features are stored scaled into [0, 1];
+//! each training row is centred on the middle of that box and given an
+//! intercept coordinate of 1, then scaled: (x̃ᵢ − ½, 1)·s with
+//! s = 1/√(k/4 + 1) (or (x̃ᵢ − ½)·2/√k without an intercept). A centred row
+//! of [0, 1]ᵏ has norm at most √k/2, so the bound holds for every possible
+//! row without looking at the data; against the uncentred (x̃ᵢ, 1)/√(k + 1)
+//! the features are scaled up about twice, and the intercept needs only
+//! the log-odds of the base rate instead of absorbing Σⱼ wⱼ/2, so the ridge
+//! costs much less bias at the same λ (docs/models.md, "The problem
+//! fitted"). Labels become ±1. The released weights are then unfolded into
+//! the units the features were uploaded in: σ(aᵀraw + b) is the model's
+//! prediction.
 //!
 //! The rows are read and the model fitted only after the debit: how long a
 //! fit takes, and whether it converges, depends on the data.
@@ -66,11 +72,23 @@ pub const MAX_LAMBDA: f64 = 1e6;
 
 /// Checks what a model request can be checked for before reading data.
 pub fn check(lambda: f64, k: usize, n: u64, fit_intercept: bool) -> Result<(), String> {
-    if !(MIN_LAMBDA..=MAX_LAMBDA).contains(&lambda) {
-        return Err(format!(
+    check_lambda(lambda)?;
+    check_shape(k, n, fit_intercept)
+}
+
+/// Refuses a λ outside [`MIN_LAMBDA`, `MAX_LAMBDA`].
+pub fn check_lambda(lambda: f64) -> Result<(), String> {
+    if (MIN_LAMBDA..=MAX_LAMBDA).contains(&lambda) {
+        Ok(())
+    } else {
+        Err(format!(
             "lambda must be a number from {MIN_LAMBDA:e} to {MAX_LAMBDA:e} (got {lambda})"
-        ));
+        ))
     }
+}
+
+/// Refuses a fit of `n` rows and `k` features the server cannot hold.
+pub fn check_shape(k: usize, n: u64, fit_intercept: bool) -> Result<(), String> {
     if n == 0 {
         return Err("the dataset has no rows yet".to_owned());
     }
@@ -99,8 +117,21 @@ pub fn certifiable(dims: usize, n: u64, lambda: f64, linear: f64) -> Result<(), 
         .map_err(|infeasible| format!("{infeasible}; raise lambda"))
 }
 
-fn columns(k: usize, fit_intercept: bool) -> usize {
+pub fn columns(k: usize, fit_intercept: bool) -> usize {
     k + usize::from(fit_intercept)
+}
+
+/// s of a training row (x̃ − ½, 1)·s: 1 over the largest norm the
+/// unscaled row can have, √(k/4 + 1) (√k/2 without an intercept), less
+/// 2⁻⁵⁰ relative so that the roundings of s, of x̃ − ½ and of the product
+/// can never leave a row's norm above 1.
+pub fn row_scale(k: usize, fit_intercept: bool) -> f64 {
+    let largest = k as f64 / 4.0 + if fit_intercept { 1.0 } else { 0.0 };
+    if largest > 0.0 {
+        (1.0 - 2f64.powi(-50)) / largest.sqrt()
+    } else {
+        1.0
+    }
 }
 
 /// The training set of a fit: scaled rows with ‖x‖ ≤ 1 and ±1 labels.
@@ -130,7 +161,7 @@ impl DesignBuilder {
             labels: Vec::with_capacity(rows),
             k,
             fit_intercept,
-            scale: 1.0 / (d as f64).sqrt(),
+            scale: row_scale(k, fit_intercept),
         }
     }
 
@@ -164,7 +195,7 @@ impl Pass for DesignBuilder {
                 for (offset, row) in out.chunks_exact_mut(d).enumerate() {
                     let features = block.features(chunk * CHUNK_ROWS + offset);
                     for (value, &feature) in row.iter_mut().zip(features) {
-                        *value = f64::from(feature) * scale;
+                        *value = (f64::from(feature) - 0.5) * scale;
                     }
                     if fit_intercept {
                         row[d - 1] = scale;
@@ -328,16 +359,18 @@ pub fn solve_budget(design: &Design) -> Duration {
 }
 
 /// Unfolds weights fitted on scaled rows into the uploaded units: the
-/// row scaling s = 1/√d goes into the weights, then the features' declared
-/// bounds (see [`dpgate_learn::unscale`]).
+/// row scaling s and the centring go into the weights, then the features'
+/// declared bounds (see [`dpgate_learn::unscale`]).
 pub fn unfold(weights: &[f64], schema: &Schema, fit_intercept: bool) -> (Vec<f64>, f64) {
     let k = schema.k();
-    let scale = 1.0 / (columns(k, fit_intercept) as f64).sqrt();
+    let scale = row_scale(k, fit_intercept);
     let scaled: Vec<f64> = weights.iter().take(k).map(|w| w * scale).collect();
+    // s·(wᵀ(x̃ − ½) + b) = (s·w)ᵀx̃ + s·b − ½·Σ(s·w).
+    let centring: f64 = scaled.iter().sum::<f64>() / 2.0;
     let intercept = if fit_intercept {
-        weights.get(k).copied().unwrap_or(0.0) * scale
+        weights.get(k).copied().unwrap_or(0.0) * scale - centring
     } else {
-        0.0
+        -centring
     };
     let (min, max) = schema.feature_bounds();
     dpgate_learn::unscale(&scaled, intercept, &min, &max)
@@ -366,24 +399,24 @@ pub fn result(
             b_scale: params.b_scale,
             epsilon_output: params.epsilon_output.value(),
         }),
+        selection: None,
     }
 }
 
 /// Reads the training set from the snapshot (after the debit) and fits it
-/// with `fit` on a blocking thread: the weights in the scaled space.
-pub async fn fit_on(
+/// with `fit` on a blocking thread.
+pub async fn fit_on<T: Send + 'static>(
     snapshot: &Snapshot,
     fit_intercept: bool,
-    fit: impl FnOnce(&Design) -> Result<Array1<f64>, ModelError> + Send + 'static,
-) -> Result<Vec<f64>, Failure> {
+    fit: impl FnOnce(&Design) -> Result<T, ModelError> + Send + 'static,
+) -> Result<T, Failure> {
     let design = design(snapshot, fit_intercept).await?;
     let span = tracing::Span::current();
-    let weights = tokio::task::spawn_blocking(move || {
+    Ok(tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
         fit(&design)
     })
-    .await??;
-    Ok(weights.to_vec())
+    .await??)
 }
 
 /// The training set of a model, read from the snapshot (after the debit).

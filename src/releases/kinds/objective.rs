@@ -57,6 +57,7 @@ pub fn plan(
             grid: plan.output.grid(),
             accounted_sensitivity: OBJECTIVE_SENSITIVITY,
             sigma_classic: None,
+            lambda: Some(lambda),
         },
         n,
         epsilon: None,
@@ -78,7 +79,7 @@ impl Planned for ObjectivePerturbation {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let plan = self.plan.clone();
         let solved = fit_on(&snapshot, self.fit_intercept, move |design| {
-            plan.solve_held(design)
+            plan.solve_held(design).map(|weights| weights.to_vec())
         })
         .await?;
         let weights = noise(self.plan.output.clone(), solved).await?;

@@ -34,8 +34,10 @@ pub fn plan(
     let mechanism =
         model::output_mechanism(knobs.epsilon, knobs.delta, n, lambda, dims).map_err(invalid)?;
     let sensitivity = erm::output_sensitivity(n, lambda, erm::SOLVE_TOLERANCE).map_err(invalid)?;
+    let mut price = Price::of(&mechanism, sensitivity, n);
+    price.noise.lambda = Some(lambda);
     Ok(Box::new(OutputPerturbation {
-        price: Price::of(&mechanism, sensitivity, n),
+        price,
         mechanism,
         schema: dataset.schema.clone(),
         lambda,
@@ -52,7 +54,7 @@ impl Planned for OutputPerturbation {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let lambda = self.lambda;
         let weights = fit_on(&snapshot, self.fit_intercept, move |design| {
-            model::solve(design, lambda, None)
+            model::solve(design, lambda, None).map(|weights| weights.to_vec())
         })
         .await?;
         let noisy = noise(self.mechanism.clone(), weights).await?;

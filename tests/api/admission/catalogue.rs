@@ -5,8 +5,9 @@
 
 use dpgate_client::types::{
     AggregateMechanism, AggregateParams, DpGdParams, DpSgdParams, FrankWolfeParams, GradientLoss,
-    GradientMechanism, GradientParams, Iterate, ObjectivePerturbationParams, ProjectionParams,
-    ReleaseParams, ReleaseRequest, Seed, Selection, SuppliedRow, WalrMap, WalrParams, WarmStart,
+    GradientMechanism, GradientParams, Iterate, Lambda, ObjectivePerturbationParams,
+    OutputPerturbationParams, ProjectionParams, ReleaseParams, ReleaseRequest, Seed, Selection,
+    SuppliedRow, WalrMap, WalrParams, WarmStart,
 };
 
 use super::{model, walr};
@@ -199,12 +200,34 @@ pub fn every_release(unit: &str) -> Vec<Case> {
         ),
         case("output perturbation", model(0.5)),
         case(
+            "output perturbation auto",
+            request(
+                some,
+                delta,
+                ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                    lambda: Lambda::Auto,
+                    fit_intercept: true,
+                }),
+            ),
+        ),
+        case(
+            "objective perturbation select",
+            request(
+                some,
+                None,
+                ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                    lambda: Lambda::Select(vec![1e-1, 1e-3]),
+                    fit_intercept: true,
+                }),
+            ),
+        ),
+        case(
             "objective perturbation",
             request(
                 some,
                 None,
                 ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
-                    lambda: 0.01,
+                    lambda: Lambda::Fixed(0.01),
                     fit_intercept: true,
                 }),
             ),
