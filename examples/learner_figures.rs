@@ -25,6 +25,14 @@
 //! alone, on the DP-SGD proxy (784 features); T = 100, η = 0.5, λ = 1e-3,
 //! C = 1, δ = 1e-6; test error on 2,000 fresh rows.
 //!
+//! `cargo run --release --example learner_figures -- auto [DRAWS]`
+//! (default 3): `"lambda": "auto"` through the API at N = 10⁶ × 32, ε = 1
+//! (issue 29's first target): the synthetic generator (`learn::synthetic`,
+//! 20 % positives) uploaded as CSV, output perturbation (pure and
+//! Gaussian) and objective perturbation released with no `lambda`, and
+//! λ = 0.01 for contrast; test accuracy on 10⁵ fresh rows, the mean over
+//! DRAWS releases each.
+//!
 //! Each seed is a dataset of its own on a server in this process
 //! (SQLite in a temporary directory); every cell is a real release, its
 //! noise from the OS CSPRNG, scored on 20,000 fresh rows. The warm starts
@@ -169,6 +177,7 @@ async fn main() {
         Some("sgd") => sgd_table(seeds(4)).await,
         Some("fw") => fw_table(seeds(20)).await,
         Some("lasso") => lasso_table(seeds(4)).await,
+        Some("auto") => auto_lambda(seeds(3)).await,
         _ => gd_table(seeds(200)).await,
     }
 }
@@ -685,4 +694,92 @@ async fn sgd_table(seeds: usize) {
         })
         .collect();
     print_table("ε", &epsilon_labels(&EPSILONS), &names, &cells, 1);
+}
+
+/// `-- auto`: see the module docs.
+async fn auto_lambda(draws: usize) {
+    use dpgate_client::types::{Lambda, ObjectivePerturbationParams, OutputPerturbationParams};
+    let (k, n) = (32, 1_000_000);
+    let train = dpgate_learn::synthetic::logistic_data(n, k, 1);
+    let test = dpgate_learn::synthetic::logistic_data(100_000, k, 2);
+    let (address, admin, keys, _dir) = serve().await;
+    let features: Vec<serde_json::Value> = (0..k)
+        .map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1}))
+        .collect();
+    let request: CreateDataset = serde_json::from_value(serde_json::json!({
+        "name": "auto", "privacy_unit": "row", "features": features, "label": "y",
+        "budget": {"epsilon": 1000, "delta": 1e-3}, "accountant": "basic"
+    }))
+    .unwrap();
+    let dataset = admin.create_dataset(&request).await.unwrap().id;
+    let header: Vec<String> = (0..k).map(|j| format!("f{j}")).collect();
+    for start in (0..n).step_by(250_000) {
+        let mut body = format!("row_id,y,{}\n", header.join(","));
+        for i in start..(start + 250_000).min(n) {
+            let row: Vec<String> = train.x.row(i).iter().map(|v| format!("{v:.6}")).collect();
+            body.push_str(&format!("r{i},{},{}\n", train.y[i], row.join(",")));
+        }
+        admin
+            .upload_rows(dataset, UploadFormat::Csv, body)
+            .await
+            .unwrap();
+    }
+    let client = analyst(&address, &keys, dataset);
+    let accuracy = |weights: &[f64], intercept: f64| {
+        let right = test
+            .x
+            .rows()
+            .into_iter()
+            .zip(&test.y)
+            .filter(|(row, label)| {
+                let logit: f64 =
+                    intercept + row.iter().zip(weights).map(|(x, w)| x * w).sum::<f64>();
+                u8::from(logit > 0.0) == **label
+            })
+            .count();
+        100.0 * right as f64 / test.y.len() as f64
+    };
+    println!("N = {n} × {k}, ε = 1, test accuracy on 10^5 fresh rows, mean of {draws} releases");
+    println!("| learner | λ asked | λ used | accuracy (%) |");
+    println!("|---|---|---|---|");
+    for (name, objective, delta) in [
+        ("output", false, None),
+        ("output δ=1e-6", false, Some(1e-6)),
+        ("objective", true, None),
+    ] {
+        for lambda in [Lambda::Auto, Lambda::Fixed(0.01)] {
+            let params = if objective {
+                ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                    lambda: lambda.clone(),
+                    fit_intercept: true,
+                })
+            } else {
+                ReleaseParams::OutputPerturbation(OutputPerturbationParams {
+                    lambda: lambda.clone(),
+                    fit_intercept: true,
+                })
+            };
+            let request = ReleaseRequest {
+                epsilon: Some(1.0),
+                delta,
+                params,
+            };
+            let mut scores = Vec::new();
+            let mut used = 0.0;
+            for _ in 0..draws {
+                let release = client
+                    .release(dataset, &request, &ReleaseOptions::default())
+                    .await
+                    .unwrap()
+                    .release;
+                let Some(ReleaseResult::Model(model)) = release.result else {
+                    panic!("a model");
+                };
+                used = model.lambda;
+                scores.push(accuracy(&model.weights, model.intercept));
+            }
+            let (mean, spread) = summary(&scores);
+            println!("| {name} | {lambda} | {used:e} | {mean:.2} ± {spread:.2} |");
+        }
+    }
 }
