@@ -33,6 +33,13 @@
 //! λ = 0.01 for contrast; test accuracy on 10⁵ fresh rows, the mean over
 //! DRAWS releases each.
 //!
+//! `cargo run --release --example learner_figures -- select BREAST_DIR
+//! [DRAWS]` (default 20): objective perturbation through the API where
+//! `"auto"` falls furthest short of the best fixed λ (docs/models.md,
+//! "Choosing λ"): `auto` against `{"select": [0.1, 0.01, 0.001, 0.0001]}`
+//! at the same ε, on the synthetic generator (k = 32) at N = 10³ and 10⁴
+//! and on breast cancer (`examples/sklearn_sets.py`), DRAWS releases each.
+//!
 //! Each seed is a dataset of its own on a server in this process
 //! (SQLite in a temporary directory); every cell is a real release, its
 //! noise from the OS CSPRNG, scored on 20,000 fresh rows. The warm starts
@@ -101,13 +108,14 @@ fn public_model(x: &Array2<f64>, y: &[u8]) -> WarmStart {
     }
 }
 
+/// Percent of `y` that σ(weightsᵀx + intercept) > ½ gets right.
 fn accuracy(weights: &[f64], intercept: f64, x: &Array2<f64>, y: &[u8]) -> f64 {
     let right = x
         .rows()
         .into_iter()
         .zip(y)
         .filter(|(row, label)| {
-            let logit = intercept + weights[0] * row[0] + weights[1] * row[1];
+            let logit: f64 = intercept + row.iter().zip(weights).map(|(x, w)| x * w).sum::<f64>();
             u8::from(logit > 0.0) == **label
         })
         .count();
@@ -178,6 +186,7 @@ async fn main() {
         Some("fw") => fw_table(seeds(20)).await,
         Some("lasso") => lasso_table(seeds(4)).await,
         Some("auto") => auto_lambda(seeds(3)).await,
+        Some("select") => select_lambda(&args[1], seeds(20)).await,
         _ => gd_table(seeds(200)).await,
     }
 }
@@ -703,42 +712,8 @@ async fn auto_lambda(draws: usize) {
     let train = dpgate_learn::synthetic::logistic_data(n, k, 1);
     let test = dpgate_learn::synthetic::logistic_data(100_000, k, 2);
     let (address, admin, keys, _dir) = serve().await;
-    let features: Vec<serde_json::Value> = (0..k)
-        .map(|j| serde_json::json!({"name": format!("f{j}"), "min": 0, "max": 1}))
-        .collect();
-    let request: CreateDataset = serde_json::from_value(serde_json::json!({
-        "name": "auto", "privacy_unit": "row", "features": features, "label": "y",
-        "budget": {"epsilon": 1000, "delta": 1e-3}, "accountant": "basic"
-    }))
-    .unwrap();
-    let dataset = admin.create_dataset(&request).await.unwrap().id;
-    let header: Vec<String> = (0..k).map(|j| format!("f{j}")).collect();
-    for start in (0..n).step_by(250_000) {
-        let mut body = format!("row_id,y,{}\n", header.join(","));
-        for i in start..(start + 250_000).min(n) {
-            let row: Vec<String> = train.x.row(i).iter().map(|v| format!("{v:.6}")).collect();
-            body.push_str(&format!("r{i},{},{}\n", train.y[i], row.join(",")));
-        }
-        admin
-            .upload_rows(dataset, UploadFormat::Csv, body)
-            .await
-            .unwrap();
-    }
+    let dataset = unit_box_dataset(&admin, "auto", k, synthetic_csv(&train, 0..n)).await;
     let client = analyst(&address, &keys, dataset);
-    let accuracy = |weights: &[f64], intercept: f64| {
-        let right = test
-            .x
-            .rows()
-            .into_iter()
-            .zip(&test.y)
-            .filter(|(row, label)| {
-                let logit: f64 =
-                    intercept + row.iter().zip(weights).map(|(x, w)| x * w).sum::<f64>();
-                u8::from(logit > 0.0) == **label
-            })
-            .count();
-        100.0 * right as f64 / test.y.len() as f64
-    };
     println!("N = {n} × {k}, ε = 1, test accuracy on 10^5 fresh rows, mean of {draws} releases");
     println!("| learner | λ asked | λ used | accuracy (%) |");
     println!("|---|---|---|---|");
@@ -764,22 +739,133 @@ async fn auto_lambda(draws: usize) {
                 delta,
                 params,
             };
-            let mut scores = Vec::new();
-            let mut used = 0.0;
-            for _ in 0..draws {
-                let release = client
-                    .release(dataset, &request, &ReleaseOptions::default())
-                    .await
-                    .unwrap()
-                    .release;
-                let Some(ReleaseResult::Model(model)) = release.result else {
-                    panic!("a model");
-                };
-                used = model.lambda;
-                scores.push(accuracy(&model.weights, model.intercept));
-            }
+            let (scores, used) =
+                model_accuracy(&client, dataset, &request, (&test.x, &test.y), draws).await;
             let (mean, spread) = summary(&scores);
             println!("| {name} | {lambda} | {used:e} | {mean:.2} ± {spread:.2} |");
         }
+    }
+}
+
+/// A dataset of `k` features on [0, 1] holding `csv` (`row_id,y,…`).
+async fn unit_box_dataset(admin: &Client, name: &str, k: usize, csv: String) -> uuid::Uuid {
+    let features: Vec<serde_json::Value> = (0..k)
+        .map(|j| serde_json::json!({"name": format!("c{j}"), "min": 0, "max": 1}))
+        .collect();
+    let request: CreateDataset = serde_json::from_value(serde_json::json!({
+        "name": name, "privacy_unit": "row", "features": features, "label": "y",
+        "budget": {"epsilon": 1e6, "delta": 1e-3}, "accountant": "basic"
+    }))
+    .unwrap();
+    let dataset = admin.create_dataset(&request).await.unwrap().id;
+    admin
+        .upload_rows(dataset, UploadFormat::Csv, csv)
+        .await
+        .unwrap();
+    dataset
+}
+
+/// `row_id,y,c0,…` rows of a synthetic set.
+fn synthetic_csv(
+    data: &dpgate_learn::synthetic::Synthetic,
+    rows: std::ops::Range<usize>,
+) -> String {
+    let k = data.x.ncols();
+    let header: Vec<String> = (0..k).map(|j| format!("c{j}")).collect();
+    let mut body = format!("row_id,y,{}\n", header.join(","));
+    for i in rows {
+        let row: Vec<String> = data.x.row(i).iter().map(|v| format!("{v:.6}")).collect();
+        body.push_str(&format!("r{i},{},{}\n", data.y[i], row.join(",")));
+    }
+    body
+}
+
+/// A model release's test accuracy and the λ it used, `draws` times.
+async fn model_accuracy(
+    client: &Client,
+    dataset: uuid::Uuid,
+    request: &ReleaseRequest,
+    test: (&Array2<f64>, &[u8]),
+    draws: usize,
+) -> (Vec<f64>, f64) {
+    let mut scores = Vec::new();
+    let mut used = 0.0;
+    for _ in 0..draws {
+        let release = client
+            .release(dataset, request, &ReleaseOptions::default())
+            .await
+            .unwrap()
+            .release;
+        let Some(ReleaseResult::Model(model)) = release.result else {
+            panic!("a model");
+        };
+        used = model.lambda;
+        scores.push(accuracy(&model.weights, model.intercept, test.0, test.1));
+    }
+    (scores, used)
+}
+
+/// `-- select`: see the module docs.
+async fn select_lambda(breast: &str, draws: usize) {
+    use dpgate_client::types::{Lambda, ObjectivePerturbationParams};
+    let read = |path: String| {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut values = Vec::new();
+        let mut labels = Vec::new();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split(',').collect();
+            labels.push(fields[1].parse::<u8>().unwrap());
+            values.extend(fields[2..].iter().map(|v| v.parse::<f64>().unwrap()));
+        }
+        let x =
+            Array2::from_shape_vec((labels.len(), values.len() / labels.len()), values).unwrap();
+        (text, x, labels)
+    };
+    let synthetic_test = dpgate_learn::synthetic::logistic_data(100_000, 32, 2);
+    let (address, admin, keys, _dir) = serve().await;
+    let mut cells = Vec::new();
+    for (n, epsilons) in [(1_000, &[0.1, 1.0][..]), (10_000, &[0.1][..])] {
+        let data = dpgate_learn::synthetic::logistic_data(n, 32, 1);
+        let id = unit_box_dataset(
+            &admin,
+            &format!("synthetic-{n}"),
+            32,
+            synthetic_csv(&data, 0..n),
+        )
+        .await;
+        for &epsilon in epsilons {
+            cells.push((
+                format!("synthetic-{n}"),
+                id,
+                epsilon,
+                synthetic_test.x.clone(),
+                synthetic_test.y.clone(),
+            ));
+        }
+    }
+    let (train, _, _) = read(format!("{breast}/train.csv"));
+    let (_, test_x, test_y) = read(format!("{breast}/test.csv"));
+    let id = unit_box_dataset(&admin, "breast-cancer", test_x.ncols(), train).await;
+    cells.push(("breast-cancer".to_owned(), id, 1.0, test_x, test_y));
+    println!("objective perturbation, test accuracy (%), mean ± sd of {draws} releases");
+    println!("| set | ε | auto (λ) | select [0.1, 0.01, 0.001, 0.0001] |");
+    println!("|---|---|---|---|");
+    for (name, dataset, epsilon, x, y) in &cells {
+        let client = analyst(&address, &keys, *dataset);
+        let request = |lambda: Lambda| ReleaseRequest {
+            epsilon: Some(*epsilon),
+            delta: None,
+            params: ReleaseParams::ObjectivePerturbation(ObjectivePerturbationParams {
+                lambda,
+                fit_intercept: true,
+            }),
+        };
+        let (auto, used) =
+            model_accuracy(&client, *dataset, &request(Lambda::Auto), (x, y), draws).await;
+        let candidates = Lambda::Select(vec![0.1, 0.01, 0.001, 0.0001]);
+        let (picked, _) =
+            model_accuracy(&client, *dataset, &request(candidates), (x, y), draws).await;
+        let ((a, a_sd), (p, p_sd)) = (summary(&auto), summary(&picked));
+        println!("| {name} | {epsilon} | {a:.2} ± {a_sd:.2} ({used:e}) | {p:.2} ± {p_sd:.2} |");
     }
 }
