@@ -10,7 +10,10 @@
 //! a private selection among 66 vertices). And `logistic_pass`: one
 //! gradient pass at a caller's θ that puts every row at z = 0, 720, −720,
 //! or that is tiny (10⁻³⁰⁰): the same time, or a caller could time how
-//! many rows lie in a half-space (docs/models.md, "Timing").
+//! many rows lie in a half-space (docs/models.md, "Timing"). And
+//! `lambda_auto`: pricing `"lambda": "auto"` for a model release at
+//! N = 10⁶, d = 33 (a search over 121 λ, each with its mechanism and
+//! certified floor), which every such request pays before admission.
 
 // Benchmark set-up only unwraps what valid parameters return.
 #![allow(clippy::unwrap_used)]
@@ -179,5 +182,32 @@ fn logistic_pass(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dp_gd, dp_sgd, frank_wolfe, logistic_pass);
+fn lambda_auto(c: &mut Criterion) {
+    use dpgate::releases::kinds::ridge::{Learner, auto};
+    let mut group = c.benchmark_group("lambda_auto");
+    let epsilon = Epsilon::new(1.0).unwrap();
+    for (name, learner, delta) in [
+        ("output", Learner::Output, Delta::ZERO),
+        (
+            "output gaussian",
+            Learner::Output,
+            Delta::new(1e-6).unwrap(),
+        ),
+        ("objective", Learner::Objective, Delta::ZERO),
+    ] {
+        group.bench_function(format!("{name}, N = 10^6, d = 33"), |b| {
+            b.iter(|| auto(learner, epsilon, delta, 1_000_000, 33).unwrap());
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    dp_gd,
+    dp_sgd,
+    frank_wolfe,
+    logistic_pass,
+    lambda_auto
+);
 criterion_main!(benches);
