@@ -164,9 +164,41 @@ pub fn risk(
     }
 }
 
+/// The λ `"auto"` chooses: [`least_risk`] of the learner's own bound, and
+/// for objective perturbation never above output perturbation's choice
+/// (pure ε) where that λ can be released too. As N grows, b/N vanishes
+/// and objective perturbation releases the exact fit with less noise than
+/// output perturbation would at the same λ, so output perturbation's λ
+/// bounds the useful one from above; the objective's own bound alone
+/// would stop falling at about 2·10⁻⁴ from N = 10⁵ on, where the
+/// N-independent output noise that covers the solver's γ balances its
+/// bias term (docs/models.md, "Choosing λ").
+pub fn auto(
+    learner: Learner,
+    epsilon: Epsilon,
+    delta: dp::Delta,
+    n: u64,
+    dims: usize,
+) -> Result<f64, String> {
+    let own = least_risk(learner, epsilon, delta, n, dims)?;
+    if learner == Learner::Output {
+        return Ok(own);
+    }
+    Ok(
+        match least_risk(Learner::Output, epsilon, dp::Delta::ZERO, n, dims) {
+            Ok(output)
+                if output < own && risk(learner, epsilon, delta, n, dims, output).is_some() =>
+            {
+                output
+            }
+            _ => own,
+        },
+    )
+}
+
 /// λ of [`grid`] with the smallest [`risk`] (the largest such λ on a tie),
 /// or why none can be released.
-pub fn auto(
+pub fn least_risk(
     learner: Learner,
     epsilon: Epsilon,
     delta: dp::Delta,
