@@ -5,6 +5,7 @@
 //! tests), so every mechanism is deterministic given its random bits.
 
 mod accountant;
+pub mod audit;
 pub mod constant_time;
 pub mod erm;
 mod error;
