@@ -9,7 +9,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
-use utoipa::{PartialSchema, ToSchema};
+use utoipa::PartialSchema;
 
 /// The fewest and the most candidates a private selection may name.
 pub const MIN_CANDIDATES: usize = 2;
@@ -171,7 +171,6 @@ impl PartialSchema for Lambda {
     }
 }
 
-impl ToSchema for Lambda {}
 
 #[cfg(test)]
 mod tests {
