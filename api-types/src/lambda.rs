@@ -7,9 +7,9 @@ use std::str::FromStr;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
+use utoipa::PartialSchema;
 use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
-use utoipa::PartialSchema;
 
 /// The fewest and the most candidates a private selection may name.
 pub const MIN_CANDIDATES: usize = 2;
@@ -170,7 +170,6 @@ impl PartialSchema for Lambda {
             .into()
     }
 }
-
 
 #[cfg(test)]
 mod tests {
