@@ -23,6 +23,7 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
             print!("{}", openapi_yaml()?);
             return Ok(true);
         }
+        Command::Audit(audit) => return crate::audit::command::run(audit).await,
         Command::Ledger {
             command: LedgerCommand::Verify {
                 file: Some(file), ..
@@ -67,7 +68,7 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
         } => export(store.as_ref(), dataset, format, out.as_deref())
             .await
             .map(|()| true),
-        Command::Openapi => Ok(true),
+        Command::Openapi | Command::Audit(_) => Ok(true),
     }
 }
 

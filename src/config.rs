@@ -98,6 +98,56 @@ pub enum Command {
     },
     /// Print the OpenAPI document (YAML) of the API.
     Openapi,
+    /// Measure a lower bound on each release kind's ε through the real
+    /// release code, on scratch datasets (never the database); exits
+    /// non-zero if any bound exceeds the ε claimed (docs/audit.md).
+    Audit(Audit),
+}
+
+#[derive(Debug, Args)]
+pub struct Audit {
+    /// A release kind as the API names it (`walr`, `aggregate`,
+    /// `model/dp-gd`, …); repeatable; every kind without it.
+    #[arg(long = "kind", value_name = "KIND")]
+    pub kinds: Vec<String>,
+    /// A privacy unit; repeatable; every unit without it.
+    #[arg(long = "unit", value_name = "UNIT", value_enum)]
+    pub units: Vec<Unit>,
+    /// The ε every release is made at.
+    #[arg(long, default_value_t = 1.0)]
+    pub epsilon: f64,
+    /// The δ of the kinds that take one (pure ε kinds are audited at 0).
+    #[arg(long, default_value_t = 1e-5)]
+    pub delta: f64,
+    /// Releases on each of the two neighbouring datasets, per case.
+    #[arg(long, default_value_t = 100_000)]
+    pub trials: u64,
+    /// Seeds the datasets' rows besides the canary (the noise always
+    /// comes from the OS).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON document, `{"results": [...]}`, instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a Markdown report to this file.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
+/// A privacy unit, as `--unit` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Unit {
+    Label,
+    Row,
+}
+
+impl From<Unit> for dpgate_api_types::PrivacyUnit {
+    fn from(unit: Unit) -> Self {
+        match unit {
+            Unit::Label => dpgate_api_types::PrivacyUnit::Label,
+            Unit::Row => dpgate_api_types::PrivacyUnit::Row,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

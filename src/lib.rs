@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod budget;
 pub mod clock;
@@ -18,6 +19,7 @@ pub mod dp;
 pub mod error;
 pub mod ingest;
 pub mod ledger;
+pub mod mutants;
 pub mod releases;
 pub mod snapshots;
 pub mod store;

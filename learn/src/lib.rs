@@ -26,7 +26,9 @@ pub mod synthetic;
 
 pub use affine::{rescale, unscale};
 pub use certify::{Certificate, Infeasible, certifiable, min_lambda};
-pub use logistic::{Fit, FitError, Objective, log1p_exp, probabilities, sigmoid};
+pub use logistic::{
+    Fit, FitError, Objective, cholesky_in_place, cholesky_solve, log1p_exp, probabilities, sigmoid,
+};
 pub use metrics::{
     CalibrationBin, DEFAULT_THRESHOLD, accuracy, auc, calibration, expected_calibration_error,
     log_loss,

@@ -527,7 +527,7 @@ fn shifted_newton_direction(
 ///
 /// Hand-written because k ≤ a few hundred makes the O(k³) cost negligible
 /// next to forming the Hessian, and it avoids a LAPACK dependency.
-fn cholesky_in_place(a: &mut Array2<f64>) -> Result<(), usize> {
+pub fn cholesky_in_place(a: &mut Array2<f64>) -> Result<(), usize> {
     let k = a.nrows();
     for j in 0..k {
         let mut pivot = a[(j, j)];
@@ -551,7 +551,7 @@ fn cholesky_in_place(a: &mut Array2<f64>) -> Result<(), usize> {
 }
 
 /// Solves `L Lᵀ x = rhs` given the factor from [`cholesky_in_place`].
-fn cholesky_solve(l: &Array2<f64>, rhs: &Array1<f64>) -> Array1<f64> {
+pub fn cholesky_solve(l: &Array2<f64>, rhs: &Array1<f64>) -> Array1<f64> {
     let k = l.nrows();
     let mut x = rhs.clone();
     for i in 0..k {

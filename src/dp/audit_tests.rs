@@ -51,11 +51,11 @@ fn laplace(rng: &mut ChaCha8Rng, scale: f64) -> f64 {
 
 /// 10⁶ trials a side of a mechanism adding `noise` to a query that is 0
 /// on D₀ and 1 on D₁ (sensitivity 1).
-fn audit(noise: impl Fn(&mut ChaCha8Rng) -> f64, delta: f64, seed: u64) -> f64 {
+fn audit(noise: impl Fn(&mut ChaCha8Rng) -> f64, estimate: Estimate, delta: f64, seed: u64) -> f64 {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let null: Vec<f64> = (0..1_000_000).map(|_| noise(&mut rng)).collect();
     let alternative: Vec<f64> = (0..1_000_000).map(|_| 1.0 + noise(&mut rng)).collect();
-    threshold_audit(&null, &alternative, delta, 0.95).epsilon_lower
+    threshold_audit(&null, &alternative, estimate, delta, 0.95).epsilon_lower
 }
 
 // The bounds below are 95 % lower bounds from one seeded run each: a
@@ -64,10 +64,10 @@ fn audit(noise: impl Fn(&mut ChaCha8Rng) -> f64, delta: f64, seed: u64) -> f64 {
 
 #[test]
 fn laplace_at_epsilon_one_is_audited_to_at_least_0_9_and_at_most_1() {
-    let bound = audit(|rng| laplace(rng, 1.0), 0.0, 1);
+    let bound = audit(|rng| laplace(rng, 1.0), Estimate::ClopperPearson, 0.0, 1);
     assert!((0.9..=1.0).contains(&bound), "{bound}");
     // Half the scale is ε = 2 claimed as 1: caught.
-    let broken = audit(|rng| laplace(rng, 0.5), 0.0, 2);
+    let broken = audit(|rng| laplace(rng, 0.5), Estimate::ClopperPearson, 0.0, 2);
     assert!(broken > 1.0, "{broken}");
 }
 
@@ -80,18 +80,61 @@ fn the_gaussian_at_epsilon_one_is_audited_to_at_least_0_7() {
     let delta = 1e-5;
     let sigma = crate::dp::analytic_sigma(1.0, delta, 1.0).unwrap();
     let normal = Normal::new(0.0, sigma).unwrap();
-    let bound = audit(|rng| normal.sample(rng), delta, 3);
+    let bound = audit(|rng| normal.sample(rng), Estimate::ClopperPearson, delta, 3);
     assert!((0.7..=1.0).contains(&bound), "σ = {sigma}: {bound}");
     // σ halved: caught.
     let halved = Normal::new(0.0, sigma / 2.0).unwrap();
-    let broken = audit(|rng| halved.sample(rng), delta, 4);
+    let broken = audit(|rng| halved.sample(rng), Estimate::ClopperPearson, delta, 4);
     assert!(broken > 1.0, "{broken}");
+}
+
+/// The GDP estimate reads μ at error rates near ½, where 9·10⁵ trials
+/// pin it to within 2 %: it proves nearly all of the Gaussian's ε, and
+/// catches the halved σ by far more.
+#[test]
+fn the_gdp_estimate_proves_nearly_all_of_the_gaussians_epsilon() {
+    let delta = 1e-5;
+    let sigma = crate::dp::analytic_sigma(1.0, delta, 1.0).unwrap();
+    let normal = Normal::new(0.0, sigma).unwrap();
+    let bound = audit(|rng| normal.sample(rng), Estimate::Gdp, delta, 5);
+    assert!((0.95..=1.0).contains(&bound), "σ = {sigma}: {bound}");
+    let halved = Normal::new(0.0, sigma / 2.0).unwrap();
+    let broken = audit(|rng| halved.sample(rng), Estimate::Gdp, delta, 6);
+    assert!(broken > 2.0, "{broken}");
+}
+
+#[test]
+fn mu_is_bounded_by_the_gaussian_tradeoff_at_the_upper_rates() {
+    use statrs::distribution::{ContinuousCDF, Normal};
+    let normal = Normal::standard();
+    // α = β = Φ(−μ/2), over 10⁶ trials a side.
+    let errors_at = |mu: f64| {
+        let wrong = (normal.cdf(-mu / 2.0) * 1e6).round() as u64;
+        Errors {
+            false_positives: wrong,
+            negatives: 1_000_000,
+            false_negatives: wrong,
+            positives: 1_000_000,
+        }
+    };
+    let errors = errors_at(0.5);
+    let each = 0.975;
+    let alpha = clopper_pearson_upper(errors.false_positives, 1_000_000, each);
+    let expected = normal.inverse_cdf(1.0 - alpha) - normal.inverse_cdf(alpha);
+    assert!((errors.mu_lower(0.95) - expected).abs() < 1e-12);
+    assert!((0.49..0.5).contains(&expected), "{expected}");
+    // And its ε at δ is the Gaussian mechanism's of that μ.
+    let epsilon = errors.bound(Estimate::Gdp, 1e-5, 0.95);
+    assert!((epsilon - crate::dp::gaussian_epsilon(expected, 1e-5)).abs() < 1e-12);
+    // A coin proves nothing.
+    assert_eq!(errors_at(0.0).mu_lower(0.95), 0.0);
+    assert_eq!(errors_at(0.0).bound(Estimate::Gdp, 1e-5, 0.95), 0.0);
 }
 
 /// 2·10⁵ releases a side of a production mechanism (its lattice, its
 /// exact sampler, the OS CSPRNG) on a query that is 0 on D₀ and 1 on D₁:
 /// the errors of the best threshold test.
-fn audit_mechanism(mechanism: &crate::dp::Mechanism, delta: f64) -> Errors {
+fn audit_mechanism(mechanism: &crate::dp::Mechanism, estimate: Estimate, delta: f64) -> Errors {
     let mut rng = crate::dp::OsNoise::new();
     let mut scores = |value: f64| -> Vec<f64> {
         (0..200_000)
@@ -99,7 +142,7 @@ fn audit_mechanism(mechanism: &crate::dp::Mechanism, delta: f64) -> Errors {
             .collect()
     };
     let (null, alternative) = (scores(0.0), scores(1.0));
-    threshold_audit(&null, &alternative, delta, 0.95).errors
+    threshold_audit(&null, &alternative, estimate, delta, 0.95).errors
 }
 
 /// The production mechanisms never show more than their ε, with fresh OS
@@ -128,12 +171,21 @@ fn the_production_laplace_and_gaussian_mechanisms_pass_their_own_audit() {
             0.4,
         ),
     ] {
-        let errors = audit_mechanism(&mechanism, delta);
+        let errors = audit_mechanism(&mechanism, Estimate::ClopperPearson, delta);
         let (proved, seen) = (
             errors.epsilon_lower(delta, sure),
             errors.epsilon_lower(delta, 0.95),
         );
         assert!(proved <= 1.0, "{name}: {proved} > ε: {errors:?}");
         assert!(seen >= power, "{name}: only {seen}: {errors:?}");
+        if delta > 0.0 {
+            let errors = audit_mechanism(&mechanism, Estimate::Gdp, delta);
+            let (proved, seen) = (
+                errors.bound(Estimate::Gdp, delta, sure),
+                errors.bound(Estimate::Gdp, delta, 0.95),
+            );
+            assert!(proved <= 1.0, "{name} (GDP): {proved} > ε: {errors:?}");
+            assert!(seen >= 0.9, "{name} (GDP): only {seen}: {errors:?}");
+        }
     }
 }

@@ -200,6 +200,17 @@ enum Noise {
     NormGamma(u64),
 }
 
+impl Noise {
+    /// The fault [`crate::mutants::Mutant::ScaleHalved`].
+    fn halved(self) -> Noise {
+        match self {
+            Noise::Gaussian(sigma) => Noise::Gaussian(sigma / 2),
+            Noise::Laplace(scale) => Noise::Laplace(scale / 2),
+            Noise::NormGamma(scale) => Noise::NormGamma(scale / 2),
+        }
+    }
+}
+
 /// A mechanism calibrated for one release: its lattice, its noise, and the
 /// privacy loss the ledger records for it. Calibration is deterministic, so
 /// a dry run prices exactly what the release will spend.
@@ -240,6 +251,9 @@ fn rounded(
         Norm::L2 => (dims as f64).sqrt(),
     };
     let lattice = Lattice::choose(noise, sensitivity / growth, max_bits, range)?;
+    if crate::mutants::active(crate::mutants::Mutant::LatticeUninflated) {
+        return Ok((lattice, sensitivity));
+    }
     let sensitivity = (sensitivity + (lattice.spacing() * growth).next_up()).next_up();
     Ok((lattice, sensitivity))
 }
@@ -462,7 +476,12 @@ impl Mechanism {
     /// so that how long the draws took can be hidden on its own, and the
     /// steps then take the same time whatever the noise was.
     pub fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> Drawn {
-        Drawn(match self.noise {
+        let noise = if crate::mutants::active(crate::mutants::Mutant::ScaleHalved) {
+            self.noise.halved()
+        } else {
+            self.noise
+        };
+        Drawn(match noise {
             Noise::Gaussian(sigma) => (0..self.dims)
                 .map(|_| discrete_gaussian(sigma, rng))
                 .collect(),

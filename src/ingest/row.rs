@@ -144,7 +144,12 @@ impl<'a> RowBuilder<'a> {
         }
         let mut measures = Vec::with_capacity(8 * schema.measures.len());
         for column in &schema.measures {
-            let value = get(at)?.number(&column.name)?.clamp(column.min, column.max);
+            let value = get(at)?.number(&column.name)?;
+            let value = if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
+                value
+            } else {
+                value.clamp(column.min, column.max)
+            };
             at += 1;
             measures.extend_from_slice(&value.to_le_bytes());
         }

@@ -9,6 +9,7 @@
 //! it, which [`HEADROOM`] makes rare and a metric counts.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::dp::{Delta, Drawn, Epsilon, Mechanism, OsNoise, SelectionRule, Selector};
@@ -23,6 +24,21 @@ pub const HEADROOM: u32 = 4;
 
 /// Coordinates drawn per mechanism to measure its speed.
 const CALIBRATION_DIMS: usize = 2048;
+
+/// Set by [`skip_holds`]: every deadline is then ignored.
+static UNHELD: AtomicBool = AtomicBool::new(false);
+
+/// Stops holding draws to their deadlines, for the rest of this process:
+/// `dpgate audit` makes millions of releases on scratch data, in a process
+/// of its own that serves no one, and the wait does not change what is
+/// released. The server never calls it.
+pub fn skip_holds() {
+    UNHELD.store(true, Ordering::Relaxed);
+}
+
+fn holding() -> bool {
+    !UNHELD.load(Ordering::Relaxed)
+}
 
 /// Mean time per coordinate, by mechanism, and per proposal of the
 /// exponential selection.
@@ -181,7 +197,8 @@ impl Meter {
 impl Drop for Meter {
     fn drop(&mut self) {
         match self.budget.checked_sub(self.spent) {
-            Some(rest) => std::thread::sleep(rest),
+            Some(rest) if holding() => std::thread::sleep(rest),
+            Some(_) => {}
             None => metrics::counter!("dpgate_noise_overruns_total").increment(1),
         }
     }
@@ -195,7 +212,9 @@ pub fn held<T>(budget: Duration, draw: impl FnOnce() -> T) -> (T, bool) {
     let started = Instant::now();
     let drawn = draw();
     let elapsed = started.elapsed();
-    if let Some(rest) = budget.checked_sub(elapsed) {
+    if let Some(rest) = budget.checked_sub(elapsed)
+        && holding()
+    {
         std::thread::sleep(rest);
     }
     (drawn, elapsed > budget)

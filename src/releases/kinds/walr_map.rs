@@ -136,7 +136,12 @@ pub fn sensitivity(
     n: u64,
     intercept: bool,
 ) -> f64 {
-    let a = if intercept { map.intercept_weight } else { 0.0 };
+    let dropped = crate::mutants::active(crate::mutants::Mutant::InterceptDropped);
+    let a = if intercept && !dropped {
+        map.intercept_weight
+    } else {
+        0.0
+    };
     let numerator = match unit {
         PrivacyUnit::Label if map.name == WalrMap::None => (max_norm_squared + a * a).sqrt(),
         PrivacyUnit::Label => map.box_reach().hypot(a),

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every suite, in one command (the README's; .ci/run calls it): the Rust
+# tests (and the Postgres ones when TEST_POSTGRES_URL is set), a short
+# privacy audit of the cheap release kinds, the API fuzzed from outside,
+# the admin console in headless Chromium, and last the audit's mutation
+# test (a build with known privacy faults, so it runs after everything
+# that uses target/debug/dpgate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log=$(mktemp)
+cargo test --workspace 2>&1 | tee "$log"
+# One closing line for all the test binaries (cargo prints one per binary,
+# ending with empty doc-test runs).
+awk '/^test result:/ { passed += $4; failed += $6 }
+     END { printf "all tests: %d passed, %d failed\n", passed, failed }' "$log"
+
+# The release kinds that take seconds, audited through the real release
+# path (about a minute; fails if any lower bound exceeds its ε). The full
+# audit of every kind is in docs/audit.md.
+mkdir -p target/audit
+target/debug/dpgate audit --kind walr --kind aggregate --kind gradient \
+    --trials 100000 --report target/audit/report.md
+cat target/audit/report.md
+
+# The API fuzzed from outside: schemathesis over the committed openapi.yaml
+# against the binary the tests just built (skips loudly if it cannot be
+# installed; about 4 minutes).
+bash scripts/fuzz/run.sh target/debug/dpgate openapi.yaml
+
+# The admin console in headless Chromium (Playwright), against a seeded
+# server; screenshots in target/browser/screenshots (skips loudly if the
+# browser or playwright-core cannot be installed; about 2 minutes).
+bash scripts/browser/install.sh && bash scripts/browser/run.sh target/debug/dpgate
+
+# Known privacy faults switched on one at a time: the audit must fail each
+# that is non-private and pass the real code (builds the crate once more
+# with the test-only `mutants` feature; a few minutes).
+cargo test --features mutants --test audit_mutants -- --nocapture
