@@ -126,6 +126,10 @@ pub struct Audit {
     /// comes from the OS).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Of every lower bound: a correct release whose canary reaches its
+    /// sensitivity still fails with probability up to 1 − this.
+    #[arg(long, default_value_t = crate::audit::DEFAULT_CONFIDENCE)]
+    pub confidence: f64,
     /// Print one JSON document, `{"results": [...]}`, instead of the table.
     #[arg(long)]
     pub json: bool,

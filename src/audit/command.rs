@@ -20,6 +20,7 @@ pub async fn run(args: &Audit) -> anyhow::Result<bool> {
         delta: args.delta,
         trials: args.trials,
         seed: args.seed,
+        confidence: args.confidence,
     };
     let cases = cases::select(&settings.kinds, &settings.units).map_err(anyhow::Error::msg)?;
     // The audit's process serves no one: the wait that hides a release's

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use dpgate_api_types::PrivacyUnit;
 use serde::{Deserialize, Serialize};
 
-use super::{CONFIDENCE, Finding, Settings};
+use super::{Finding, Settings};
 
 /// `--json`'s document: `{"results": [...]}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,14 +81,14 @@ pub fn markdown(settings: &Settings, findings: &[Finding], seconds: f64) -> Stri
     let _ = writeln!(
         text,
         "dpgate {}; {} releases on each of two neighbouring datasets per case; ε = {}, δ = {} \
-         (pure ε kinds at δ = 0); dataset seed {}; lower bounds at {} % confidence \
-         (Clopper–Pearson); {:.0} s in all.\n",
+         (pure ε kinds at δ = 0); dataset seed {}; lower bounds at confidence {}; {:.0} s in \
+         all.\n",
         env!("CARGO_PKG_VERSION"),
         settings.trials,
         settings.epsilon,
         settings.delta,
         settings.seed,
-        CONFIDENCE * 100.0,
+        settings.confidence,
         seconds,
     );
     let _ = writeln!(
@@ -131,6 +131,7 @@ mod tests {
             epsilon_lower: if pass { 0.9312 } else { 1.5 },
             trials: 1000,
             attack: "linear (Fisher projection)".to_owned(),
+            confidence: 0.95,
             pass,
             seconds: 2.25,
         }
@@ -187,6 +188,7 @@ mod tests {
             delta: 1e-5,
             trials: 1000,
             seed: 1,
+            confidence: 0.95,
         };
         let report = markdown(&settings, &[finding(true), finding(false)], 12.0);
         assert!(report.contains("**FAIL**: 1 of 2 cases failed"), "{report}");

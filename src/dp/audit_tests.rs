@@ -89,8 +89,8 @@ fn the_gaussian_at_epsilon_one_is_audited_to_at_least_0_7() {
 }
 
 /// The GDP estimate reads μ at error rates near ½, where 9·10⁵ trials
-/// pin it to within 2 %: it proves nearly all of the Gaussian's ε, and
-/// catches the halved σ by far more.
+/// pin it to within 2 %: it proves nearly all of the Gaussian's ε (this
+/// seed 0.977), and catches the halved σ by far more (2.11 of its 2.15).
 #[test]
 fn the_gdp_estimate_proves_nearly_all_of_the_gaussians_epsilon() {
     let delta = 1e-5;

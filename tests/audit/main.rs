@@ -68,6 +68,7 @@ fn json_names_every_contracted_field_and_the_report_has_the_table() {
         assert_eq!(result["unit"], "row");
         assert_eq!(result["epsilon"], 0.5);
         assert_eq!(result["trials"], 2000);
+        assert_eq!(result["confidence"], 0.95);
         assert_eq!(result["pass"], true, "{result}");
         let lower = result["epsilon_lower"].as_f64().unwrap();
         assert!((0.0..=0.5).contains(&lower), "{result}");
@@ -122,6 +123,10 @@ fn bad_settings_are_refused_with_a_reason_and_a_failing_status() {
         (&["--kind", "walr", "--epsilon", "0"][..], "epsilon"),
         (&["--kind", "walr", "--delta", "1"][..], "delta"),
         (&["--unit", "person"][..], "invalid value 'person'"),
+        (
+            &["--kind", "walr", "--confidence", "1"][..],
+            "--confidence must lie in (0, 1)",
+        ),
     ] {
         let output = audit(args);
         assert!(!output.status.success(), "{args:?}");
@@ -132,12 +137,12 @@ fn bad_settings_are_refused_with_a_reason_and_a_failing_status() {
 }
 
 /// The attack's power, on the kinds whose best test is known: a threshold
-/// on a scalar Laplace or Gaussian release. At 2·10⁵ trials a side the
-/// audit proves ε̂ ≥ 0.85 of Laplace's ε = 1 (Clopper–Pearson) and of the
-/// Gaussian's at δ = 10⁻⁵ (GDP estimate); docs/audit.md has 0.95–0.99
-/// measured at 10⁵ and above. A weaker attack, or a bound computed
-/// wrongly, falls below. The noise is the OS's, so this can fail by
-/// chance: docs/audit.md puts that below 10⁻³ a run.
+/// on a scalar Laplace or Gaussian release. At 2·10⁵ trials a side and
+/// confidence 1 − 10⁻⁶ the audit proves ε̂ ≥ 0.7 of Laplace's ε = 1
+/// (Clopper–Pearson) and of the Gaussian's at δ = 10⁻⁵ (GDP estimate);
+/// 0.947 and 0.867 measured (docs/audit.md). A weaker attack, or a bound
+/// computed wrongly, falls below; a bound above 1 fails a correct release
+/// with probability at most 10⁻⁶.
 #[test]
 fn the_bounds_are_tight_where_the_best_test_is_known() {
     let output = audit(&[
@@ -147,11 +152,13 @@ fn the_bounds_are_tight_where_the_best_test_is_known() {
         "row",
         "--trials",
         "200000",
+        "--confidence",
+        "0.999999",
         "--json",
     ]);
     let results = results(&output);
     for result in &results {
         let lower = result["epsilon_lower"].as_f64().unwrap();
-        assert!((0.85..=1.0).contains(&lower), "{result}");
+        assert!((0.7..=1.0).contains(&lower), "{result}");
     }
 }
