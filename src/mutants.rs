@@ -24,15 +24,6 @@ pub enum Mutant {
     LatticeUninflated = 4,
 }
 
-impl Mutant {
-    pub const ALL: [Mutant; 4] = [
-        Mutant::ScaleHalved,
-        Mutant::InterceptDropped,
-        Mutant::ClampSkipped,
-        Mutant::LatticeUninflated,
-    ];
-}
-
 #[cfg(feature = "mutants")]
 static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 

@@ -7,7 +7,7 @@
 //! description, keeps the audit blind to what it checks: a sensitivity
 //! too small or a σ miscalibrated shows up in the releases themselves.
 
-use ndarray::{Array1, Array2};
+use ndarray::{Array1, Array2, ArrayView1};
 
 /// Which test a release kind is attacked with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,18 +82,18 @@ impl Fitted {
 
     /// The score of one release (larger: more like D₁).
     pub fn score(&self, release: &[f64]) -> f64 {
-        let release = Array1::from(release.to_vec());
+        let release = ArrayView1::from(release);
         match self.attack {
             Attack::Linear => self.direction.dot(&release),
             Attack::Radial => {
-                self.distance(&release, &self.null) - self.distance(&release, &self.alternative)
+                self.distance(release, &self.null) - self.distance(release, &self.alternative)
             }
         }
     }
 
     /// ‖v − centre‖ in the norm of Σ⁻¹.
-    fn distance(&self, release: &Array1<f64>, centre: &Array1<f64>) -> f64 {
-        let offset = release - centre;
+    fn distance(&self, release: ArrayView1<f64>, centre: &Array1<f64>) -> f64 {
+        let offset = &release - centre;
         let solved = dpgate_learn::cholesky_solve(&self.factor, &offset);
         offset.dot(&solved).max(0.0).sqrt()
     }
@@ -102,7 +102,7 @@ impl Fitted {
 fn mean(releases: &[Vec<f64>], dims: usize) -> Array1<f64> {
     let mut sum = Array1::zeros(dims);
     for release in releases {
-        sum += &Array1::from(release.clone());
+        sum += &ArrayView1::from(release.as_slice());
     }
     sum / releases.len() as f64
 }
@@ -112,7 +112,7 @@ fn scatter(releases: &[Vec<f64>], centre: &Array1<f64>) -> Array2<f64> {
     let dims = centre.len();
     let mut sum = Array2::zeros((dims, dims));
     for release in releases {
-        let offset = Array1::from(release.clone()) - centre;
+        let offset = &ArrayView1::from(release.as_slice()) - centre;
         for i in 0..dims {
             for j in 0..dims {
                 sum[(i, j)] += offset[i] * offset[j];

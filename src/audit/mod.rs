@@ -127,13 +127,14 @@ pub async fn audit(
     };
     let (side0, side1) = (side(&d0), side(&d1));
     let fitting = settings.trials / FITTING;
-    let fit0 = side0.releases(fitting, progress).await?;
-    let fit1 = side1.releases(fitting, progress).await?;
+    let fit0 = side0.releases(fitting, progress, |release| release).await?;
+    let fit1 = side1.releases(fitting, progress, |release| release).await?;
     let fitted = Fitted::new(case.attack, &fit0, &fit1)
         .context("the releases cannot be told apart by any test (they have no coordinates)")?;
     let scored = settings.trials - fitting;
-    let null = side0.scores(scored, &fitted, progress).await?;
-    let alternative = side1.scores(scored, &fitted, progress).await?;
+    let score = |release: Vec<f64>| fitted.score(&release);
+    let null = side0.releases(scored, progress, score).await?;
+    let alternative = side1.releases(scored, progress, score).await?;
     let found = crate::dp::audit::threshold_audit(
         &null,
         &alternative,
@@ -165,36 +166,20 @@ struct Side {
 }
 
 impl Side {
-    /// `count` releases, in the order they were asked for (so which of
-    /// them fit the attack cannot depend on how long each took).
-    async fn releases(
+    /// `count` releases, each kept as `keep` makes it, in the order they
+    /// were asked for (so which of them fit the attack cannot depend on
+    /// how long each took).
+    async fn releases<T>(
         &self,
         count: u64,
         progress: &(dyn Fn(u64) + Sync),
-    ) -> anyhow::Result<Vec<Vec<f64>>> {
+        keep: impl Fn(Vec<f64>) -> T,
+    ) -> anyhow::Result<Vec<T>> {
         futures_util::stream::iter(0..count)
             .map(|_| async {
                 let released = self.release().await;
                 progress(1);
-                released
-            })
-            .buffered(IN_FLIGHT)
-            .try_collect()
-            .await
-    }
-
-    /// `count` releases' scores under `fitted`.
-    async fn scores(
-        &self,
-        count: u64,
-        fitted: &Fitted,
-        progress: &(dyn Fn(u64) + Sync),
-    ) -> anyhow::Result<Vec<f64>> {
-        futures_util::stream::iter(0..count)
-            .map(|_| async {
-                let released = self.release().await;
-                progress(1);
-                released.map(|release| fitted.score(&release))
+                released.map(&keep)
             })
             .buffered(IN_FLIGHT)
             .try_collect()
