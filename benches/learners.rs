@@ -21,11 +21,11 @@
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise, SelectionRule, Selector};
+use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise, SelectionRule};
 use dpgate::releases::kinds::dp_gd::Descent;
 use dpgate::releases::kinds::dp_sgd::Sgd;
 use dpgate::releases::kinds::frank_wolfe::fit_label;
-use dpgate::releases::kinds::gradients::{FeatureMap, Identity, LogisticLabels, clipped_mean};
+use dpgate::releases::kinds::gradients::{FeatureMap, Grid, Identity, LogisticLabels};
 use dpgate::releases::kinds::projection::Projection;
 use dpgate::releases::pacing::StepNoise;
 use dpgate::snapshots::Columns;
@@ -63,16 +63,16 @@ fn dp_gd(c: &mut Criterion) {
     group.throughput(Throughput::Elements(n as u64));
     group.bench_function(format!("one step, {n} rows × {FEATURES}"), |b| {
         let one = descent(1);
-        b.iter(|| one.run(&columns, |_, exact| Ok(exact.to_vec())).unwrap());
+        b.iter(|| one.run(&columns, |_, exact| Ok(exact.to_f64())).unwrap());
     });
     let steps = 100;
     let mechanism = Mechanism::gaussian_steps(
         Epsilon::new(1.0).unwrap(),
         Delta::new(1e-6).unwrap(),
-        2.0 / n as f64,
+        2.0,
         FEATURES + 1,
         steps,
-        1.0,
+        n as f64,
     )
     .unwrap();
     group.sample_size(10);
@@ -84,7 +84,9 @@ fn dp_gd(c: &mut Criterion) {
             b.iter(|| {
                 let mut rng = OsNoise::new();
                 release
-                    .run(&columns, |_, exact| mechanism.release(exact, &mut rng))
+                    .run(&columns, |_, exact| {
+                        mechanism.release_fixed(exact, &mut rng)
+                    })
                     .unwrap()
             });
         },
@@ -96,14 +98,14 @@ fn dp_gd(c: &mut Criterion) {
 /// order, and the noise drawn ahead in paced blocks.
 fn epoch(sgd: &Sgd, map: &impl FeatureMap, columns: &Columns) -> Vec<f64> {
     let mechanism =
-        Mechanism::norm_gamma(Epsilon::new(1.0).unwrap(), 2.0, map.dims() + 1, 256.0).unwrap();
+        Mechanism::norm_gamma(Epsilon::new(1.0).unwrap(), 2.0, map.dims() + 1, 257.0).unwrap();
     let mut order = OsNoise::new();
     let mut noise = StepNoise::new(&mechanism, sgd.steps(columns.len() as u64));
     sgd.run(
         columns,
         map,
         |rows| rows.shuffle(&mut order),
-        |_, exact| mechanism.add(exact, &noise.next().unwrap()),
+        |_, exact| mechanism.add_fixed(exact, &noise.next().unwrap()),
     )
     .unwrap()
 }
@@ -145,12 +147,17 @@ fn frank_wolfe(c: &mut Criterion) {
     group.sample_size(10);
     group.measurement_time(Duration::from_secs(30));
     for rule in [SelectionRule::Laplace, SelectionRule::Exponential] {
-        // Δ_s = 2r(r + 1)/N at r = 1, ε₀ of T = 50 steps at ε = 1, δ = 1e-6.
-        let selector =
-            Selector::new(rule, Epsilon::new(0.0325).unwrap(), 4.0 / n as f64, 2.0).unwrap();
+        // T = 50 steps at ε = 1, δ = 1e-6, r = 1.
+        let budget = (Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap());
         group.bench_function(format!("T = 50, {rule:?}, {n} rows × {FEATURES}"), |b| {
             b.iter(|| {
-                fit_label(columns.clone(), (1.0, 50), &selector, &mut OsNoise::new()).unwrap()
+                fit_label(
+                    columns.clone(),
+                    (1.0, 50),
+                    (rule, budget),
+                    &mut OsNoise::new(),
+                )
+                .unwrap()
             });
         });
     }
@@ -162,6 +169,7 @@ fn logistic_pass(c: &mut Criterion) {
     let data = dpgate_learn::synthetic::logistic_data(n, FEATURES, 7);
     let columns = Columns::of_labelled(data.x.view(), &data.y);
     let labels = LogisticLabels(columns.labels());
+    let grid = Grid::new(1.0, 1.0, FEATURES + 1, true).unwrap();
     let mut group = c.benchmark_group("logistic_pass");
     group.throughput(Throughput::Elements(n as u64));
     let at = |bias: f64, weight: f64| {
@@ -176,7 +184,7 @@ fn logistic_pass(c: &mut Criterion) {
         ("tiny theta", at(0.0, 1e-300)),
     ] {
         group.bench_function(format!("{name}, {n} rows × {FEATURES}"), |b| {
-            b.iter(|| clipped_mean(&columns, &labels, &theta, 1.0, true));
+            b.iter(|| grid.total(&columns, &labels, &theta, true));
         });
     }
     group.finish();

@@ -10,7 +10,7 @@
 
 use dpgate::dataset::WalrStats;
 use dpgate::dp::{Delta, Epsilon, Mechanism};
-use dpgate::releases::kinds::walr_map::{self, MappedSums, Moments};
+use dpgate::releases::kinds::walr_map::{self, MappedSums, Moments, WalrGrid};
 use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
 use dpgate_client::mapped::{map_rows, noisy_dot};
 use dpgate_client::trainer::{TrainerConfig, train};
@@ -33,19 +33,27 @@ struct Setup {
     delta: f64,
 }
 
-/// The release's σ on `map` under `unit`.
+/// The release's σ on `map` under `unit` (the mechanism noises the exact
+/// sums; the mean's σ is theirs over N).
 fn sigma(setup: &Setup, map: &FeatureMap, unit: PrivacyUnit) -> f64 {
     let n = setup.y.len() as u64;
-    let sensitivity = walr_map::sensitivity(map, unit, setup.stats.max_norm_squared, n, true);
+    let grid = WalrGrid::new(map, true).expect("a grid");
+    let reach = match (unit, map.name) {
+        (PrivacyUnit::Label, WalrMap::None) => {
+            grid.norm_bound_squared(setup.stats.max_norm_squared)
+        }
+        _ => grid.reach_squared(),
+    };
     Mechanism::gaussian(
         Epsilon::new(setup.epsilon).expect("an ε"),
         Delta::new(setup.delta).expect("a δ"),
-        sensitivity,
+        grid.sensitivity(unit, reach),
         K + 1,
-        walr_map::range(map, true),
+        grid.range(n),
     )
     .expect("a mechanism")
     .noise_std()
+        / n as f64
 }
 
 /// Mean test AUC (and its standard error) over `draws` noise draws.
@@ -57,13 +65,19 @@ fn mean_auc(
     draws: usize,
 ) -> (f64, f64, f64) {
     let n = setup.y.len() as u64;
-    let mut pass = MappedSums::new(map.clone());
+    let grid = WalrGrid::new(map, true).expect("a grid");
+    let mut pass = MappedSums::new(map.clone(), grid);
     let rows = setup.x.rows().into_iter().zip(&setup.y);
     let stored: Vec<(u8, Vec<f32>)> = rows
         .map(|(row, &y)| (y, row.iter().map(|&v| v as f32).collect()))
         .collect();
     pass.add_rows(stored.iter().map(|(y, x)| (*y, x.as_slice())));
-    let exact = pass.mean(n, true);
+    let exact: Vec<f64> = pass
+        .exact()
+        .to_f64()
+        .into_iter()
+        .map(|sum| sum / n as f64)
+        .collect();
     let sigma = sigma(setup, map, unit);
     let (v, test_v) = (
         map_rows(map, setup.x.clone()),

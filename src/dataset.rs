@@ -193,12 +193,19 @@ pub fn record_budget_gauges(dataset: &DatasetRecord) {
     metrics::gauge!("dpgate_dataset_epsilon_remaining", "dataset" => id).set(remaining.epsilon);
 }
 
-/// The running sums a WALR release is computed from, kept up to date by
-/// every upload: Σyᵢ, Σyᵢ·xᵢ (scaled features, as stored) and max‖xᵢ‖².
+/// The running sums a WALR release on the identity map is computed from,
+/// kept up to date by every upload, and the features' public facts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WalrStats {
-    pub label_sum: f64,
-    pub label_feature_sums: Vec<f64>,
+    /// Σ yᵢ: the rows labelled 1.
+    #[serde(default)]
+    pub label_count: u64,
+    /// Σ yᵢ·round(xᵢⱼ·2⁴⁰) per feature, exactly: WALR's sums on the
+    /// identity's grid ([`crate::releases::kinds::walr_map::WalrGrid`]).
+    /// Empty for rows stored before sums were exact, whose WALR releases
+    /// then pass over the rows instead.
+    #[serde(default)]
+    pub label_feature_units: Vec<u128>,
     pub max_norm_squared: f64,
     /// Σ xᵢ and Σ xᵢ² per feature: the public moments a WALR feature map
     /// is fitted to under unit `label`. Empty in the statistics of rows
@@ -209,16 +216,30 @@ pub struct WalrStats {
     pub feature_square_sums: Vec<f64>,
 }
 
+/// A scaled feature on the identity's grid: round(x·2⁴⁰), within [0, 2⁴⁰]
+/// (x·2⁴⁰ is exact, so this is the grid's own rounding).
+fn identity_units(x: f32) -> u128 {
+    (f64::from(x) * 2f64.powi(crate::dp::fixed::FRACTION_BITS))
+        .round()
+        .clamp(0.0, 2f64.powi(crate::dp::fixed::FRACTION_BITS)) as u128
+}
+
 impl WalrStats {
     /// The sums of no rows.
     pub fn empty(k: usize) -> Self {
         WalrStats {
-            label_sum: 0.0,
-            label_feature_sums: vec![0.0; k],
+            label_count: 0,
+            label_feature_units: vec![0; k],
             max_norm_squared: 0.0,
             feature_sums: vec![0.0; k],
             feature_square_sums: vec![0.0; k],
         }
+    }
+
+    /// The exact sums of the identity map, when they were kept for every
+    /// row of `k` features.
+    pub fn exact_sums(&self, k: usize) -> Option<&[u128]> {
+        (self.label_feature_units.len() == k).then_some(&self.label_feature_units)
     }
 
     /// Adds one row: its 0/1 label and its scaled features.
@@ -235,23 +256,26 @@ impl WalrStats {
             *sum += x;
             *square += x * x;
         }
-        if label == 1 {
-            self.label_sum += 1.0;
-            for (sum, &x) in self.label_feature_sums.iter_mut().zip(features) {
-                *sum += f64::from(x);
-            }
+        self.label_count += u64::from(label);
+        for (sum, &x) in self.label_feature_units.iter_mut().zip(features) {
+            *sum += u128::from(label) * identity_units(x);
         }
     }
 
-    /// Adds the sums of another batch of rows.
+    /// Adds the sums of another batch of rows. Sums not kept on either
+    /// side stay unkept.
     pub fn merge(&mut self, other: &WalrStats) {
-        self.label_sum += other.label_sum;
-        for (sum, more) in self
-            .label_feature_sums
-            .iter_mut()
-            .zip(&other.label_feature_sums)
-        {
-            *sum += more;
+        self.label_count += other.label_count;
+        if self.label_feature_units.len() == other.label_feature_units.len() {
+            for (sum, more) in self
+                .label_feature_units
+                .iter_mut()
+                .zip(&other.label_feature_units)
+            {
+                *sum += more;
+            }
+        } else {
+            self.label_feature_units.clear();
         }
         self.max_norm_squared = self.max_norm_squared.max(other.max_norm_squared);
         for (sum, more) in self.feature_sums.iter_mut().zip(&other.feature_sums) {
@@ -461,12 +485,27 @@ pub(crate) mod tests {
         let mut stats = WalrStats::empty(2);
         stats.add(1, &[0.5, 1.0]);
         stats.add(0, &[1.0, 1.0]);
-        assert_eq!(stats.label_sum, 1.0);
-        assert_eq!(stats.label_feature_sums, vec![0.5, 1.0]);
+        let one = 1u128 << 40;
+        assert_eq!(stats.label_count, 1);
+        assert_eq!(stats.exact_sums(2), Some(&[one / 2, one][..]));
         assert_eq!(stats.max_norm_squared, 2.0);
         let mut more = WalrStats::empty(2);
         more.add(1, &[0.25, 0.0]);
         stats.merge(&more);
-        assert_eq!(stats.label_feature_sums, vec![0.75, 1.0]);
+        assert_eq!(stats.exact_sums(2), Some(&[one / 2 + one / 4, one][..]));
+        assert_eq!(stats.label_count, 2);
+        // Rows stored before sums were exact keep them unkept.
+        let mut legacy: WalrStats = serde_json::from_str(
+            r#"{"label_sum": 3.0, "label_feature_sums": [1.0, 2.0], "max_norm_squared": 2.0}"#,
+        )
+        .unwrap();
+        assert_eq!(legacy.exact_sums(2), None);
+        legacy.merge(&more);
+        assert_eq!(legacy.exact_sums(2), None);
+        // Exact sums survive JSON, beyond 2⁶⁴.
+        let mut big = WalrStats::empty(1);
+        big.label_feature_units[0] = (1u128 << 100) + 1;
+        let back: WalrStats = serde_json::from_str(&serde_json::to_string(&big).unwrap()).unwrap();
+        assert_eq!(back, big);
     }
 }

@@ -46,8 +46,8 @@ fn a_valid_csv_is_scaled_encoded_and_summed() {
     assert_eq!(rows[1].measures, 0.0f64.to_le_bytes());
     assert_eq!(rows[1].dimensions, 1u32.to_le_bytes());
     let stats = summary.stats.unwrap();
-    assert_eq!(stats.label_sum, 1.0);
-    assert_eq!(stats.label_feature_sums, vec![0.5, 1.0]);
+    assert_eq!(stats.label_count, 1);
+    assert_eq!(stats.label_feature_units, vec![1 << 39, 1 << 40]);
     assert_eq!(stats.max_norm_squared, 1.25);
 }
 
@@ -217,7 +217,7 @@ fn large_uploads_are_handed_on_in_batches() {
     .unwrap();
     assert_eq!(batches, vec![BATCH_ROWS, BATCH_ROWS, 7]);
     assert_eq!(summary.rows, (2 * BATCH_ROWS + 7) as u64);
-    assert_eq!(summary.stats.unwrap().label_sum, (BATCH_ROWS + 3) as f64);
+    assert_eq!(summary.stats.unwrap().label_count, (BATCH_ROWS + 3) as u64);
 }
 
 #[test]
@@ -624,7 +624,7 @@ fn features_are_stored_finite_and_within_zero_and_one_even_for_extreme_bounds() 
         .collect();
     assert_eq!(features, [0.0, 0.0, 0.5, 1.0, 1.0, 0.0]);
     let stats = summary.stats.unwrap();
-    assert_eq!(stats.label_feature_sums, [1.5, 1.0]);
+    assert_eq!(stats.label_feature_units, [3 << 39, 1 << 40]);
     assert_eq!(stats.max_norm_squared, 1.25);
 }
 

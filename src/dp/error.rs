@@ -57,6 +57,9 @@ pub enum DpError {
     /// declared a range (or a sensitivity) its values do not respect.
     #[error("the value at coordinate {index} lies outside the declared range ±{range:e}")]
     OutsideRange { index: usize, range: f64 },
+    /// A region on the fixed-point grid its bounds do not describe.
+    #[error("invalid grid region: {0}")]
+    InvalidRegion(&'static str),
     /// A regularisation strength λ is finite and strictly positive.
     #[error("lambda must be a finite number greater than 0 (got {0})")]
     InvalidRegulariser(f64),

@@ -95,6 +95,18 @@ impl Fixed {
     }
 }
 
+impl Fixed {
+    /// The values as floats, each rounded once: for reading them, never
+    /// for releasing them (a release snaps the exact values).
+    pub fn to_f64(&self) -> Vec<f64> {
+        let scale = 2f64.powi(self.exponent);
+        self.units
+            .iter()
+            .map(|&units| units as f64 * scale)
+            .collect()
+    }
+}
+
 /// A non-negative integer as a float no smaller than it.
 pub fn ceil_f64(value: u128) -> f64 {
     let float = value as f64;

@@ -501,9 +501,15 @@ impl Mechanism {
         values: &Fixed,
         rng: &mut R,
     ) -> Result<Vec<f64>, DpError> {
+        self.add_fixed(values, &self.draw(rng))
+    }
+
+    /// [`Mechanism::add`] for exact `values`, snapped as
+    /// [`Mechanism::release_fixed`] snaps them.
+    pub fn add_fixed(&self, values: &Fixed, drawn: &Drawn) -> Result<Vec<f64>, DpError> {
         self.check_dims(&values.units)?;
-        let points = self.lattice.snap_fixed(values)?;
-        Ok(self.noised(&points, &self.draw(rng)))
+        self.check_dims(&drawn.0)?;
+        Ok(self.noised(&self.lattice.snap_fixed(values)?, drawn))
     }
 
     /// `values` snapped to the lattice with `drawn` added: the release, for

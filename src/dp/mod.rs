@@ -15,6 +15,7 @@ mod mechanism;
 mod rdp;
 #[cfg(test)]
 pub(crate) mod reference;
+pub mod region;
 mod sample;
 mod select;
 #[cfg(test)]

@@ -85,6 +85,7 @@
 
 use rand::Rng;
 
+use super::fixed::Fixed;
 use super::gaussian::check_sensitivity;
 use super::mechanism::{Lattice, MAX_INFLATION_BITS, MAX_SCALE_BITS};
 use super::sample::{bernoulli_exp, discrete_laplace, uniform_below};
@@ -252,18 +253,46 @@ impl Selector {
             if !score.is_finite() {
                 return Err(DpError::NonFiniteValue(index));
             }
-            if score.abs() > self.range {
-                return Err(DpError::OutsideRange {
-                    index,
-                    range: self.range,
-                });
-            }
+            self.within_range(index, score)?;
         }
         let points = self.lattice.snap(scores)?;
-        Ok(match self.draw {
-            Draw::NoisyMin(scale) => (noisy_min(&points, scale, rng), points.len() as u64),
-            Draw::Exponential(rate) => exponential(&points, rate, rng),
-        })
+        Ok(self.pick(&points, rng))
+    }
+
+    /// [`Selector::select_counted`] of exact scores (sums on a fixed-point
+    /// grid), snapped to the lattice in integer arithmetic.
+    pub fn select_fixed<R: Rng + ?Sized>(
+        &self,
+        scores: &Fixed,
+        rng: &mut R,
+    ) -> Result<(usize, u64), DpError> {
+        if scores.units.is_empty() {
+            return Err(DpError::NoCoordinates);
+        }
+        for (index, &units) in scores.units.iter().enumerate() {
+            // The range is a sanity check of the caller's calibration: a
+            // float's rounding of the score is close enough for it.
+            self.within_range(index, units as f64 * 2f64.powi(scores.exponent))?;
+        }
+        let points = self.lattice.snap_fixed(scores)?;
+        Ok(self.pick(&points, rng))
+    }
+
+    fn within_range(&self, index: usize, score: f64) -> Result<(), DpError> {
+        if score.abs() > self.range {
+            return Err(DpError::OutsideRange {
+                index,
+                range: self.range,
+            });
+        }
+        Ok(())
+    }
+
+    fn pick<R: Rng + ?Sized>(&self, points: &[i128], rng: &mut R) -> (usize, u64) {
+        match self.draw {
+            Draw::NoisyMin(scale) => (noisy_min(points, scale, rng), points.len() as u64),
+            Draw::Exponential(rate) => exponential(points, rate, rng),
+        }
     }
 }
 

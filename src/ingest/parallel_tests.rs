@@ -20,16 +20,12 @@ use super::{
 use crate::dataset::{Schema, WalrStats};
 
 /// The sums, to the bit.
-type StatsBits = (u64, Vec<u64>, u64);
+type StatsBits = (u64, Vec<u128>, u64);
 
 fn bits(stats: &WalrStats) -> StatsBits {
     (
-        stats.label_sum.to_bits(),
-        stats
-            .label_feature_sums
-            .iter()
-            .map(|sum| sum.to_bits())
-            .collect(),
+        stats.label_count,
+        stats.label_feature_units.clone(),
         stats.max_norm_squared.to_bits(),
     )
 }

@@ -54,15 +54,23 @@ impl Price {
 
     /// The price of `mechanism`'s noise on a query of `sensitivity`.
     pub fn of(mechanism: &Mechanism, sensitivity: f64, n: u64) -> Price {
+        Price::of_sums(mechanism, sensitivity, n, 1.0)
+    }
+
+    /// The price of `mechanism`'s noise on exact sums of which one is
+    /// worth `unit` in the released numbers (C′/N for a mean gradient on
+    /// the grid of C′): its noise reported in the released numbers' units,
+    /// `sensitivity` already in them.
+    pub fn of_sums(mechanism: &Mechanism, sensitivity: f64, n: u64, unit: f64) -> Price {
         Price {
             loss: Some(mechanism.loss().clone()),
             sensitivity,
-            sigma: mechanism.noise_std(),
+            sigma: mechanism.noise_std() * unit,
             noise: api::NoiseDetails {
                 mechanism: mechanism.name().to_owned(),
-                scale: mechanism.noise_scale(),
-                grid: mechanism.grid(),
-                accounted_sensitivity: mechanism.accounted_sensitivity(),
+                scale: mechanism.noise_scale() * unit,
+                grid: mechanism.grid() * unit,
+                accounted_sensitivity: mechanism.accounted_sensitivity() * unit,
                 sigma_classic: None,
                 lambda: None,
             },
@@ -131,6 +139,7 @@ impl Knobs {
             mechanism: mechanism(chosen.unwrap_or(self.epsilon)).map_err(invalid)?,
             chosen,
             spread,
+            unit: 1.0,
         })
     }
 
@@ -151,16 +160,23 @@ pub struct Calibrated {
     pub chosen: Option<Epsilon>,
     /// The largest released std per unit of the mechanism's noise std.
     spread: f64,
+    /// What the noise details are reported in ([`Price::of_sums`]).
+    unit: f64,
 }
 
 impl Calibrated {
+    /// The mechanism's noise details reported `unit` times its own.
+    pub fn counted_in(self, unit: f64) -> Calibrated {
+        Calibrated { unit, ..self }
+    }
+
     /// Its price on a query of `sensitivity` over `n` rows; its `sigma` is
     /// the largest std of a released number.
     pub fn price(&self, sensitivity: f64, n: u64) -> Price {
-        let price = Price::of(&self.mechanism, sensitivity, n);
+        let price = Price::of_sums(&self.mechanism, sensitivity, n, self.unit);
         Price {
             epsilon: self.chosen,
-            sigma: price.sigma * self.spread,
+            sigma: self.mechanism.noise_std() * self.spread,
             ..price
         }
     }

@@ -102,8 +102,14 @@ async fn dp_gd_trains_a_model_priced_exactly_and_warm_starts_from_it() {
         );
         let release = priced_then_released(&analyst, dataset, &request).await;
         assert_eq!(release.kind, "model/dp-gd");
-        // C = 1 < √5: Δ = 2C/N.
-        assert_eq!(release.sensitivity, 2.0 / N as f64);
+        // C = 1 < √5: Δ = 2C/N, on the grid of the sums (its integer
+        // bound, rounded up once).
+        let declared = 2.0 / N as f64;
+        assert!(
+            release.sensitivity > declared && release.sensitivity < declared * (1.0 + 1e-12),
+            "{}",
+            release.sensitivity
+        );
         let model = trained(&release);
         assert_eq!((model.steps, model.warm_start), (300, false));
         assert_eq!(model.weights.len(), 4);
@@ -133,7 +139,15 @@ async fn dp_gd_trains_a_model_priced_exactly_and_warm_starts_from_it() {
         assert_eq!(loss["mechanism"], "composition");
         assert_eq!(loss["count"], 300);
         assert_eq!(loss["each"]["mechanism"], "gaussian");
-        assert_eq!(loss["each"]["sigma"], release.sigma);
+        // The ledger records the mechanism on the exact sums, in their
+        // units (the response's are C′/N of them): the same σ/Δ′.
+        let each = &loss["each"];
+        let ratio = each["sigma"].as_f64().unwrap() / each["sensitivity"].as_f64().unwrap();
+        let released = release.sigma / release.noise.accounted_sensitivity;
+        assert!(
+            (ratio / released - 1.0).abs() < 1e-12,
+            "{ratio} vs {released}"
+        );
 
         // Warm-started from the released model, in raw units.
         let warm = dp_gd(
@@ -285,8 +299,8 @@ async fn dp_sgd_trains_a_pure_epsilon_model_over_epochs_and_on_a_projection() {
             (release.delta, release.noise.mechanism.as_str()),
             (0.0, "norm_gamma")
         );
-        // C = 1 < √5: Δ = 2C on a batch's sum.
-        assert_eq!(release.sensitivity, 2.0);
+        // C = 1 < √5: Δ = 2C on a batch's sum, rounded up once.
+        assert_eq!(release.sensitivity, 2f64.next_up());
         let model = sgd_trained(&release);
         assert_eq!((model.steps, model.epochs), (4 * N as u64 / 500, 4));
         assert_eq!(model.epoch_epsilon, 0.5);

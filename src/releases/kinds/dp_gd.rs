@@ -3,16 +3,20 @@
 //! (seed 000, corrected as in LEARNERS.md §1).
 //!
 //! Each step releases the mean clipped gradient g = (1/N)·Σ clip_C(∇ℓᵢ)
-//! ([`super::gradients`]), whose L2 sensitivity is
-//! - unit `row`: 2·min(C, √d)/N, since every row's gradient has norm at
-//!   most min(C, ‖uᵢ‖) and ‖uᵢ‖ ≤ √d on [0, 1]ᵏ with the intercept's 1;
-//! - unit `label`: min(2C, maxᵢ‖uᵢ‖)/N: flipping yᵢ moves the residual by
-//!   1 along uᵢ, and clipping is 1-Lipschitz along that line.
+//! ([`super::gradients`]): the exact integer sum of the rows' clipped
+//! gradients on the grid of C′ = min(C, √d), noised, then scaled by C′/N.
+//! The sum's L2 sensitivity ([`Grid`], in units of C′) is
+//! - unit `row`: 2·min(C, √d)/C′ = 2, since every row's gradient has norm
+//!   at most min(C, ‖uᵢ‖) and ‖uᵢ‖ ≤ √d on [0, 1]ᵏ with the intercept's 1;
+//! - unit `label`: min(2C, maxᵢ‖uᵢ‖)/C′ plus the grid's public rounding
+//!   term: flipping yᵢ moves the residual by 1 along uᵢ, and clipping is
+//!   1-Lipschitz along that line.
 //!
-//! The T steps are priced together ([`Mechanism::gaussian_steps`]): σ =
-//! √T·σ_analytic(ε, δ, Δ′) with Δ′ the sensitivity plus the float rounding
-//! of the computed mean ([`mean_padding`]) plus each step's lattice
-//! rounding, and the ledger records T composed Gaussians. Every iterate is
+//! Both are computed from the grid's integer bounds, which hold exactly,
+//! so no float rounding needs padding. The T steps are priced together
+//! ([`Mechanism::gaussian_steps`]): σ = √T·σ_analytic(ε, δ, Δ′) with Δ′
+//! the sensitivity plus each step's lattice rounding, and the ledger
+//! records T composed Gaussians. Every iterate is
 //! post-processing of released gradients; only the last (or the mean of
 //! all) leaves the server. The steps' noise is drawn ahead of them in
 //! blocks, each held to a deadline ([`StepNoise`]), so neither how long the
@@ -21,11 +25,13 @@
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DpGdParams, Iterate, PrivacyUnit, ReleaseKind};
 
-use super::gradients::{LogisticLabels, clipped_mean, mean_padding};
+use super::gradients::{Grid, LogisticLabels};
 use super::iterative::{
-    MAX_MAGNITUDE, check_step, check_work, learn_on, require_in_memory, unfold, within,
+    MAX_MAGNITUDE, check_step, check_work, learn_on, require_in_memory, require_signal, unfold,
+    within,
 };
 use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::fixed::Fixed;
 use crate::dp::{DpError, Mechanism};
 use crate::releases::pacing::StepNoise;
 use crate::releases::plan::require_rows;
@@ -39,6 +45,8 @@ pub const MAX_STEPS: u32 = 10_000;
 struct DpGd {
     price: Price,
     mechanism: Mechanism,
+    /// What one unit of the noisy sum is worth in the gradient: C′/N.
+    unit: f64,
     descent: Descent,
     schema: Schema,
     warm_start: bool,
@@ -60,23 +68,31 @@ pub struct Descent {
 }
 
 impl Descent {
-    /// T steps from θ₀ on `columns`: `release(t, g)` gives step t's
-    /// released gradient for the exact one g (the noise, in production).
+    /// The grid its gradients are summed on, for rows of `k` features.
+    pub fn grid(&self, k: usize) -> Result<Grid, DpError> {
+        Grid::new(self.clip, 1.0, k + usize::from(self.fit_intercept), true)
+    }
+
+    /// T steps from θ₀ on `columns`: `release(t, s)` gives step t's
+    /// released sum for the exact one s, normalised on [`Descent::grid`]
+    /// (the noise, in production); the gradient is that times C′/N.
     /// The last iterate, or the mean of θ₁ … θ_T.
     pub fn run(
         &self,
         columns: &Columns,
-        mut release: impl FnMut(usize, &[f64]) -> Result<Vec<f64>, DpError>,
+        mut release: impl FnMut(usize, &Fixed) -> Result<Vec<f64>, DpError>,
     ) -> Result<Vec<f64>, DpError> {
+        let grid = self.grid(columns.shape().features)?;
+        let unit = grid.clip() / columns.len() as f64;
         let mut theta = self.start.clone();
         project(&mut theta, self.radius);
         let mut total = vec![0.0; theta.len()];
         let loss = LogisticLabels(columns.labels());
         for step in 0..self.steps as usize {
-            let exact = clipped_mean(columns, &loss, &theta, self.clip, self.fit_intercept);
+            let exact = grid.total(columns, &loss, &theta, self.fit_intercept);
             let released = release(step, &exact)?;
-            for (weight, gradient) in theta.iter_mut().zip(released) {
-                *weight -= self.learning_rate * (gradient + self.lambda * *weight);
+            for (weight, sum) in theta.iter_mut().zip(released) {
+                *weight -= self.learning_rate * (sum * unit + self.lambda * *weight);
             }
             project(&mut theta, self.radius);
             for (sum, weight) in total.iter_mut().zip(&theta) {
@@ -105,32 +121,30 @@ fn project(theta: &mut [f64], radius: Option<f64>) {
     }
 }
 
-/// The L2 sensitivity of one step's mean clipped gradient (module docs);
-/// `max_norm_squared` is the largest ‖xᵢ‖² of the stored features, public
-/// under unit `label`.
+/// The L2 sensitivity of one step's normalised sum of clipped gradients
+/// on `grid` (module docs); `max_norm_squared` is the largest ‖xᵢ‖² of the
+/// stored features, public under unit `label`.
 pub fn sensitivity(
     unit: PrivacyUnit,
-    clip: f64,
+    grid: &Grid,
     k: usize,
     max_norm_squared: f64,
-    n: u64,
     intercept: bool,
 ) -> f64 {
     let rows = Rows {
         k,
         max_norm_squared,
-        n,
         intercept,
     };
-    clipped_sensitivity(unit, clip, &rows, Reach::LOGISTIC)
+    clipped_sensitivity(unit, grid, &rows, Reach::LOGISTIC)
 }
 
-/// The public facts about the rows a mean clipped gradient is taken over.
+/// The public facts about the rows a sum of clipped gradients is taken
+/// over.
 pub struct Rows {
     pub k: usize,
     /// The largest ‖xᵢ‖² of the stored features.
     pub max_norm_squared: f64,
-    pub n: u64,
     pub intercept: bool,
 }
 
@@ -151,17 +165,16 @@ impl Reach {
     };
 }
 
-/// The L2 sensitivity of a mean clipped gradient r·u: unit `row`,
-/// 2·min(C, |r|max·√d)/N; unit `label`, min(2C, shift·maxᵢ‖uᵢ‖)/N, since
-/// clipping is 1-Lipschitz along the line an outcome moves r on.
-pub fn clipped_sensitivity(unit: PrivacyUnit, clip: f64, rows: &Rows, reach: Reach) -> f64 {
+/// The L2 sensitivity of a normalised sum of clipped gradients r·u on
+/// `grid` ([`Grid`]): unit `row`, the grid's diameter, 2·min(C, |r|max·√d)
+/// over C′; unit `label`, shift·maxᵢ‖uᵢ‖ over C′ plus the grid's rounding
+/// term, at most the diameter, since clipping is 1-Lipschitz along the
+/// line an outcome moves r on.
+pub fn clipped_sensitivity(unit: PrivacyUnit, grid: &Grid, rows: &Rows, reach: Reach) -> f64 {
     let one = if rows.intercept { 1.0 } else { 0.0 };
-    let n = rows.n as f64;
     match unit {
-        PrivacyUnit::Row => 2.0 * clip.min(reach.largest * (rows.k as f64 + one).sqrt()) / n,
-        PrivacyUnit::Label => {
-            (2.0 * clip).min(reach.shift * (rows.max_norm_squared + one).sqrt()) / n
-        }
+        PrivacyUnit::Row => grid.replaced(),
+        PrivacyUnit::Label => grid.moved(reach.shift * (rows.max_norm_squared + one).sqrt()),
     }
 }
 
@@ -238,43 +251,41 @@ pub fn plan(
         .saturating_mul(dataset.n_rows)
         .saturating_mul(dims as u64);
     check_work(work, "steps × rows × coordinates", "take fewer steps")?;
+    let descent = Descent {
+        steps: params.steps,
+        learning_rate: params.learning_rate,
+        clip: params.clip,
+        lambda: params.lambda,
+        radius: params.radius,
+        output: params.output,
+        fit_intercept: params.fit_intercept,
+        start: start(params, &dataset.schema),
+    };
+    let invalid = |error: DpError| ReleaseError::Invalid(error.to_string());
+    let grid = descent.grid(k).map_err(invalid)?;
     let sensitivity = sensitivity(
         dataset.privacy_unit,
-        params.clip,
+        &grid,
         k,
         dataset.stats.max_norm_squared,
-        dataset.n_rows,
         params.fit_intercept,
     );
-    if sensitivity == 0.0 {
-        return Err(ReleaseError::Invalid(
-            "every feature vector is zero and the intercept is off: nothing to learn".to_owned(),
-        ));
-    }
-    // Each coordinate of a mean clipped gradient is at most min(C, 1).
-    let range = params.clip.min(1.0);
+    require_signal(dataset, params.fit_intercept, "nothing to learn")?;
     let mechanism = Mechanism::gaussian_steps(
         knobs.epsilon,
         knobs.delta,
-        sensitivity + mean_padding(dataset.n_rows, dims, range),
+        sensitivity,
         dims,
         params.steps,
-        range,
+        grid.range(dataset.n_rows),
     )
-    .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
+    .map_err(invalid)?;
+    let unit = grid.clip() / dataset.n_rows as f64;
     Ok(Box::new(DpGd {
-        price: Price::of(&mechanism, sensitivity, dataset.n_rows),
+        price: Price::of_sums(&mechanism, sensitivity * unit, dataset.n_rows, unit),
         mechanism,
-        descent: Descent {
-            steps: params.steps,
-            learning_rate: params.learning_rate,
-            clip: params.clip,
-            lambda: params.lambda,
-            radius: params.radius,
-            output: params.output,
-            fit_intercept: params.fit_intercept,
-            start: start(params, &dataset.schema),
-        },
+        unit,
+        descent,
         schema: dataset.schema.clone(),
         warm_start: params.theta0.is_some(),
     }))
@@ -293,18 +304,19 @@ impl Planned for DpGd {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let DpGd {
             mechanism,
+            unit,
             descent,
             schema,
             warm_start,
             ..
         } = *self;
-        let (ran, sigma) = (descent.clone(), mechanism.noise_scale());
-        let noise_multiplier = sigma / mechanism.accounted_sensitivity();
+        let (ran, sigma) = (descent.clone(), mechanism.noise_scale() * unit);
+        let noise_multiplier = mechanism.noise_scale() / mechanism.accounted_sensitivity();
         let theta = learn_on(snapshot, move |columns| {
             let mut noise = StepNoise::new(&mechanism, u64::from(ran.steps));
             ran.run(columns, |_, exact| {
                 let drawn = noise.next().ok_or(DpError::NoSteps)?;
-                mechanism.add(exact, &drawn)
+                mechanism.add_fixed(exact, &drawn)
             })
         })
         .await?;

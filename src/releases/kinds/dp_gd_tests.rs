@@ -10,16 +10,67 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
-fn mechanism(e: f64, d: f64, sensitivity: f64, dims: usize, steps: u32, clip: f64) -> Mechanism {
+/// Gaussian noise of T steps on `dims` coordinates of normalised sums of
+/// Δ `sensitivity` over `n` rows on `grid`, as [`plan`] prices it.
+fn mechanism(
+    (e, d): (f64, f64),
+    sensitivity: f64,
+    (grid, n): (&Grid, u64),
+    dims: usize,
+    steps: u32,
+) -> Mechanism {
     Mechanism::gaussian_steps(
         Epsilon::new(e).unwrap(),
         Delta::new(d).unwrap(),
         sensitivity,
         dims,
         steps,
-        clip.min(1.0),
+        grid.range(n),
     )
     .unwrap()
+}
+
+/// A descent of one step at `clip`: its grid is the one [`plan`] prices.
+fn descent(clip: f64, fit_intercept: bool) -> Descent {
+    Descent {
+        steps: 1,
+        learning_rate: 1.0,
+        clip,
+        lambda: 0.0,
+        radius: None,
+        output: Iterate::Last,
+        fit_intercept,
+        start: Vec::new(),
+    }
+}
+
+/// ‖a − b‖ of two exact sums' units, squared, in integers.
+fn units_apart_squared(a: &Fixed, b: &Fixed) -> u128 {
+    assert_eq!((a.exponent, a.units.len()), (b.exponent, b.units.len()));
+    a.units
+        .iter()
+        .zip(&b.units)
+        .map(|(x, y)| x.abs_diff(*y).pow(2))
+        .sum()
+}
+
+/// Whether an integer `distance_squared` (in units²) is at most
+/// (`declared`·2⁴⁰)², decided exactly: `declared`·2⁴⁰ = m·2^e exactly,
+/// and an integer is at most m²·2^(2e) iff it is at most its floor.
+fn exactly_within(distance_squared: u128, declared: f64) -> bool {
+    let units = declared * 2f64.powi(40);
+    assert!(units.is_normal() && units > 0.0, "{declared}");
+    let bits = units.to_bits();
+    let mantissa = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
+    let shift = 2 * (((bits >> 52) & 0x7ff) as i32 - 1075);
+    let square = mantissa * mantissa;
+    let bound = if shift >= 0 {
+        assert!(shift < 20, "{declared} is too large to compare");
+        square << shift
+    } else {
+        square >> (-shift).min(127)
+    };
+    distance_squared <= bound
 }
 
 #[test]
@@ -29,20 +80,28 @@ fn sigma_matches_the_independent_reference_and_the_slides_sigma_is_loose() {
             "ε = {}, δ = {}, N = {}, C = {}, k = {}, T = {}",
             point.epsilon, point.delta, point.n, point.clip, point.k, point.steps
         );
-        let delta_f = sensitivity(PrivacyUnit::Row, point.clip, point.k, 0.0, point.n, true);
-        assert_close(delta_f, point.sensitivity, 1e-15, &what);
+        // The reference's Δ is 2·min(C, √d)/N on the mean; the normalised
+        // sum's is 2·min(C, √d)/C′, worth C′/N each in the mean.
+        let grid = descent(point.clip, true).grid(point.k).unwrap();
+        let unit = grid.clip() / point.n as f64;
+        let delta_f = sensitivity(PrivacyUnit::Row, &grid, point.k, 0.0, true);
+        let reach = 2.0 * point.clip.min(((point.k + 1) as f64).sqrt());
+        assert!(
+            delta_f >= reach / grid.clip() && delta_f <= reach / grid.clip() + 1e-9,
+            "{what}: Δ = {delta_f}"
+        );
+        assert_close(delta_f * unit, point.sensitivity, 1e-9, &what);
         let gd = mechanism(
-            point.epsilon,
-            point.delta,
+            (point.epsilon, point.delta),
             delta_f,
+            (&grid, point.n),
             point.k + 1,
             point.steps,
-            point.clip,
         );
         // Never below the reference; above it only by each step's lattice
-        // rounding (γ√d on Δ: σ grows in proportion) and σ's rounding up
-        // to whole lattice units (2^−23 of σ).
-        let sigma = gd.noise_scale();
+        // rounding (γ√d on Δ: σ grows in proportion), σ's rounding up to
+        // whole lattice units (2^−23 of σ), and Δ's on the grid (10⁻⁹).
+        let sigma = gd.noise_scale() * unit;
         let rounding = gd.grid() * ((point.k + 1) as f64).sqrt() / delta_f;
         assert!(rounding < 2e-4, "{what}: the lattice adds {rounding} of Δ");
         assert!(sigma >= point.sigma * (1.0 - 1e-12), "{what}: σ = {sigma}");
@@ -84,11 +143,13 @@ fn the_step_noise_has_the_calibrated_sigma_and_not_a_forgotten_root_t_or_the_tex
     // 1.1% of σ² at one standard deviation, so a correct sampler passes
     // with probability 1 − 10⁻⁶ and σ off by 3% or more fails.
     let (e, d, n, steps) = (1.0, 1e-5, 400, 50);
-    let sensitivity = sensitivity(PrivacyUnit::Row, 1.0, 2, 0.0, n, true);
-    let gd = mechanism(e, d, sensitivity, 3, steps, 1.0);
+    let grid = descent(1.0, true).grid(2).unwrap();
+    let sensitivity = sensitivity(PrivacyUnit::Row, &grid, 2, 0.0, true);
+    let gd = mechanism((e, d), sensitivity, (&grid, n), 3, steps);
     let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let zero = Fixed::normalised(vec![0; 3]);
     let values: Vec<f64> = (0..30_000)
-        .flat_map(|_| gd.release(&[0.0; 3], &mut rng).unwrap())
+        .flat_map(|_| gd.release_fixed(&zero, &mut rng).unwrap())
         .collect();
     let sigma = gd.noise_scale();
     let p = variance_p_value(&values, sigma);
@@ -121,26 +182,26 @@ fn neighbouring_datasets_move_each_clipped_gradient_by_at_most_the_sensitivity()
         let theta: Vec<f64> = (0..k + usize::from(intercept))
             .map(|_| scale * normal(&mut rng))
             .collect();
-        let declared = sensitivity(unit, clip, k, max_norm_squared, n as u64, intercept);
-        let gap = distance(
-            &clipped_mean(
-                &original,
-                &LogisticLabels(original.labels()),
+        let grid = descent(clip, intercept).grid(k).unwrap();
+        let declared = sensitivity(unit, &grid, k, max_norm_squared, intercept);
+        let total = |columns: &Columns| {
+            grid.total(
+                columns,
+                &LogisticLabels(columns.labels()),
                 &theta,
-                clip,
                 intercept,
-            ),
-            &clipped_mean(
-                &moved,
-                &LogisticLabels(moved.labels()),
-                &theta,
-                clip,
-                intercept,
-            ),
+            )
+        };
+        // On the exact sums' integers, with no rounding allowed.
+        let apart = units_apart_squared(&total(&original), &total(&moved));
+        let what = || format!("pair {pair} ({unit:?}, k = {k}, N = {n}, C = {clip})");
+        assert!(
+            exactly_within(apart, declared),
+            "{}: moved {apart} units², declared {declared}",
+            what()
         );
-        tight.record(usize::from(unit == PrivacyUnit::Row), gap, declared, || {
-            format!("pair {pair} ({unit:?}, k = {k}, N = {n}, C = {clip})")
-        });
+        let gap = (apart as f64).sqrt() * 2f64.powi(-40);
+        tight.record(usize::from(unit == PrivacyUnit::Row), gap, declared, what);
     }
     // The bounds are nearly attained: they are not loose.
     tight.attained(0, 0.95, "label unit");
@@ -152,32 +213,36 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
     // Row 1: x = 0.5, y = 1; row 2: x = 1, y = 0; θ = 0, so σ(θᵀu) = ½.
     let rows = vec![(vec![0.5], 1), (vec![1.0], 0)];
     let columns = columns_of(&rows, 1);
+    let loss = LogisticLabels(columns.labels());
     let clip = 0.5;
     let first = -0.5 * (clip / (0.5 * 1.25f64.sqrt()));
     let second = 0.5 * (clip / (0.5 * 2f64.sqrt()));
     let expected = [(first + second) / 2.0, (first * 0.5 + second) / 2.0];
-    let mean = clipped_mean(
-        &columns,
-        &LogisticLabels(columns.labels()),
-        &[0.0, 0.0],
-        clip,
-        true,
-    );
+    // C′ = min(C, √2) = C. Each clipped gradient lands within 2⁻³⁰·C′
+    // (the ball's margin) and two units of its value on the grid.
+    let grid = descent(clip, true).grid(1).unwrap();
+    assert_eq!(grid.clip(), clip);
+    let mean: Vec<f64> = grid
+        .total(&columns, &loss, &[0.0, 0.0], true)
+        .to_f64()
+        .into_iter()
+        .map(|sum| sum * grid.clip() / 2.0)
+        .collect();
     for (got, want) in mean.iter().zip(expected) {
-        assert!((got - want).abs() < 1e-15, "{mean:?} vs {expected:?}");
+        assert!(
+            (got - want).abs() <= 2f64.powi(-29) * clip,
+            "{mean:?} vs {expected:?}"
+        );
     }
-    // Unclipped at C = 1: (−½(1, ½) + ½(1, 1))/2.
+    // Unclipped at C = 1, exactly on the grid: −½(1, ½) + ½(1, 1) is
+    // (0, ¼), 2³⁸ units of C′ = 1.
+    let grid = descent(1.0, true).grid(1).unwrap();
+    assert_eq!(grid.clip(), 1.0);
     assert_eq!(
-        clipped_mean(
-            &columns,
-            &LogisticLabels(columns.labels()),
-            &[0.0, 0.0],
-            1.0,
-            true
-        ),
-        vec![0.0, 0.125]
+        grid.total(&columns, &loss, &[0.0, 0.0], true),
+        Fixed::normalised(vec![0, 1 << 38])
     );
-    // θ₁ = θ₀ − α(g + λθ₀), and the average of one step is that step.
+    // θ₁ = θ₀ − α(s·C′/N + λθ₀), and the average of one step is that step.
     let descent = Descent {
         steps: 1,
         learning_rate: 2.0,
@@ -188,17 +253,15 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
         fit_intercept: true,
         start: vec![1.0, -1.0],
     };
-    let exact = clipped_mean(
-        &columns,
-        &LogisticLabels(columns.labels()),
-        &[1.0, -1.0],
-        1.0,
-        true,
-    );
-    let theta = descent.run(&columns, |_, g| Ok(g.to_vec())).unwrap();
+    let exact = grid.total(&columns, &loss, &[1.0, -1.0], true).to_f64();
+    let theta = descent.run(&columns, |_, s| Ok(s.to_f64())).unwrap();
+    let unit = 1.0 / 2.0;
     assert_eq!(
         theta,
-        vec![1.0 - 2.0 * (exact[0] + 0.5), -1.0 - 2.0 * (exact[1] - 0.5)]
+        vec![
+            1.0 - 2.0 * (exact[0] * unit + 0.5),
+            -1.0 - 2.0 * (exact[1] * unit - 0.5)
+        ]
     );
 }
 
@@ -218,8 +281,8 @@ fn iterates_stay_in_the_ball_and_the_average_is_the_mean_iterate() {
         start: vec![4.0, 0.0, 0.0, 3.0],
     };
     let mut seen = Vec::new();
-    let noisy = |_: usize, g: &[f64]| -> Result<Vec<f64>, DpError> {
-        Ok(g.iter().map(|v| v + 0.5).collect())
+    let noisy = |_: usize, s: &Fixed| -> Result<Vec<f64>, DpError> {
+        Ok(s.to_f64().iter().map(|v| v + 0.5).collect())
     };
     let last = descent
         .run(&columns, |step, g| {
@@ -351,15 +414,16 @@ fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
         fit_intercept: true,
         start: vec![0.0; 3],
     }
-    .run(&Columns::of_labelled(public_x.view(), &public_y), |_, g| {
-        Ok(g.to_vec())
+    .run(&Columns::of_labelled(public_x.view(), &public_y), |_, s| {
+        Ok(s.to_f64())
     })
     .unwrap();
     let schema = schema(&[-4.0, -4.0], &[5.0, 5.0]);
     let (weights, intercept) = unfold(&public, &schema, true);
     let warm = api::WarmStart { weights, intercept };
-    let sensitivity = sensitivity(PrivacyUnit::Row, 1.0, 2, 0.0, 400, true);
-    let gd = mechanism(1.0, 1e-5, sensitivity, 3, 50, 1.0);
+    let grid = descent(1.0, true).grid(2).unwrap();
+    let sensitivity = sensitivity(PrivacyUnit::Row, &grid, 2, 0.0, true);
+    let gd = mechanism((1.0, 1e-5), sensitivity, (&grid, 400), 3, 50);
     let (mut cold_total, mut warm_total) = (0.0, 0.0);
     for _ in 0..20 {
         let (x, y) = seed_000_rows(&mut rng, 400);
@@ -379,7 +443,7 @@ fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
                 }
             };
             let theta = descent
-                .run(&columns, |_, g| gd.release(g, &mut *rng))
+                .run(&columns, |_, s| gd.release_fixed(s, &mut *rng))
                 .unwrap();
             accuracy(&theta, &test_x, &test_y)
         };
@@ -391,22 +455,5 @@ fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
     assert!(
         warm >= cold + 0.04,
         "warm start {warm}, from zero {cold} (public model alone {public_accuracy})"
-    );
-}
-
-#[test]
-fn the_float_padding_of_a_mean_is_higham_s_bound_and_a_small_share_of_delta() {
-    use crate::releases::kinds::gradients::mean_padding;
-    // N = 10⁶: 62 chunks of at most 16,384 rows; d = 33.
-    let m = (16_384 + 62 + 33 + 4) as f64;
-    let want = 2.0 * m * f64::EPSILON * 33f64.sqrt();
-    assert_eq!(mean_padding(1_000_000, 33, 1.0), want);
-    let delta = sensitivity(PrivacyUnit::Row, 1.0, 32, 0.0, 1_000_000, true);
-    let share = mean_padding(1_000_000, 33, 1.0) / delta;
-    assert!((2.0e-5..2.2e-5).contains(&share), "{share}");
-    // Fewer rows than a chunk: one run of N, one chunk.
-    assert_eq!(
-        mean_padding(400, 3, 0.5),
-        2.0 * (400 + 1 + 3 + 4) as f64 * f64::EPSILON * 3f64.sqrt() * 0.5
     );
 }

@@ -3,10 +3,14 @@
 //! Chaudhuri, Sarwate 2013; seed 004 §3.3.8, corrected as in LEARNERS.md
 //! §2), optionally on a public random projection of the features.
 //!
-//! Privacy. Replacing one row moves a batch's sum of clipped gradients by
-//! at most 2·min(C, max‖uᵢ‖) (unit `row`: ‖uᵢ‖ ≤ √d on [0, 1]ᵏ; unit
-//! `label`: flipping a label moves the residual by 1 along uᵢ, and the
-//! largest ‖uᵢ‖ is public), or 2C on projected features. Noise with
+//! Privacy. Each batch's clipped gradients are summed exactly on the
+//! fixed-point grid of [`Grid`] (C′ = min(C, √d), C on projected
+//! features). Replacing one row moves that integer sum by at most
+//! 2·min(C, √d)/C′ = 2 units of C′ (unit `row`: ‖uᵢ‖ ≤ √d on [0, 1]ᵏ), or
+//! under `label` min(2C, max‖uᵢ‖)/C′ plus the grid's rounding term
+//! (flipping a label moves the residual by 1 along uᵢ, and the largest
+//! ‖uᵢ‖ is public), or 2 on projected features: bounds on integers, with
+//! no float rounding to pad. Noise with
 //! density ∝ exp(−(ε_e/Δ)‖z‖) makes each step ε_e-DP, and every row lies
 //! in exactly one batch of an epoch, so an epoch is ε_e-DP by parallel
 //! composition, adaptivity included. That holds for any partition chosen
@@ -25,10 +29,13 @@ use rand::Rng;
 use rand::seq::SliceRandom;
 
 use super::dp_gd;
-use super::gradients::{FeatureMap, Identity, LogisticLabels, clipped_sum, rounding_padding};
-use super::iterative::{check_step, check_work, learn_on, require_in_memory, unfold};
+use super::gradients::{FeatureMap, Grid, Identity, LogisticLabels};
+use super::iterative::{
+    check_step, check_work, learn_on, require_in_memory, require_signal, unfold,
+};
 use super::projection::Projection;
 use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::fixed::Fixed;
 use crate::dp::{DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss, per_step_epsilon};
 use crate::releases::pacing::StepNoise;
 use crate::releases::plan::require_rows;
@@ -50,6 +57,8 @@ pub const MAX_NOISE: u64 = 1 << 26;
 struct DpSgd {
     price: Price,
     mechanism: Mechanism,
+    /// What one unit of a noisy batch sum is worth in the gradients': C′.
+    unit: f64,
     sgd: Sgd,
     /// The projection's seed and k′: R itself (up to 134 MB) is built
     /// only once the release is admitted.
@@ -75,18 +84,26 @@ impl Sgd {
         n.div_ceil(self.batch_size as u64) * u64::from(self.epochs)
     }
 
+    /// The grid its batch sums are taken on, for rows mapped by `map`.
+    pub fn grid(&self, map: &impl FeatureMap) -> Result<Grid, DpError> {
+        let dims = map.dims() + usize::from(self.fit_intercept);
+        Grid::new(self.clip, 1.0, dims, map.bounded())
+    }
+
     /// E epochs over `columns` mapped by `map`, from θ = 0: `permute`
     /// orders the rows of each epoch, which is cut into batches of b, and
     /// `release(t, s)` gives step t's released batch sum for the exact one
-    /// s (the noise, in production). Step t (from 1) moves θ by
-    /// −(η₀/√t)·(λθ + ŝ/|B|). The last iterate, intercept first.
+    /// s, normalised on [`Sgd::grid`] (the noise, in production). Step t
+    /// (from 1) moves θ by −(η₀/√t)·(λθ + C′·ŝ/|B|). The last iterate,
+    /// intercept first.
     pub fn run(
         &self,
         columns: &Columns,
         map: &impl FeatureMap,
         mut permute: impl FnMut(&mut [usize]),
-        mut release: impl FnMut(u64, &[f64]) -> Result<Vec<f64>, DpError>,
+        mut release: impl FnMut(u64, &Fixed) -> Result<Vec<f64>, DpError>,
     ) -> Result<Vec<f64>, DpError> {
+        let grid = self.grid(map)?;
         let mut theta = vec![0.0; map.dims() + usize::from(self.fit_intercept)];
         let mut order: Vec<usize> = (0..columns.len()).collect();
         let mut step = 0u64;
@@ -94,19 +111,18 @@ impl Sgd {
         for _ in 0..self.epochs {
             permute(&mut order);
             for batch in order.chunks(self.batch_size) {
-                let exact = clipped_sum(
+                let exact = grid.sum(
                     columns,
                     batch.iter().copied(),
                     map,
                     &loss,
                     &theta,
-                    self.clip,
                     self.fit_intercept,
                 );
-                let released = release(step, &exact)?;
+                let released = release(step, &Fixed::normalised(exact))?;
                 step += 1;
                 let rate = self.learning_rate / (step as f64).sqrt();
-                let size = batch.len() as f64;
+                let size = batch.len() as f64 / grid.clip();
                 for (weight, sum) in theta.iter_mut().zip(released) {
                     *weight -= rate * (self.lambda * *weight + sum / size);
                 }
@@ -116,21 +132,21 @@ impl Sgd {
     }
 }
 
-/// The L2 sensitivity of one batch's sum of clipped gradients (module
-/// docs): DP-GD's for one row, or 2C on projected features, whose norms
-/// the declared bounds do not bound.
+/// The L2 sensitivity of one batch's normalised sum of clipped gradients
+/// on `grid` (module docs): DP-GD's for one row, or the grid's diameter on
+/// projected features, whose norms the declared bounds do not bound.
 pub fn sensitivity(
     unit: PrivacyUnit,
-    clip: f64,
+    grid: &Grid,
     k: usize,
     max_norm_squared: f64,
     projected: bool,
     fit_intercept: bool,
 ) -> f64 {
     if projected {
-        2.0 * clip
+        grid.replaced()
     } else {
-        dp_gd::sensitivity(unit, clip, k, max_norm_squared, 1, fit_intercept)
+        dp_gd::sensitivity(unit, grid, k, max_norm_squared, fit_intercept)
     }
 }
 
@@ -208,32 +224,41 @@ pub fn plan(
     })
     .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
     let projected = params.projection.is_some();
+    let invalid = |error: DpError| ReleaseError::Invalid(error.to_string());
+    let sgd = sgd(params);
+    let grid = match params.projection.as_ref() {
+        // The grid needs the map's shape only: no matrix is built here.
+        Some(projection) => Grid::new(
+            params.clip,
+            1.0,
+            projection.dims + usize::from(params.fit_intercept),
+            false,
+        ),
+        None => sgd.grid(&Identity(k)),
+    }
+    .map_err(invalid)?;
     let sensitivity = sensitivity(
         dataset.privacy_unit,
-        params.clip,
+        &grid,
         k,
         dataset.stats.max_norm_squared,
         projected,
         params.fit_intercept,
     );
-    if sensitivity == 0.0 {
-        return Err(ReleaseError::Invalid(
-            "every feature vector is zero and the intercept is off: nothing to learn".to_owned(),
-        ));
-    }
-    // A coordinate of a clipped gradient is at most C, and at most 1
-    // without a projection; a batch sums b of them.
-    let per_row = if projected {
-        params.clip
-    } else {
-        params.clip.min(1.0)
-    };
-    let range = params.batch_size as f64 * per_row;
-    // A batch is summed in one loop ([`clipped_sum`]).
-    let padding = rounding_padding(params.batch_size, 0, dims, range);
-    let mechanism = Mechanism::norm_gamma(epoch_epsilon, sensitivity + padding, dims, range)
-        .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
-    let mut price = Price::of(&mechanism, sensitivity, dataset.n_rows);
+    require_signal(
+        dataset,
+        params.fit_intercept || projected,
+        "nothing to learn",
+    )?;
+    let mechanism = Mechanism::norm_gamma(
+        epoch_epsilon,
+        sensitivity,
+        dims,
+        grid.range(params.batch_size),
+    )
+    .map_err(invalid)?;
+    let unit = grid.clip();
+    let mut price = Price::of_sums(&mechanism, sensitivity * unit, dataset.n_rows, unit);
     if params.epochs > 1 {
         price.loss = Some(PrivacyLoss::Composition {
             count: params.epochs,
@@ -249,7 +274,8 @@ pub fn plan(
     Ok(Box::new(DpSgd {
         price,
         mechanism,
-        sgd: sgd(params),
+        unit,
+        sgd,
         projection,
         schema: dataset.schema.clone(),
         epoch_epsilon,
@@ -281,6 +307,7 @@ impl Planned for DpSgd {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let DpSgd {
             mechanism,
+            unit,
             sgd,
             projection,
             schema,
@@ -289,7 +316,7 @@ impl Planned for DpSgd {
         } = *self;
         let (steps, noise_scale) = (
             sgd.steps(snapshot.dataset().n_rows),
-            mechanism.noise_scale(),
+            mechanism.noise_scale() * unit,
         );
         let features = schema.k();
         let projection = match projection {
@@ -303,9 +330,9 @@ impl Planned for DpSgd {
             let mut noise = StepNoise::new(&mechanism, steps);
             let mut rng = OsNoise::new();
             let permute = |order: &mut [usize]| order.shuffle(&mut rng);
-            let release = |_, exact: &[f64]| {
+            let release = |_, exact: &Fixed| {
                 let drawn = noise.next().ok_or(DpError::NoSteps)?;
-                mechanism.add(exact, &drawn)
+                mechanism.add_fixed(exact, &drawn)
             };
             match &map {
                 Some(projection) => ran.run(columns, projection, permute, release),

@@ -12,6 +12,31 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::Distribution;
 use statrs::distribution::{ContinuousCDF, Gamma};
 
+/// ‖a − b‖ of two exact sums' units, squared, in integers.
+fn units_apart_squared(a: &[i128], b: &[i128]) -> u128 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| x.abs_diff(*y).pow(2)).sum()
+}
+
+/// Whether an integer `distance_squared` (in units²) is at most
+/// (`declared`·2⁴⁰)², decided exactly: `declared`·2⁴⁰ = m·2^e exactly,
+/// and an integer is at most m²·2^(2e) iff it is at most its floor.
+fn exactly_within(distance_squared: u128, declared: f64) -> bool {
+    let units = declared * 2f64.powi(40);
+    assert!(units.is_normal() && units > 0.0, "{declared}");
+    let bits = units.to_bits();
+    let mantissa = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
+    let shift = 2 * (((bits >> 52) & 0x7ff) as i32 - 1075);
+    let square = mantissa * mantissa;
+    let bound = if shift >= 0 {
+        assert!(shift < 20, "{declared} is too large to compare");
+        square << shift
+    } else {
+        square >> (-shift).min(127)
+    };
+    distance_squared <= bound
+}
+
 fn knobs(epsilon: f64) -> Knobs {
     Knobs {
         epsilon: Epsilon::new(epsilon).unwrap(),
@@ -196,10 +221,21 @@ fn the_step_noise_norm_is_gamma_and_its_direction_uniform_and_the_thesis_sampler
         clip,
         fit_intercept: true,
     };
-    let planned_sensitivity = sensitivity(PrivacyUnit::Row, clip, 2, 0.0, false, true);
-    assert_eq!(planned_sensitivity, 2.0 * clip);
-    let mechanism =
-        Mechanism::norm_gamma(Epsilon::new(epsilon).unwrap(), planned_sensitivity, 3, 2.0).unwrap();
+    let grid = sgd.grid(&Identity(2)).unwrap();
+    let planned_sensitivity = sensitivity(PrivacyUnit::Row, &grid, 2, 0.0, false, true);
+    // 2·min(C, √d)/C′ = 2 units of C′ = C, rounded up on the grid.
+    assert_eq!(grid.clip(), clip);
+    assert!(
+        (2.0..=2.0 + 1e-9).contains(&planned_sensitivity),
+        "{planned_sensitivity}"
+    );
+    let mechanism = Mechanism::norm_gamma(
+        Epsilon::new(epsilon).unwrap(),
+        planned_sensitivity,
+        3,
+        grid.range(2),
+    )
+    .unwrap();
     let mut noise = Vec::new();
     let mut shuffler = ChaCha8Rng::seed_from_u64(1);
     sgd.run(
@@ -207,14 +243,16 @@ fn the_step_noise_norm_is_gamma_and_its_direction_uniform_and_the_thesis_sampler
         &Identity(2),
         |order| order.shuffle(&mut shuffler),
         |_, exact| {
-            let released = mechanism.release(exact, &mut rng)?;
-            noise.push(released.iter().zip(exact).map(|(r, e)| r - e).collect());
+            let released = mechanism.release_fixed(exact, &mut rng)?;
+            let exact = exact.to_f64();
+            noise.push(released.iter().zip(&exact).map(|(r, e)| r - e).collect());
             Ok(released)
         },
     )
     .unwrap();
     assert_eq!(noise.len(), 20_000);
-    let theta = 2.0 * clip / epsilon;
+    // The norm's Gamma scale Δ/ε, in units of C′.
+    let theta = 2.0 * clip / grid.clip() / epsilon;
     let gamma = Gamma::new(3.0, 1.0 / theta).unwrap();
     let uniform = |x: f64| ((x + 1.0) / 2.0).clamp(0.0, 1.0);
     let (mut norms, mut heights) = norms_and_heights(&noise);
@@ -279,41 +317,47 @@ fn neighbouring_datasets_move_each_batch_sum_by_at_most_the_sensitivity() {
         let theta: Vec<f64> = (0..dims + usize::from(intercept))
             .map(|_| scale * normal(&mut rng))
             .collect();
-        let declared = sensitivity(unit, clip, k, max_norm_squared, projected, intercept);
+        let sgd = Sgd {
+            batch_size: b,
+            epochs: 1,
+            learning_rate: 1.0,
+            lambda: 0.0,
+            clip,
+            fit_intercept: intercept,
+        };
+        let projection = Projection::new(pair, dims, k);
+        let grid = if projected {
+            sgd.grid(&projection)
+        } else {
+            sgd.grid(&Identity(k))
+        }
+        .unwrap();
+        let declared = sensitivity(unit, &grid, k, max_norm_squared, projected, intercept);
         let sum = |columns: &Columns| {
-            let all = 0..columns.len();
+            let (all, loss) = (0..columns.len(), LogisticLabels(columns.labels()));
             if projected {
-                let projection = Projection::new(pair, dims, k);
-                clipped_sum(
-                    columns,
-                    all,
-                    &projection,
-                    &LogisticLabels(columns.labels()),
-                    &theta,
-                    clip,
-                    intercept,
-                )
+                grid.sum(columns, all, &projection, &loss, &theta, intercept)
             } else {
-                clipped_sum(
-                    columns,
-                    all,
-                    &Identity(k),
-                    &LogisticLabels(columns.labels()),
-                    &theta,
-                    clip,
-                    intercept,
-                )
+                grid.sum(columns, all, &Identity(k), &loss, &theta, intercept)
             }
         };
-        let gap = distance(&sum(&original), &sum(&moved));
+        // On the exact sums' integers, with no rounding allowed.
+        let apart = units_apart_squared(&sum(&original), &sum(&moved));
+        let what = || {
+            format!("pair {pair} ({unit:?}, k = {k}, b = {b}, C = {clip}, projected {projected})")
+        };
+        assert!(
+            exactly_within(apart, declared),
+            "{}: moved {apart} units², declared {declared}",
+            what()
+        );
+        let gap = (apart as f64).sqrt() * 2f64.powi(-40);
         let class = if projected {
             2
         } else {
             usize::from(unit == PrivacyUnit::Row)
         };
-        tight.record(class, gap, declared, || {
-            format!("pair {pair} ({unit:?}, k = {k}, b = {b}, C = {clip}, projected {projected})")
-        });
+        tight.record(class, gap, declared, what);
     }
     // The bounds are nearly attained: they are not loose.
     for (class, name) in ["label", "row", "projected"].iter().enumerate() {
@@ -347,30 +391,33 @@ fn each_step_is_the_batch_mean_with_a_decaying_rate_over_shuffled_epochs() {
             },
             |step, sum| {
                 seen.push(step);
-                Ok(sum.iter().map(|v| v + 1.0).collect())
+                Ok(sum.to_f64().iter().map(|v| v + 1.0).collect())
             },
         )
         .unwrap();
     assert_eq!((permutations, seen), (2, vec![0, 1, 2, 3]));
     // By hand: epoch 1 is [2, 1], [0]; epoch 2 (reversed again) is [0, 1], [2].
+    // C′ = min(C, √2) = 1: a step is θ − η_t(λθ + C′·(s + 1)/|B|).
     let map = Identity(1);
+    let grid = sgd.grid(&map).unwrap();
+    assert_eq!(grid.clip(), 1.0);
     let mut expected = vec![0.0, 0.0];
     for (t, batch) in [vec![2, 1], vec![0], vec![0, 1], vec![2]]
         .iter()
         .enumerate()
     {
-        let sum = clipped_sum(
+        let sum = grid.sum(
             &columns,
             batch.iter().copied(),
             &map,
             &LogisticLabels(columns.labels()),
             &expected,
-            1.0,
             true,
         );
         let rate = 2.0 / ((t + 1) as f64).sqrt();
-        for (weight, value) in expected.iter_mut().zip(sum) {
-            *weight -= rate * (0.5 * *weight + (value + 1.0) / batch.len() as f64);
+        let size = batch.len() as f64 / grid.clip();
+        for (weight, value) in expected.iter_mut().zip(Fixed::normalised(sum).to_f64()) {
+            *weight -= rate * (0.5 * *weight + (value + 1.0) / size);
         }
     }
     assert_eq!(theta, expected);
@@ -448,25 +495,29 @@ fn a_random_projection_beats_the_full_features_at_small_epsilon_in_high_dimensio
         for seed in 0..SEEDS {
             let (x, y) = latent_rows(&mut rng, &loadings, n);
             let columns = Columns::of_labelled(x.view(), &y);
-            let full = Mechanism::norm_gamma(epoch, 2.0, k + 1, 500.0).unwrap();
+            let grid = sgd.grid(&Identity(k)).unwrap();
+            let delta = sensitivity(PrivacyUnit::Row, &grid, k, 0.0, false, true);
+            let full = Mechanism::norm_gamma(epoch, delta, k + 1, grid.range(500)).unwrap();
             let theta = sgd
                 .run(
                     &columns,
                     &Identity(k),
                     |o| o.shuffle(&mut shuffler),
-                    |_, s| full.release(s, &mut rng),
+                    |_, s| full.release_fixed(s, &mut rng),
                 )
                 .unwrap();
             let full_accuracy = accuracy(&theta, &Identity(k), &test_x, &test_y);
             full_total += full_accuracy;
             let projection = Projection::new(seed, dims, k);
-            let small = Mechanism::norm_gamma(epoch, 2.0, dims + 1, 500.0).unwrap();
+            let grid = sgd.grid(&projection).unwrap();
+            let delta = sensitivity(PrivacyUnit::Row, &grid, k, 0.0, true, true);
+            let small = Mechanism::norm_gamma(epoch, delta, dims + 1, grid.range(500)).unwrap();
             let theta = sgd
                 .run(
                     &columns,
                     &projection,
                     |o| o.shuffle(&mut shuffler),
-                    |_, s| small.release(s, &mut rng),
+                    |_, s| small.release_fixed(s, &mut rng),
                 )
                 .unwrap();
             let projected_accuracy = accuracy(&theta, &projection, &test_x, &test_y);

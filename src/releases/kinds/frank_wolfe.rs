@@ -36,9 +36,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DebiasParams, FrankWolfeParams, PrivacyUnit, Selection};
 
-use super::gradients::rounding_bound;
 use super::iterative::{check_work, within};
 use crate::dataset::{DatasetRecord, Schema};
+use crate::dp::fixed::{FRACTION_BITS, Fixed};
+use crate::dp::region::{Region, accumulate};
 use crate::dp::{
     Charge, Delta, DpError, Epsilon, OsNoise, PrivacyLoss, SelectionRule, Selector,
     per_step_epsilon,
@@ -46,7 +47,7 @@ use crate::dp::{
 use crate::releases::pacing;
 use crate::releases::plan::require_rows;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
-use crate::snapshots::{CHUNK_ROWS, Columns};
+use crate::snapshots::Columns;
 
 /// Most steps a stage may take.
 pub const MAX_STEPS: u32 = 1000;
@@ -133,6 +134,21 @@ fn matching(
 
 /// One Frank-Wolfe stage: `steps` private selections over the ball of
 /// L1 radius `radius` around a centre.
+///
+/// Its scores are exact: each row's gradient coordinates (θᵀu − y′)·uⱼ,
+/// at most `reach` in magnitude, go onto the grid of scale `reach` with
+/// the box [−reach, reach] ([`Region`]) and are summed in i128 over every
+/// participant's rows, so a score is the same integer however the rows
+/// are split. The vertex ±r·eⱼ scores ±Sⱼ·2⁻⁴⁰ (the positive factor
+/// r·reach/N, which does not change the argmin, is left out). One row
+/// moves each Sⱼ by at most:
+/// - unit `row`: the box's side, 2·2⁴⁰ units exactly: Δ_s = 2;
+/// - unit `label`: y′ moves by at most 2, so (θᵀu − y′)·uⱼ moves by at
+///   most 2|uⱼ| ≤ 2, on the grid 2/reach·2⁴⁰ plus the rounding of
+///   [`Region::coordinate_units`] (3 units): Δ_s = 2/reach + 3·2⁻⁴⁰.
+///
+/// In score units (× r·reach/N) those are the module docs' 2r(r + 1)/N and
+/// 2r/N (plus 3·2⁻⁴⁰·r·reach/N), with no float rounding left to pad.
 #[derive(Debug, Clone)]
 struct Stage {
     steps: u32,
@@ -141,28 +157,41 @@ struct Stage {
     epsilon: Epsilon,
     delta: Delta,
     step_epsilon: Epsilon,
+    /// Δ_s in score units.
     sensitivity: f64,
     selector: Selector,
+    region: Region,
+    /// What one unit of a normalised score is worth in score units.
+    unit: f64,
 }
 
 impl Stage {
     /// Calibrates a stage of `steps` over `n` rows of `dims` coordinates to
-    /// (ε, δ), with vertex scores of sensitivity `sensitivity` and
-    /// magnitude at most `range`.
+    /// (ε, δ), on a ball of `radius` where residuals are at most `reach`;
+    /// `row` when any participant's unit is.
     fn price(
         rule: SelectionRule,
         budget: (Epsilon, Delta),
-        steps: u32,
-        radius: f64,
+        (steps, radius, reach): (u32, f64, f64),
         (n, dims): (u64, usize),
-        (sensitivity, range): (f64, f64),
+        row: bool,
     ) -> Result<Stage, ReleaseError> {
         let invalid = |error: DpError| ReleaseError::Invalid(error.to_string());
         let (epsilon, delta) = budget;
         let step_epsilon = per_step_epsilon(epsilon, delta, steps, |each| Ok(one_step(rule, each)))
             .map_err(invalid)?;
-        let padded = sensitivity + 2.0 * float_slack(n, dims, range);
-        let selector = Selector::new(rule, step_epsilon, padded, range).map_err(invalid)?;
+        let region =
+            Region::new(reach, &vec![-reach; dims], &vec![reach; dims], None).map_err(invalid)?;
+        let moved = if row {
+            region.side_units() as f64
+        } else {
+            region.coordinate_units(2.0)
+        };
+        let sensitivity = moved * 2f64.powi(-FRACTION_BITS);
+        // |Sⱼ| ≤ N·2⁴⁰ units.
+        let range = (n as f64).next_up();
+        let selector = Selector::new(rule, step_epsilon, sensitivity, range).map_err(invalid)?;
+        let unit = radius * reach / n as f64;
         Ok(Stage {
             steps,
             radius,
@@ -170,8 +199,10 @@ impl Stage {
             epsilon,
             delta,
             step_epsilon,
-            sensitivity,
+            sensitivity: sensitivity * unit,
             selector,
+            region,
+            unit,
         })
     }
 
@@ -197,27 +228,28 @@ impl Stage {
             delta: self.delta.value(),
             step_epsilon: self.step_epsilon.value(),
             score_sensitivity: self.sensitivity,
-            selection_scale: self.selector.scale(),
+            selection_scale: self.selector.scale() * self.unit,
         }
     }
 
     /// `steps` steps from `centre` over `data`; `select` picks the index
-    /// of a vertex from the exact scores (privately, in production).
+    /// of a vertex from the exact normalised scores (privately, in
+    /// production).
     fn run(
         &self,
         data: &[Participant],
         fit: &Fit,
         centre: &[f64],
-        mut select: impl FnMut(&[f64]) -> Result<usize, DpError>,
+        mut select: impl FnMut(&Fixed) -> Result<usize, DpError>,
     ) -> Result<Vec<f64>, DpError> {
         let dims = centre.len();
         let mut theta = centre.to_vec();
-        let mut scores = vec![0.0; 2 * dims];
+        let mut scores = Fixed::normalised(vec![0; 2 * dims]);
         for step in 1..=self.steps {
-            let gradient = gradient(data, fit, &theta);
-            for (index, g) in gradient.iter().enumerate() {
-                scores[index] = self.radius * g;
-                scores[dims + index] = -self.radius * g;
+            let sums = gradient(data, fit, &theta, &self.region);
+            for (index, sum) in sums.into_iter().enumerate() {
+                scores.units[index] = sum;
+                scores.units[dims + index] = -sum;
             }
             let chosen = select(&scores)?;
             let (axis, sign) = (chosen % dims, if chosen < dims { 1.0 } else { -1.0 });
@@ -250,20 +282,25 @@ impl Stage {
         ));
         let mut rng = OsNoise::new();
         self.run(data, fit, centre, |scores| {
-            meter.time(|| self.selector.select(scores, &mut rng))
+            meter.time(|| {
+                self.selector
+                    .select_fixed(scores, &mut rng)
+                    .map(|(index, _)| index)
+            })
         })
     }
 }
 
 /// Frank-Wolfe on the label of `columns` (in memory) as a release runs its
-/// first stage, each step's vertex chosen by `selector` from `rng`
-/// without pacing: what `cargo bench --bench learners` times.
+/// first stage under unit `row` at (ε, δ), each step's vertex chosen by
+/// the stage's selector from `rng` without pacing: what `cargo bench
+/// --bench learners` times.
 pub fn fit_label<R: rand::Rng + ?Sized>(
     columns: Arc<Columns>,
     (radius, steps): (f64, u32),
-    selector: &Selector,
+    (rule, budget): (SelectionRule, (Epsilon, Delta)),
     rng: &mut R,
-) -> Result<Vec<f64>, DpError> {
+) -> Result<Vec<f64>, ReleaseError> {
     let n = columns.len() as u64;
     let dims = columns.shape().features + 1;
     let fit = Fit {
@@ -273,25 +310,20 @@ pub fn fit_label<R: rand::Rng + ?Sized>(
             scale: 0.5,
         },
         intercept: true,
-        inverse_n: 1.0 / n as f64,
     };
-    let stage = Stage {
-        steps,
-        radius,
-        n,
-        epsilon: Epsilon::ZERO,
-        delta: Delta::ZERO,
-        step_epsilon: Epsilon::ZERO,
-        sensitivity: 0.0,
-        selector: selector.clone(),
-    };
+    let stage = Stage::price(rule, budget, (steps, radius, radius + 1.0), (n, dims), true)?;
     let data = [Participant {
         columns,
         outcome: Outcome::Label,
     }];
-    stage.run(&data, &fit, &vec![0.0; dims], |scores| {
-        selector.select(scores, rng)
-    })
+    stage
+        .run(&data, &fit, &vec![0.0; dims], |scores| {
+            stage
+                .selector
+                .select_fixed(scores, rng)
+                .map(|(index, _)| index)
+        })
+        .map_err(|error| ReleaseError::Invalid(error.to_string()))
 }
 
 /// One step's loss under `rule` at ε₀.
@@ -329,8 +361,6 @@ fn noise_std(rule: SelectionRule, scale: f64) -> f64 {
 struct Fit {
     target: Target,
     intercept: bool,
-    /// 1/N of the stage being run.
-    inverse_n: f64,
 }
 
 /// A participating dataset's rows and where its target is.
@@ -339,17 +369,18 @@ struct Participant {
     outcome: Outcome,
 }
 
-/// ∇L(θ) = (1/N)·Σ(θᵀuᵢ − y′ᵢ)·uᵢ over every participant's rows, summed
-/// in a fixed order (chunks in row order, participants in request order).
-fn gradient(data: &[Participant], fit: &Fit, theta: &[f64]) -> Vec<f64> {
+/// N·∇L(θ) = Σ(θᵀuᵢ − y′ᵢ)·uᵢ over every participant's rows, each row's
+/// terms on `region`'s grid ([`Stage`]), summed exactly in grid units: the
+/// same integers in any order, on any number of threads.
+fn gradient(data: &[Participant], fit: &Fit, theta: &[f64], region: &Region) -> Vec<i128> {
     let dims = theta.len();
     let offset = usize::from(fit.intercept);
-    let mut total = vec![0.0; dims];
+    let mut total = vec![0; dims];
     for participant in data {
         let columns = &participant.columns;
         let parts = columns.chunks(|rows| {
-            let mut sum = vec![0.0; dims];
-            let mut u = vec![1.0; dims];
+            let mut sum = vec![0; dims];
+            let (mut u, mut terms, mut units) = (vec![1.0; dims], vec![0.0; dims], vec![0; dims]);
             for row in rows {
                 for (slot, &x) in u[offset..].iter_mut().zip(columns.features(row)) {
                     *slot = 2.0 * f64::from(x) - 1.0;
@@ -360,9 +391,11 @@ fn gradient(data: &[Participant], fit: &Fit, theta: &[f64]) -> Vec<f64> {
                 };
                 let target = (y - fit.target.centre) / fit.target.scale;
                 let residual = u.iter().zip(theta).map(|(a, b)| a * b).sum::<f64>() - target;
-                for (slot, value) in sum.iter_mut().zip(&u) {
-                    *slot += residual * value;
+                for (term, value) in terms.iter_mut().zip(&u) {
+                    *term = residual * value;
                 }
+                region.snap(&terms, &mut units);
+                accumulate(&mut sum, &units, 1);
             }
             sum
         });
@@ -372,28 +405,7 @@ fn gradient(data: &[Participant], fit: &Fit, theta: &[f64]) -> Vec<f64> {
             }
         }
     }
-    for slot in &mut total {
-        *slot *= fit.inverse_n;
-    }
     total
-}
-
-/// How far floating-point rounding can move a computed score from its
-/// exact value: [`rounding_bound`] for the sums as [`gradient`] adds them
-/// (chunks of [`CHUNK_ROWS`], then one sum per chunk of each participant),
-/// with Σ|terms|/N ≤ `range`/r per coordinate. The selector is calibrated
-/// to Δ_s plus twice this, so that neighbouring datasets' *computed* scores
-/// are within its sensitivity too (at N = 10⁶ it adds under 10⁻⁶ of Δ_s).
-fn float_slack(n: u64, dims: usize, range: f64) -> f64 {
-    let sums = n.div_ceil(CHUNK_ROWS as u64) + MAX_SOURCES as u64 + 1;
-    rounding_bound(CHUNK_ROWS as u64, sums, dims) * range
-}
-
-/// Δ_s of a stage whose scores are ⟨±h·eⱼ, ∇L⟩ with |θᵀu − y′| ≤ `reach`,
-/// over `n` rows; `row` when any participant's unit is.
-fn score_sensitivity(row: bool, radius: f64, reach: f64, n: u64) -> f64 {
-    let moved = if row { 2.0 * reach } else { 2.0 };
-    radius * moved / n as f64
 }
 
 /// Checks the request's settings against their public bounds.
@@ -528,14 +540,7 @@ pub fn plan(
         Some(debias) => split(knobs, debias.epsilon_share)?,
         None => [(knobs.epsilon, knobs.delta); 2],
     };
-    let first = Stage::price(
-        rule,
-        budgets[0],
-        params.steps,
-        r,
-        (n, dims),
-        (score_sensitivity(row, r, r + 1.0, n), r * (r + 1.0)),
-    )?;
+    let first = Stage::price(rule, budgets[0], (params.steps, r, r + 1.0), (n, dims), row)?;
     let debias = params
         .debias
         .as_ref()
@@ -543,18 +548,12 @@ pub fn plan(
             |DebiasParams {
                  radius: h, steps, ..
              }| {
-                let reach = r + h + 1.0;
-                let unit_row = dataset.privacy_unit == PrivacyUnit::Row;
                 Stage::price(
                     rule,
                     budgets[1],
-                    *steps,
-                    *h,
+                    (*steps, *h, r + h + 1.0),
                     (dataset.n_rows, dims),
-                    (
-                        score_sensitivity(unit_row, *h, reach, dataset.n_rows),
-                        h * reach,
-                    ),
+                    dataset.privacy_unit == PrivacyUnit::Row,
                 )
             },
         )
@@ -574,12 +573,12 @@ pub fn plan(
     let price = Price {
         loss: Some(loss),
         sensitivity: first.sensitivity,
-        sigma: noise_std(rule, first.selector.scale()),
+        sigma: noise_std(rule, first.selector.scale() * first.unit),
         noise: api::NoiseDetails {
             mechanism: mechanism_name(rule).to_owned(),
-            scale: first.selector.scale(),
-            grid: first.selector.grid(),
-            accounted_sensitivity: first.selector.accounted_sensitivity(),
+            scale: first.selector.scale() * first.unit,
+            grid: first.selector.grid() * first.unit,
+            accounted_sensitivity: first.selector.accounted_sensitivity() * first.unit,
             sigma_classic: None,
             lambda: None,
         },
@@ -592,7 +591,6 @@ pub fn plan(
         fit: Fit {
             target,
             intercept: params.fit_intercept,
-            inverse_n: 1.0 / n as f64,
         },
         outcome,
         first,
@@ -677,13 +675,12 @@ impl Planned for FrankWolfe {
         let span = tracing::Span::current();
         let theta = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            let (mut fit, first, debias) = run;
+            let (fit, first, debias) = run;
             let theta = first.run_private(&data, &fit, &vec![0.0; dims])?;
             match debias {
                 None => Ok::<_, DpError>(theta),
                 Some(second) => {
                     data.truncate(1);
-                    fit.inverse_n = 1.0 / second.n as f64;
                     second.run_private(&data, &fit, &theta)
                 }
             }

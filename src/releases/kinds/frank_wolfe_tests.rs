@@ -2,8 +2,9 @@ use super::*;
 use crate::dataset::tests::record;
 use crate::dp::reference;
 use crate::releases::kinds::test_rows::{Tightness, normal};
-use crate::snapshots::{OwnedRow, Shape};
+use crate::snapshots::{CHUNK_ROWS, OwnedRow, Shape};
 use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 
 fn knobs(epsilon: f64, delta: f64) -> Knobs {
@@ -83,12 +84,22 @@ fn per_step_epsilon_is_the_independent_references_for_both_selections() {
 
 #[test]
 fn score_sensitivity_is_lemma_value_under_each_unit_and_the_noise_follows_it() {
-    // N = 500, r = 1: Δ_s = 2·1·2/500 under `row`, 2/500 under `label`.
+    // N = 500, r = 1, reach 2: Δ_s = 2·1·2/500 under `row`, 2/500 under
+    // `label` plus the grid's rounding, 3 units of r·reach/N·2⁻⁴⁰ each.
     let knobs = knobs(1.0, 1e-6);
-    for (unit, expected) in [(PrivacyUnit::Row, 0.008), (PrivacyUnit::Label, 0.004)] {
+    let rounding = 3.0 * 2f64.powi(-FRACTION_BITS) * (1.0 * 2.0 / 500.0);
+    for (unit, expected) in [
+        (PrivacyUnit::Row, 0.008),
+        (PrivacyUnit::Label, 0.004 + rounding),
+    ] {
         let planned = plan(&dataset(unit, 500), &[], &params("label", 1.0, 50), &knobs).unwrap();
         let price = planned.price();
-        assert!((price.sensitivity - expected).abs() < 1e-15, "{unit:?}");
+        assert!(
+            // Within float ulps, well inside the rounding term (1.1·10⁻¹⁴).
+            (price.sensitivity - expected).abs() < 1e-16,
+            "{unit:?}: {} against {expected}",
+            price.sensitivity
+        );
         // Ledger-calibrated Laplace: b = 2Δ′/ε₀ with ε₀ = 0.032494 is about
         // 61.6·Δ_s (LEARNERS.md §3).
         let ratio = price.noise.scale / expected;
@@ -264,7 +275,7 @@ fn uniform_features(rng: &mut ChaCha8Rng) -> [f64; 2] {
     [rng.random::<f64>(), rng.random_range(-5.0..5.0)]
 }
 
-fn measure_fit(n: u64) -> Fit {
+fn measure_fit() -> Fit {
     Fit {
         target: Target {
             name: "measure:value".to_owned(),
@@ -272,13 +283,13 @@ fn measure_fit(n: u64) -> Fit {
             scale: 50.0,
         },
         intercept: true,
-        inverse_n: 1.0 / n as f64,
     }
 }
 
-/// Noise-off: every score of neighbouring datasets (under each unit, for
-/// the label and a measure target, at random points of the ball) moves by
-/// at most the declared Δ_s, and some pair comes close to it.
+/// Noise-off: every exact score of neighbouring datasets (under each unit,
+/// for the label and a measure target, at random points of the ball) moves
+/// by at most the stage's declared Δ_s, in integer units, and some pair
+/// comes close to it.
 #[test]
 fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitivity() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -292,7 +303,7 @@ fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitiv
         };
         let measure = pair % 4 < 2;
         let (outcome, fit) = if measure {
-            (Outcome::Measure(0), measure_fit(n as u64))
+            (Outcome::Measure(0), measure_fit())
         } else {
             let (target, outcome) = Target::parse("label", &record().schema).unwrap();
             (
@@ -300,7 +311,6 @@ fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitiv
                 Fit {
                     target,
                     intercept: true,
-                    inverse_n: 1.0 / n as f64,
                 },
             )
         };
@@ -341,23 +351,132 @@ fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitiv
             rng.random::<f64>() * radius / l1
         };
         theta.iter_mut().for_each(|v| *v *= scale);
-        let scores = |rows: &[OwnedRow]| -> Vec<f64> {
-            let g = gradient(&[participant(rows, outcome)], &fit, &theta);
-            g.iter().map(|g| radius * g).collect()
+        let row = unit == PrivacyUnit::Row;
+        let stage = Stage::price(
+            SelectionRule::Laplace,
+            (Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap()),
+            (1, radius, radius + 1.0),
+            (n as u64, 3),
+            row,
+        )
+        .unwrap();
+        // The stage's Δ_s in units of a normalised score Sⱼ: an integer
+        // under `row`, the grid's bound under `label`.
+        let declared = if row {
+            stage.region.side_units() as f64
+        } else {
+            stage.region.coordinate_units(2.0)
         };
-        let (a, b) = (scores(&rows), scores(&neighbour));
-        let gap = a
-            .iter()
-            .zip(&b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f64::max);
-        let declared = score_sensitivity(unit == PrivacyUnit::Row, radius, radius + 1.0, n as u64);
-        tightness.record(usize::from(unit == PrivacyUnit::Row), gap, declared, || {
+        // The declared Δ_s in score units is that many units.
+        let in_score_units = declared * 2f64.powi(-FRACTION_BITS) * stage.unit;
+        assert!(
+            (stage.sensitivity - in_score_units).abs() <= 1e-12 * in_score_units,
+            "pair {pair}: Δ_s {} against {in_score_units}",
+            stage.sensitivity
+        );
+        let sums = |rows: &[OwnedRow]| -> Vec<i128> {
+            gradient(&[participant(rows, outcome)], &fit, &theta, &stage.region)
+        };
+        let (a, b) = (sums(&rows), sums(&neighbour));
+        let gap = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
+        // Exactly, in integers (a gap below 2⁵³ is an exact float).
+        assert!(gap < 1 << 53, "pair {pair}: gap {gap}");
+        assert!(
+            (gap as f64) <= declared,
+            "pair {pair} ({unit:?}, r = {radius}): moved {gap} units, declared {declared}"
+        );
+        tightness.record(usize::from(row), gap as f64, declared, || {
             format!("pair {pair} ({unit:?}, r = {radius})")
         });
     }
     tightness.attained(0, 0.9, "label");
     tightness.attained(1, 0.9, "row");
+}
+
+/// The exact scores are a function of the multiset of rows: the same
+/// integers, bit for bit, whatever order each participant's rows are in,
+/// whichever order the participants come in and however the rows are
+/// split between them (across chunk boundaries, summed on all cores),
+/// where float sums of the same terms are not.
+#[test]
+fn exact_scores_are_the_same_integers_whatever_the_order_of_the_rows() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    // More than a chunk in the first participant, so its sum is split.
+    let first = regression_rows(&mut rng, CHUNK_ROWS + 3_617, 30.0, uniform_features);
+    let second = regression_rows(&mut rng, 2_999, 30.0, uniform_features);
+    let permuted = |rows: &[OwnedRow], rng: &mut ChaCha8Rng| {
+        let mut rows = rows.to_vec();
+        rows.shuffle(rng);
+        rows
+    };
+    let (first_shuffled, second_shuffled) =
+        (permuted(&first, &mut rng), permuted(&second, &mut rng));
+    assert_ne!(first_shuffled, first);
+    assert_ne!(second_shuffled, second);
+    let together = permuted(&[first.clone(), second.clone()].concat(), &mut rng);
+    let outcome = Outcome::Measure(0);
+    let data = [participant(&first, outcome), participant(&second, outcome)];
+    let shuffled = [
+        participant(&first_shuffled, outcome),
+        participant(&second_shuffled, outcome),
+    ];
+    let swapped = [
+        participant(&second_shuffled, outcome),
+        participant(&first_shuffled, outcome),
+    ];
+    let merged = [participant(&together, outcome)];
+    let fit = measure_fit();
+    let stage = exact_stage(1.0, 1);
+    // The same terms summed as floats, in the rows' order.
+    let float_sums = |rows: &[OwnedRow], theta: &[f64]| -> Vec<f64> {
+        let mut sum = vec![0.0; 3];
+        for row in rows {
+            let u = [
+                1.0,
+                2.0 * f64::from(row.features[0]) - 1.0,
+                2.0 * f64::from(row.features[1]) - 1.0,
+            ];
+            let target = (row.measures[0] - 50.0) / 50.0;
+            let residual = u.iter().zip(theta).map(|(a, b)| a * b).sum::<f64>() - target;
+            for (slot, value) in sum.iter_mut().zip(u) {
+                *slot += residual * value;
+            }
+        }
+        sum
+    };
+    let mut float_differs = false;
+    for theta in [
+        [0.0, 0.0, 0.0],
+        [0.1, 0.3, 0.4],
+        [-0.5, 0.25, 0.25],
+        [0.0, 0.0, -1.0],
+        [0.3137, -0.2718, 0.1414],
+    ] {
+        let exact = gradient(&data, &fit, &theta, &stage.region);
+        assert!(
+            exact.iter().all(|&sum| sum != 0),
+            "θ = {theta:?}: {exact:?}"
+        );
+        assert_eq!(
+            gradient(&shuffled, &fit, &theta, &stage.region),
+            exact,
+            "θ = {theta:?}: shuffled rows"
+        );
+        assert_eq!(
+            gradient(&swapped, &fit, &theta, &stage.region),
+            exact,
+            "θ = {theta:?}: participants swapped"
+        );
+        assert_eq!(
+            gradient(&merged, &fit, &theta, &stage.region),
+            exact,
+            "θ = {theta:?}: one participant"
+        );
+        let in_order = [first.clone(), second.clone()].concat();
+        float_differs |= float_sums(&in_order, &theta) != float_sums(&together, &theta);
+    }
+    // The check has teeth: float sums of these rows do depend on order.
+    assert!(float_differs, "float sums never depended on the order");
 }
 
 #[test]
@@ -388,17 +507,21 @@ fn without_noise_frank_wolfe_finds_the_least_squares_fit_inside_the_ball() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     let rows = regression_rows(&mut rng, 4000, 0.0, uniform_features);
     let data = [participant(&rows, Outcome::Measure(0))];
-    let fit = measure_fit(4000);
+    let fit = measure_fit();
     // y′ = (30x₀ + 4x₁ + 40 − 50)/50 = 0.3v₀ + 0.4v₁ + 0.1 (v = 2x̃ − 1):
     // ‖θ*‖₁ = 0.8, inside r = 1.
     let stage = exact_stage(1.0, 500);
-    let argmin = |scores: &[f64]| {
+    let argmin = |scores: &Fixed| {
         Ok(scores
+            .units
             .iter()
             .enumerate()
-            .fold((0, f64::INFINITY), |best, (index, &s)| {
-                if s < best.1 { (index, s) } else { best }
-            })
+            .fold(
+                (0, i128::MAX),
+                |best, (index, &s)| {
+                    if s < best.1 { (index, s) } else { best }
+                },
+            )
             .0)
     };
     let theta = stage.run(&data, &fit, &[0.0; 3], argmin).unwrap();
@@ -418,10 +541,9 @@ fn exact_stage(radius: f64, steps: u32) -> Stage {
     Stage::price(
         SelectionRule::Laplace,
         (Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap()),
-        steps,
-        radius,
-        (1000, 3),
-        (0.001, radius * (radius + 1.0)),
+        (steps, radius, radius + 1.0),
+        (4000, 3),
+        true,
     )
     .unwrap()
 }
@@ -459,16 +581,24 @@ fn test_error_falls_as_sources_are_added() {
             let stage = Stage::price(
                 SelectionRule::Laplace,
                 (knobs.epsilon, knobs.delta),
-                50,
-                1.0,
+                (50, 1.0, 2.0),
                 (planned.price().n, 3),
-                (planned.price().sensitivity, 2.0),
+                true,
             )
             .unwrap();
-            let fit = measure_fit(planned.price().n);
+            // The stage run here is the one the release priced.
+            assert_eq!(stage.sensitivity, planned.price().sensitivity);
+            assert_eq!(
+                stage.selector.scale() * stage.unit,
+                planned.price().noise.scale
+            );
+            let fit = measure_fit();
             let theta = stage
                 .run(&data, &fit, &[0.0; 3], |scores| {
-                    stage.selector.select(scores, &mut rng)
+                    stage
+                        .selector
+                        .select_fixed(scores, &mut rng)
+                        .map(|(index, _)| index)
                 })
                 .unwrap();
             // Squared error of the fitted mean on a grid of test points, in

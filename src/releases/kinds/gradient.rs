@@ -3,11 +3,13 @@
 //! block of a client-side learner such as distributed ISTA.
 //!
 //! Privacy holds for any θ, an adversarial one included, because clipping
-//! bounds the sensitivity ([`dp_gd::clipped_sensitivity`]): unit `row`,
-//! 2·min(C, |r|max·√d)/N, where the logistic residual is at most 1 and the
-//! squared one is unbounded; unit `label`, min(2C, |y₁ − y₀|·maxᵢ‖uᵢ‖)/N,
-//! since an outcome moves the residual by |y₁ − y₀| (1 for the logistic
-//! loss and for a measure scaled into [0, 1]).
+//! bounds the sensitivity ([`dp_gd::clipped_sensitivity`]) of the exact
+//! integer sum of the clipped gradients on the grid of C′ ([`Grid`]; the
+//! mean is that sum times C′/N): unit `row`, 2·min(C, |r|max·√d)/C′, where
+//! the logistic residual is at most 1 and the squared one is unbounded;
+//! unit `label`, min(2C, |y₁ − y₀|·maxᵢ‖uᵢ‖)/C′ plus the grid's rounding
+//! term, since an outcome moves the residual by |y₁ − y₀| (1 for the
+//! logistic loss and for a measure scaled into [0, 1]).
 //!
 //! One release is one call, or a **session** of T calls priced together:
 //! σ is that of T composed steps ([`Mechanism::gaussian_steps`], or ε/T of
@@ -18,20 +20,26 @@
 //! session was priced for.
 
 use async_trait::async_trait;
-use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams};
+use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams, PrivacyUnit};
 
 use super::dp_gd::{self, Reach, Rows};
-use super::gradients::{Residual, clipped_mean, mean_padding};
-use super::iterative::{MAX_MAGNITUDE, check_work, require_in_memory, within};
+use super::gradients::{Grid, Residual};
+use super::iterative::{MAX_MAGNITUDE, check_work, require_in_memory, require_signal, within};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::constant_time::logistic;
+use crate::dp::fixed::Fixed;
 use crate::dp::{self, Epsilon, Mechanism, PrivacyLoss, per_step_epsilon};
-use crate::releases::plan::{noise, require_rows};
+use crate::releases::plan::{noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::Columns;
 
 /// Most calls a session may hold.
 pub const MAX_CALLS: u32 = 10_000;
+
+/// How far a session's σ, priced again from its record, may be from the
+/// one it was debited for: the float padding sessions opened before sums
+/// were exact carried was below 10⁻⁴ of Δ.
+const SESSION_TOLERANCE: f64 = 1e-3;
 
 /// Where a row's y comes from, as the loss sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,10 +79,16 @@ impl Fit {
         Reach { largest, shift }
     }
 
-    /// The exact mean clipped gradient at `theta` over `columns`.
-    pub fn exact(&self, columns: &Columns, theta: &[f64]) -> Vec<f64> {
+    /// The grid its clipped gradients are summed on.
+    pub fn grid(&self, schema: &Schema) -> Result<Grid, dp::DpError> {
+        Grid::new(self.clip, self.reach().largest, self.dims(schema), true)
+    }
+
+    /// The exact sum of the clipped gradients at `theta` over `columns`,
+    /// normalised on `grid` (the mean is that times C′/N).
+    pub fn exact(&self, grid: &Grid, columns: &Columns, theta: &[f64]) -> Fixed {
         let outcomes = Outcomes { fit: self, columns };
-        clipped_mean(columns, &outcomes, theta, self.clip, self.fit_intercept)
+        grid.total(columns, &outcomes, theta, self.fit_intercept)
     }
 }
 
@@ -182,22 +196,19 @@ pub fn check_theta(theta: &[f64], dims: usize) -> Result<(), ReleaseError> {
     Ok(())
 }
 
-/// The noise of each of `calls` calls of Δ `sensitivity` on means over
-/// `n` rows of `dims` coordinates, (ε, δ) together, and ε of one call
-/// alone.
+/// The noise of each of `calls` calls of Δ `sensitivity` on normalised
+/// sums on `grid` over `n` rows of `dims` coordinates, (ε, δ) together,
+/// and ε of one call alone.
 fn mechanism(
     kind: GradientMechanism,
     knobs: &Knobs,
     sensitivity: f64,
     (n, dims): (u64, usize),
     calls: u32,
-    fit: &Fit,
+    grid: &Grid,
 ) -> Result<(Mechanism, f64), ReleaseError> {
     let invalid = |error: dp::DpError| ReleaseError::Invalid(error.to_string());
-    // A coordinate of a clipped gradient is at most C, and at most 1 when
-    // the residual is.
-    let range = fit.clip.min(fit.reach().largest);
-    let sensitivity = sensitivity + mean_padding(n, dims, range);
+    let range = grid.range(n);
     match kind {
         GradientMechanism::Gaussian => {
             knobs.approximate("gradient with the gaussian mechanism")?;
@@ -234,6 +245,9 @@ fn mechanism(
 /// The terms of a priced gradient query: what every call of it repeats.
 struct Terms {
     fit: Fit,
+    grid: Grid,
+    /// What one unit of a noisy sum is worth in the mean gradient: C′/N.
+    unit: f64,
     /// As requested: `label` or `measure:NAME`.
     target: String,
     kind: GradientMechanism,
@@ -254,7 +268,7 @@ impl Terms {
             gradient,
             session: calls.map(|calls| api::GradientSession { calls }),
             n: self.n,
-            sigma: self.mechanism.noise_scale(),
+            sigma: self.mechanism.noise_scale() * self.unit,
             sensitivity: self.sensitivity,
             clip: self.fit.clip,
             loss: self.fit.loss,
@@ -271,14 +285,15 @@ impl Terms {
     /// The released gradient at `theta` on `snapshot` (held in memory).
     async fn call(&self, snapshot: &Snapshot, theta: Vec<f64>) -> Result<Vec<f64>, Failure> {
         let columns = snapshot.columns().await?.ok_or(Failure::Unheld)?;
-        let fit = self.fit.clone();
+        let (fit, grid) = (self.fit.clone(), self.grid.clone());
         let span = tracing::Span::current();
         let exact = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            fit.exact(&columns, &theta)
+            fit.exact(&grid, &columns, &theta)
         })
         .await?;
-        noise(self.mechanism.clone(), exact).await
+        let noisy = noise_fixed(self.mechanism.clone(), exact).await?;
+        Ok(noisy.into_iter().map(|sum| sum * self.unit).collect())
     }
 }
 
@@ -292,35 +307,35 @@ fn terms(
 ) -> Result<Terms, ReleaseError> {
     let fit = fit(params, &dataset.schema)?;
     let dims = fit.dims(&dataset.schema);
+    let grid = fit
+        .grid(&dataset.schema)
+        .map_err(|error| ReleaseError::Invalid(error.to_string()))?;
     let rows = Rows {
         k: dataset.schema.k(),
         max_norm_squared: dataset.stats.max_norm_squared,
-        n: dataset.n_rows,
         intercept: fit.fit_intercept,
     };
-    let sensitivity =
-        dp_gd::clipped_sensitivity(dataset.privacy_unit, fit.clip, &rows, fit.reach());
-    if sensitivity == 0.0 {
-        return Err(ReleaseError::Invalid(
-            "every feature vector is zero and the intercept is off: the gradient is 0".to_owned(),
-        ));
-    }
+    let sensitivity = dp_gd::clipped_sensitivity(dataset.privacy_unit, &grid, &rows, fit.reach());
+    require_signal(dataset, fit.fit_intercept, "the gradient is 0")?;
     let (mechanism, call_epsilon) = mechanism(
         params.mechanism,
         knobs,
         sensitivity,
         (dataset.n_rows, dims),
         calls,
-        &fit,
+        &grid,
     )?;
+    let unit = grid.clip() / dataset.n_rows as f64;
     let (min, max) = dataset.schema.feature_bounds();
     Ok(Terms {
         fit,
+        grid,
+        unit,
         target: params.target.clone(),
         kind: params.mechanism,
         mechanism,
         call_epsilon,
-        sensitivity,
+        sensitivity: sensitivity * unit,
         n: dataset.n_rows,
         feature_bounds: min.into_iter().zip(max).map(|(a, b)| [a, b]).collect(),
     })
@@ -379,7 +394,12 @@ pub fn plan(
         .saturating_mul(dataset.n_rows)
         .saturating_mul(dims as u64);
     check_work(work, "calls × rows × coordinates", "open fewer calls")?;
-    let mut price = Price::of(&terms.mechanism, terms.sensitivity, dataset.n_rows);
+    let mut price = Price::of_sums(
+        &terms.mechanism,
+        terms.sensitivity,
+        dataset.n_rows,
+        terms.unit,
+    );
     if let (GradientMechanism::NormGamma, Ask::Session(count @ 2..)) = (params.mechanism, &ask) {
         price.loss = Some(PrivacyLoss::Composition {
             count: *count,
@@ -455,27 +475,41 @@ impl Session {
         };
         let fit = fit(&params, &dataset.schema).map_err(|e| corrupt(e.to_string()))?;
         let dims = fit.dims(&dataset.schema);
+        let grid = fit
+            .grid(&dataset.schema)
+            .map_err(|e| corrupt(e.to_string()))?;
+        let unit = grid.clip() / opened.n as f64;
         // Δ as priced then: under `label` it came from the features' norms
-        // at that N, which later rows may have raised.
+        // at that N, which later rows may have raised. Back from the
+        // gradient's units to the sum's, rounded up past the division's
+        // rounding, and never below a row's reach on the grid.
+        let mut sensitivity = (opened.sensitivity / unit).next_up().next_up();
+        if dataset.privacy_unit == PrivacyUnit::Row {
+            sensitivity = sensitivity.max(grid.replaced());
+        }
         let (mechanism, call_epsilon) = mechanism(
             opened.mechanism,
             &knobs,
-            opened.sensitivity,
+            sensitivity,
             (opened.n, dims),
             session.calls,
-            &fit,
+            &grid,
         )
         .map_err(|e| corrupt(e.to_string()))?;
-        if mechanism.noise_scale() != opened.sigma {
+        // The same σ up to those roundings, or (a session opened before
+        // sums were exact) up to the float padding it was priced with.
+        let sigma = mechanism.noise_scale() * unit;
+        if (sigma - opened.sigma).abs() > SESSION_TOLERANCE * opened.sigma {
             return Err(corrupt(format!(
-                "its noise prices at {} now, not {}",
-                mechanism.noise_scale(),
+                "its noise prices at {sigma} now, not {}",
                 opened.sigma
             )));
         }
         Ok(Some(Session {
             terms: Terms {
                 fit,
+                grid,
+                unit,
                 target: opened.target.clone(),
                 kind: opened.mechanism,
                 mechanism,

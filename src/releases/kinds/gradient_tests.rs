@@ -2,10 +2,48 @@ use super::*;
 use crate::dataset::tests::record;
 use crate::dp::reference::{self, assert_close};
 use crate::dp::{Accountant, Budget, Charge, Composition, Delta};
-use crate::releases::kinds::test_rows::{Tightness, columns_of, distance, neighbours, normal};
+use crate::releases::kinds::gradients::Identity;
+use crate::releases::kinds::test_rows::{Tightness, columns_of, neighbours, normal, random_row};
 use api::PrivacyUnit;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
+
+/// ‖a − b‖ of two exact sums' units, squared, in integers.
+fn units_apart_squared(a: &Fixed, b: &Fixed) -> u128 {
+    assert_eq!((a.exponent, a.units.len()), (b.exponent, b.units.len()));
+    a.units
+        .iter()
+        .zip(&b.units)
+        .map(|(x, y)| x.abs_diff(*y).pow(2))
+        .sum()
+}
+
+/// Whether an integer `distance_squared` (in units²) is at most
+/// (`declared`·2⁴⁰)², decided exactly: `declared`·2⁴⁰ = m·2^e exactly,
+/// and an integer is at most m²·2^(2e) iff it is at most its floor.
+fn exactly_within(distance_squared: u128, declared: f64) -> bool {
+    let units = declared * 2f64.powi(40);
+    assert!(units.is_normal() && units > 0.0, "{declared}");
+    let bits = units.to_bits();
+    let mantissa = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
+    let shift = 2 * (((bits >> 52) & 0x7ff) as i32 - 1075);
+    let square = mantissa * mantissa;
+    let bound = if shift >= 0 {
+        assert!(shift < 20, "{declared} is too large to compare");
+        square << shift
+    } else {
+        square >> (-shift).min(127)
+    };
+    distance_squared <= bound
+}
+
+/// A schema of `k` features, as a [`Fit`]'s grid reads it.
+fn schema(k: usize) -> Schema {
+    let mut schema = record().schema;
+    let feature = schema.features[0].clone();
+    schema.features = vec![feature; k];
+    schema
+}
 
 fn params(loss: GradientLoss, calls: Option<u32>) -> GradientParams {
     GradientParams {
@@ -133,19 +171,29 @@ fn neighbouring_datasets_move_the_clipped_gradient_by_at_most_the_sensitivity() 
             .map(|_| scale * normal(&mut rng))
             .collect();
         let fit = label_fit(loss, values, clip, intercept);
+        let grid = fit.grid(&schema(k)).unwrap();
         let rows = Rows {
             k,
             max_norm_squared,
-            n: n as u64,
             intercept,
         };
-        let declared = dp_gd::clipped_sensitivity(unit, clip, &rows, fit.reach());
-        let gap = distance(&fit.exact(&original, &theta), &fit.exact(&moved, &theta));
+        let declared = dp_gd::clipped_sensitivity(unit, &grid, &rows, fit.reach());
+        // On the exact sums' integers, with no rounding allowed.
+        let apart = units_apart_squared(
+            &fit.exact(&grid, &original, &theta),
+            &fit.exact(&grid, &moved, &theta),
+        );
+        let what =
+            || format!("pair {pair} ({unit:?}, {loss:?} {values:?}, k = {k}, N = {n}, C = {clip})");
+        assert!(
+            exactly_within(apart, declared),
+            "{}: moved {apart} units², declared {declared}",
+            what()
+        );
+        let gap = (apart as f64).sqrt() * 2f64.powi(-40);
         let class =
             usize::from(unit == PrivacyUnit::Row) + 2 * usize::from(loss == GradientLoss::Squared);
-        tight.record(class, gap, declared, || {
-            format!("pair {pair} ({unit:?}, {loss:?} {values:?}, k = {k}, N = {n}, C = {clip})")
-        });
+        tight.record(class, gap, declared, what);
     }
     tight.attained(0, 0.95, "logistic, label unit");
     tight.attained(1, 0.9, "logistic, row unit");
@@ -164,16 +212,113 @@ fn one_call_is_the_mean_of_the_clipped_gradients_by_hand() {
     let clip = |r: f64, norm: f64| r * (1.0 / (r.abs() * norm)).min(1.0);
     let (f1, f2) = (clip(r1, 1.25f64.sqrt()), clip(r2, 2f64.sqrt()));
     let expected = [(f1 + f2) / 2.0, (f1 * 0.5 + f2) / 2.0];
-    let got = squared.exact(&columns, &theta);
+    // The mean is the normalised sum times C′/N; C′ = C = 1 (the squared
+    // residual is unbounded). Each clipped gradient lands within 2⁻³⁰·C′
+    // (the ball's margin) and two units of its value on the grid.
+    let grid = squared.grid(&schema(1)).unwrap();
+    assert_eq!(grid.clip(), 1.0);
+    let mean = |fit: &Fit, grid: &Grid, theta: &[f64]| -> Vec<f64> {
+        let unit = grid.clip() / 2.0;
+        let exact = fit.exact(grid, &columns, theta);
+        exact.to_f64().into_iter().map(|sum| sum * unit).collect()
+    };
+    let got = mean(&squared, &grid, &theta);
     for (got, want) in got.iter().zip(expected) {
-        assert!((got - want).abs() < 1e-15, "{got} vs {want}");
+        assert!((got - want).abs() <= 2f64.powi(-29), "{got} vs {want}");
     }
-    // Logistic without the intercept: (σ(θx) − y)·x, unclipped at C = 10.
+    // Logistic without the intercept: (σ(θx) − y)·x, unclipped at C = 10,
+    // on the grid of C′ = min(C, 1·√1) = 1.
     let logistic_fit = label_fit(GradientLoss::Logistic, [0.0, 1.0], 10.0, false);
+    let grid = logistic_fit.grid(&schema(1)).unwrap();
+    assert_eq!(grid.clip(), 1.0);
     let s = |z: f64| 1.0 / (1.0 + (-z).exp());
     let want = ((s(-0.5) - 1.0) * 0.5 + s(-1.0)) / 2.0;
-    let got = logistic_fit.exact(&columns, &[-1.0]);
-    assert!((got[0] - want).abs() < 1e-15, "{got:?} vs {want}");
+    let got = mean(&logistic_fit, &grid, &[-1.0]);
+    assert!((got[0] - want).abs() <= 2f64.powi(-29), "{got:?} vs {want}");
+    // The sensitivity a call reports is in the mean's units: the
+    // normalised one times C′/N.
+    let planned = terms(
+        &dataset(PrivacyUnit::Row, 1000),
+        &params(GradientLoss::Logistic, None),
+        &knobs(1.0, 1e-6),
+        1,
+    )
+    .unwrap();
+    let expected = 2.0 * planned.grid.clip() / 1000.0;
+    assert_close(planned.sensitivity, expected, 1e-9, "the call's Δ");
+    assert_close(
+        planned.result(None, None).sigma,
+        planned.mechanism.noise_scale() * planned.grid.clip() / 1000.0,
+        1e-15,
+        "the call's σ",
+    );
+}
+
+#[test]
+fn the_exact_sum_is_the_same_integers_in_any_order_and_chunking() {
+    // More rows than a chunk, so the total is summed in parts on several
+    // cores; at a large θ the squared loss clips every row, and the
+    // logistic one saturates some of them.
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    let k = 3;
+    let rows: Vec<(Vec<f64>, u8)> = (0..40_000).map(|_| random_row(&mut rng, k)).collect();
+    let columns = columns_of(&rows, k);
+    for (loss, values, theta) in [
+        (
+            GradientLoss::Squared,
+            [-1.0, 1.0],
+            vec![0.3, -2.0, 0.7, 1.5],
+        ),
+        (
+            GradientLoss::Squared,
+            [3.0, -40.0],
+            vec![50.0, -20.0, 7.0, 1.0],
+        ),
+        (
+            GradientLoss::Logistic,
+            [0.0, 1.0],
+            vec![-0.5, 4.0, -3.0, 0.25],
+        ),
+    ] {
+        let fit = label_fit(loss, values, 0.7, true);
+        let grid = fit.grid(&schema(k)).unwrap();
+        let exact = fit.exact(&grid, &columns, &theta);
+        assert_eq!(exact.exponent, -40);
+        assert!(exact.units.iter().all(|&units| units != 0), "{exact:?}");
+        let outcomes = Outcomes {
+            fit: &fit,
+            columns: &columns,
+        };
+        let map = Identity(k);
+        let reversed = grid.sum(
+            &columns,
+            (0..rows.len()).rev(),
+            &map,
+            &outcomes,
+            &theta,
+            true,
+        );
+        assert_eq!(Fixed::normalised(reversed), exact, "{loss:?}: reversed");
+        // Odd chunks, in a scrambled order, added up afterwards.
+        let mut starts: Vec<usize> = (0..rows.len()).step_by(997).collect();
+        starts.reverse();
+        starts.swap(0, 7);
+        let mut chunked = vec![0i128; theta.len()];
+        for start in starts {
+            let part = grid.sum(
+                &columns,
+                start..(start + 997).min(rows.len()),
+                &map,
+                &outcomes,
+                &theta,
+                true,
+            );
+            for (total, part) in chunked.iter_mut().zip(part) {
+                *total += part;
+            }
+        }
+        assert_eq!(Fixed::normalised(chunked), exact, "{loss:?}: chunked");
+    }
 }
 
 #[test]

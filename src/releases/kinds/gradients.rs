@@ -7,15 +7,20 @@
 //! residual rᵢ a [`Residual`] of θᵀuᵢ: (σ(θᵀuᵢ) − yᵢ) for the logistic
 //! loss on the label ([`LogisticLabels`], what DP-GD and DP-SGD train).
 //! The residual is a type parameter, so each learner's loop is compiled
-//! for its own loss. The loop over the rows does not branch on a row's
-//! values, and the chunks' partial sums are added in row order, so the sum
-//! is the same bits on any number of cores. Nor does a row's time depend
+//! for its own loss. Each clipped gradient is put on a public fixed-point
+//! grid and summed exactly in integers ([`Grid`]), so the sum is the same
+//! integers on any number of cores, in any order, and its sensitivity is
+//! proved on those integers. The loop over the rows does not branch on a
+//! row's values. Nor does a row's time depend
 //! on θ: the logistic is [`crate::dp::constant_time`]'s, and θ's tiny
 //! weights are flushed, so a caller's θ cannot make some rows slower than
 //! others and time how many there are.
 
+use crate::dp::DpError;
 use crate::dp::constant_time::{flush_tiny, logistic};
-use crate::snapshots::{CHUNK_ROWS, Columns};
+use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
+use crate::dp::region::{Region, accumulate};
+use crate::snapshots::Columns;
 
 /// A public map of one row's stored features into the space a model is
 /// trained in.
@@ -25,6 +30,9 @@ pub trait FeatureMap: Sync {
 
     /// Writes φ(`features`) into `out` (of length [`Self::dims`]).
     fn apply(&self, features: &[f32], out: &mut [f64]);
+
+    /// Whether every coordinate of φ(x) lies in [0, 1] for x in [0, 1]ᵏ.
+    fn bounded(&self) -> bool;
 }
 
 /// φ(x) = x.
@@ -39,6 +47,10 @@ impl FeatureMap for Identity {
         for (mapped, &value) in out.iter_mut().zip(features) {
             *mapped = f64::from(value);
         }
+    }
+
+    fn bounded(&self) -> bool {
+        true
     }
 }
 
@@ -56,101 +68,140 @@ impl Residual for LogisticLabels<'_> {
     }
 }
 
-/// The clipped gradients of `rows` at `theta`, summed.
-pub fn clipped_sum(
-    columns: &Columns,
-    rows: impl IntoIterator<Item = usize>,
-    map: &impl FeatureMap,
-    loss: &impl Residual,
-    theta: &[f64],
+/// How each row's clipped gradient is put on the fixed-point grid, and
+/// the sensitivity of their exact sum.
+///
+/// A row's gradient r·u is clipped to norm C′ = min(C, |r|max·√d) when
+/// every coordinate of u lies in [0, 1] (`bounded`: stored features, the
+/// intercept's 1), C otherwise; clipping at C′ changes nothing the clip at
+/// C would not, since ‖r·u‖ ≤ |r|max·√d. Each coordinate is then at most
+/// b = min(|r|max, C) in magnitude (C when unbounded). The row goes onto
+/// the [`Region`] of scale C′ with the box [−b, b]ᵈ and the ball C′, whose
+/// bounds hold exactly in integer space, and the rows' units are summed
+/// in i128: the sum is the same integers in any order, on any number of
+/// threads. Read as units·2⁻⁴⁰ it is Σ clip(gᵢ)/C′ up to the rounding the
+/// sensitivities below count.
+///
+/// # Sensitivity of the exact sum (units·2⁻⁴⁰)
+///
+/// - A row replaced, added or removed, or any change to it: both rows'
+///   units lie in the region, so the sum moves by at most its diameter,
+///   √min(Σ(2b)², 4·2⁸⁰)·2⁻⁴⁰ ≤ 2·min(C, |r|max·√d)/C′ exactly
+///   ([`Region::diameter_squared`], computed in integers).
+/// - An outcome changed (unit `label`): r moves by at most `shift` along
+///   the row's u, and clipping (a radial scaling) is 1-Lipschitz along
+///   that line, so the real gradients move by at most shift·‖u‖; on the
+///   grid by at most that/C′·2⁴⁰ plus [`Region::line_units`]' public
+///   rounding term (below 6√d + 2 units), capped at the diameter.
+#[derive(Debug, Clone)]
+pub struct Grid {
+    region: Region,
     clip: f64,
-    intercept: bool,
-) -> Vec<f64> {
-    let k = columns.shape().features;
-    let offset = usize::from(intercept);
-    let theta: Vec<f64> = theta.iter().copied().map(flush_tiny).collect();
-    let (bias, one) = if intercept {
-        (theta[0], 1.0)
-    } else {
-        (0.0, 0.0)
-    };
-    let weights = &theta[offset..];
-    let matrix = columns.feature_matrix();
-    let mut sum = vec![0.0; theta.len()];
-    let mut mapped = vec![0.0; map.dims()];
-    for row in rows {
-        map.apply(&matrix[row * k..(row + 1) * k], &mut mapped);
-        let (mut prediction, mut norm_squared) = (bias, one);
-        for (weight, &value) in weights.iter().zip(&mapped) {
-            prediction += weight * value;
-            norm_squared += value * value;
-        }
-        let residual = loss.residual(prediction, row);
-        // C/0 = ∞ when the gradient is zero: the factor is then 1.
-        let factor = residual * (clip / (residual.abs() * norm_squared.sqrt())).min(1.0);
-        if intercept {
-            sum[0] += factor;
-        }
-        for (total, &value) in sum[offset..].iter_mut().zip(&mapped) {
-            *total += factor * value;
-        }
+}
+
+impl Grid {
+    /// Gradients r·u clipped to `clip` with |r| ≤ `largest` (∞ when θ
+    /// does not bound it), d = `dims` coordinates, each coordinate of u
+    /// in [0, 1] when `bounded`.
+    pub fn new(clip: f64, largest: f64, dims: usize, bounded: bool) -> Result<Grid, DpError> {
+        let (clip, side) = if bounded {
+            (clip.min(largest * (dims as f64).sqrt()), clip.min(largest))
+        } else {
+            (clip, clip)
+        };
+        let region = Region::new(clip, &vec![-side; dims], &vec![side; dims], Some(clip))?;
+        Ok(Grid { region, clip })
     }
-    sum
-}
 
-/// The mean clipped gradient of `loss` over every row of `columns` at
-/// `theta`.
-pub fn clipped_mean(
-    columns: &Columns,
-    loss: &impl Residual,
-    theta: &[f64],
-    clip: f64,
-    intercept: bool,
-) -> Vec<f64> {
-    let map = Identity(columns.shape().features);
-    let parts =
-        columns.chunks(|rows| clipped_sum(columns, rows, &map, loss, theta, clip, intercept));
-    let mut mean = vec![0.0; theta.len()];
-    for part in parts {
-        for (total, value) in mean.iter_mut().zip(part) {
-            *total += value;
+    /// C′: one unit of a normalised sum is worth C′ in the gradients'.
+    pub fn clip(&self) -> f64 {
+        self.clip
+    }
+
+    /// The sensitivity of the normalised sum when one row may change in
+    /// any way (unit `row`).
+    pub fn replaced(&self) -> f64 {
+        ceil_sqrt(self.region.diameter_squared()) * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// The sensitivity of the normalised sum when one row's gradient moves
+    /// along its u by at most `distance` (an outcome under unit `label`).
+    pub fn moved(&self, distance: f64) -> f64 {
+        self.region.line_units(distance) * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// The largest magnitude a coordinate of the normalised sum of `rows`
+    /// rows can reach, for the noise lattice.
+    pub fn range(&self, rows: u64) -> f64 {
+        let side = ceil_sqrt(self.region.reach_squared());
+        (rows as f64 * side).next_up() * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// The clipped gradients of `rows` at `theta`, exactly summed in grid
+    /// units.
+    pub fn sum(
+        &self,
+        columns: &Columns,
+        rows: impl IntoIterator<Item = usize>,
+        map: &impl FeatureMap,
+        loss: &impl Residual,
+        theta: &[f64],
+        intercept: bool,
+    ) -> Vec<i128> {
+        let k = columns.shape().features;
+        let offset = usize::from(intercept);
+        let theta: Vec<f64> = theta.iter().copied().map(flush_tiny).collect();
+        let (bias, one) = if intercept {
+            (theta[0], 1.0)
+        } else {
+            (0.0, 0.0)
+        };
+        let weights = &theta[offset..];
+        let matrix = columns.feature_matrix();
+        let mut sum = vec![0; theta.len()];
+        let mut gradient = vec![0.0; theta.len()];
+        let mut units = vec![0; theta.len()];
+        for row in rows {
+            map.apply(&matrix[row * k..(row + 1) * k], &mut gradient[offset..]);
+            let mapped = &gradient[offset..];
+            let (mut prediction, mut norm_squared) = (bias, one);
+            for (weight, &value) in weights.iter().zip(mapped) {
+                prediction += weight * value;
+                norm_squared += value * value;
+            }
+            let residual = loss.residual(prediction, row);
+            // C/0 = ∞ when the gradient is zero: the factor is then 1.
+            let factor = residual * (self.clip / (residual.abs() * norm_squared.sqrt())).min(1.0);
+            if intercept {
+                gradient[0] = 1.0;
+            }
+            for value in &mut gradient {
+                *value *= factor;
+            }
+            self.region.snap(&gradient, &mut units);
+            accumulate(&mut sum, &units, 1);
         }
+        sum
     }
-    let n = columns.len() as f64;
-    for total in &mut mean {
-        *total /= n;
+
+    /// The clipped gradients of every row of `columns` at `theta`, exactly
+    /// summed (chunks on all cores; integers, so their order is moot), as
+    /// the normalised sum Σ clip(gᵢ)/C′.
+    pub fn total(
+        &self,
+        columns: &Columns,
+        loss: &impl Residual,
+        theta: &[f64],
+        intercept: bool,
+    ) -> Fixed {
+        let map = Identity(columns.shape().features);
+        let parts = columns.chunks(|rows| self.sum(columns, rows, &map, loss, theta, intercept));
+        let mut total = vec![0; theta.len()];
+        for part in parts {
+            for (total, part) in total.iter_mut().zip(part) {
+                *total += part;
+            }
+        }
+        Fixed::normalised(total)
     }
-    mean
-}
-
-/// The largest relative error floating point leaves in one coordinate of a
-/// computed sum, as a multiple of Σ|terms| (Higham's γ_m, with m ≤ `run`
-/// terms added one after another, then `sums` partial sums and a division;
-/// m·ε_mach ≥ γ_m while m·ε_mach ≤ 1), plus the `dims` + 3 roundings by
-/// which a computed clipped term may exceed C (its norm, clip factor and
-/// product; each term is a function of its own row, so how its features
-/// were computed does not matter).
-pub fn rounding_bound(run: u64, sums: u64, dims: usize) -> f64 {
-    (run + sums + dims as u64 + 4) as f64 * f64::EPSILON
-}
-
-/// L2 padding that makes a sensitivity proven for exact sums hold for the
-/// computed ones: twice [`rounding_bound`] (the two neighbours' errors)
-/// times √dims times `magnitude`, a bound on Σ|terms| of one coordinate of
-/// the released sum (or mean: Σ|terms|/N).
-pub fn rounding_padding(run: u64, sums: u64, dims: usize, magnitude: f64) -> f64 {
-    2.0 * rounding_bound(run, sums, dims) * (dims as f64).sqrt() * magnitude
-}
-
-/// [`rounding_padding`] of a [`clipped_mean`] over `n` rows (chunks of
-/// [`CHUNK_ROWS`] added in row order), whose rows' clipped gradients have
-/// coordinates at most `magnitude`: at N = 10⁶, d = 33 and C = 1 it adds
-/// 2.1·10⁻⁵ of the sensitivity under unit `row`.
-pub fn mean_padding(n: u64, dims: usize, magnitude: f64) -> f64 {
-    rounding_padding(
-        n.min(CHUNK_ROWS as u64),
-        n.div_ceil(CHUNK_ROWS as u64),
-        dims,
-        magnitude,
-    )
 }

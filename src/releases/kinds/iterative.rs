@@ -2,7 +2,9 @@
 //! public bounds on their settings, the cap on their work, and the mapping
 //! of their weights back to raw feature units.
 
-use crate::dataset::Schema;
+use dpgate_api_types::PrivacyUnit;
+
+use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::DpError;
 use crate::releases::{Failure, ReleaseError, Snapshot};
 use crate::snapshots::Columns;
@@ -60,6 +62,25 @@ pub fn check_work(work: u64, what: &str, fewer: &str) -> Result<(), ReleaseError
     if work > MAX_WORK {
         return Err(ReleaseError::Invalid(format!(
             "{what} = {work} is more than one release may do ({MAX_WORK:e}); {fewer}"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a gradient known to be zero from public facts: under `label`
+/// (features public) every feature vector zero and no `constant`
+/// coordinate (the intercept's) to learn; `what` says why it is refused.
+pub fn require_signal(
+    dataset: &DatasetRecord,
+    constant: bool,
+    what: &str,
+) -> Result<(), ReleaseError> {
+    if dataset.privacy_unit == PrivacyUnit::Label
+        && dataset.stats.max_norm_squared == 0.0
+        && !constant
+    {
+        return Err(ReleaseError::Invalid(format!(
+            "every feature vector is zero and the intercept is off: {what}"
         )));
     }
     Ok(())

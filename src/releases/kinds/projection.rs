@@ -66,6 +66,12 @@ impl FeatureMap for Projection {
                 .sum();
         }
     }
+
+    /// A projection's entries have either sign: its coordinates are bounded
+    /// only by the clip.
+    fn bounded(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -106,8 +106,8 @@ fn auto_is_priced_without_reading_anything_but_n_and_the_schema() {
     one.n_rows = 5_000;
     let mut other = record();
     other.n_rows = 5_000;
-    other.stats.label_sum = 1234.0;
-    other.stats.label_feature_sums = vec![17.0, -3.0];
+    other.stats.label_count = 1234;
+    other.stats.label_feature_units = vec![17, 3];
     let knobs = Knobs {
         epsilon: epsilon(1.0),
         delta: Delta::ZERO,

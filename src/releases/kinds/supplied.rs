@@ -10,7 +10,9 @@
 //!
 //! Sensitivity (L2): flipping the label of supplied row i moves the sum by
 //! (1, vᵢ)/N_s, so Δ = maxᵢ √(1 + ‖vᵢ‖²) / N_s (drop the 1 without the
-//! intercept), computed from the supplied vectors alone.
+//! intercept), computed from the supplied vectors alone: exactly, as the
+//! largest ‖uᵢ‖² of the vectors on the grid of the exact sums
+//! ([`WalrGrid`]).
 //!
 //! Before the debit (dry runs too) only the row ids are checked, from the
 //! rows' public columns; the labels are joined after it, as Σ yᵢ·vᵢ with no
@@ -21,13 +23,14 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, SuppliedRow, WalrMap};
+use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, SuppliedRow};
 
 use super::walr;
-use super::walr_map::{self, Moments};
+use super::walr_map::{self, Moments, WalrGrid};
 use crate::dataset::DatasetRecord;
 use crate::dp::Mechanism;
-use crate::releases::plan::{noise, require_rows};
+use crate::dp::fixed::Fixed;
+use crate::releases::plan::{noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Pass, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::{Columns, chunked};
 use rayon::prelude::*;
@@ -45,7 +48,6 @@ pub struct Supplied {
     /// Row-major, n × k.
     values: Vec<f64>,
     k: usize,
-    max_norm_squared: f64,
 }
 
 impl Supplied {
@@ -66,7 +68,6 @@ impl Supplied {
         }
         let mut index = HashMap::with_capacity(rows.len());
         let mut values = Vec::with_capacity(rows.len() * k);
-        let mut max_norm_squared = 0.0f64;
         for (position, row) in rows.into_iter().enumerate() {
             if row.x.len() != k {
                 return Err(format!(
@@ -87,7 +88,6 @@ impl Supplied {
                     row.row_id
                 ));
             }
-            max_norm_squared = max_norm_squared.max(row.x.iter().map(|v| v * v).sum());
             values.extend_from_slice(&row.x);
             match index.entry(row.row_id) {
                 Entry::Occupied(taken) => {
@@ -98,12 +98,7 @@ impl Supplied {
                 }
             }
         }
-        Ok(Supplied {
-            index,
-            values,
-            k,
-            max_norm_squared,
-        })
+        Ok(Supplied { index, values, k })
     }
 
     /// The number of supplied rows, N_s.
@@ -111,22 +106,25 @@ impl Supplied {
         self.index.len()
     }
 
-    /// The L2 sensitivity of [`Join::exact`] on `map` (see the module
-    /// docs): the largest ‖φ(vᵢ)‖ over the supplied rows, over N_s.
-    pub fn sensitivity(&self, map: &FeatureMap, intercept: bool) -> f64 {
-        let a = if intercept { map.intercept_weight } else { 0.0 };
-        let reach_squared = if map.name == WalrMap::None {
-            self.max_norm_squared
-        } else {
-            let mut v = vec![0.0; self.k];
-            (0..self.rows())
-                .map(|position| {
-                    map.apply(self.vector(position), &mut v);
-                    v.iter().map(|v| v * v).sum::<f64>()
-                })
-                .fold(0.0, f64::max)
-        };
-        (reach_squared + a * a).sqrt() / self.rows() as f64
+    /// The L2 sensitivity of [`Join::exact`]'s sums on `grid` (see the
+    /// module docs and [`WalrGrid`]): the largest ‖u(φ(vᵢ))‖² over the
+    /// supplied rows, exactly on the grid, as the vectors are public.
+    pub fn sensitivity(&self, map: &FeatureMap, grid: &WalrGrid) -> f64 {
+        let (mut v, mut units) = (vec![0.0; self.k], vec![0; self.k]);
+        let reach = (0..self.rows())
+            .map(|position| {
+                let mut sums = vec![0; self.k];
+                grid.add(
+                    map,
+                    (self.vector(position), 1),
+                    (&mut v, &mut units),
+                    &mut sums,
+                );
+                sums.iter().map(|&u| u.unsigned_abs().pow(2)).sum::<u128>()
+            })
+            .max()
+            .unwrap_or(0);
+        grid.sensitivity(PrivacyUnit::Label, reach)
     }
 
     /// The supplied vectors' moments: public, as the vectors are.
@@ -264,39 +262,34 @@ impl Join {
         }
     }
 
-    /// (1/N_s)·Σ yᵢ·v(vᵢ), then (1/N_s)·Σ yᵢ·a if `intercept`, summed in
-    /// supplied order (fixed chunks, on all cores, added in order); an
-    /// error if not every supplied row was joined.
-    pub fn exact(self, map: &FeatureMap, intercept: bool) -> Result<Vec<f64>, String> {
+    /// The exact sums Σ yᵢ·u(φ(vᵢ)) and Σ yᵢ·A on `grid`
+    /// ([`WalrGrid::exact`]); an error if not every supplied row was
+    /// joined.
+    pub fn exact(self, map: &FeatureMap, grid: &WalrGrid) -> Result<Fixed, String> {
         let supplied = &self.supplied;
         let (n, k) = (supplied.rows(), supplied.k);
         if self.joined != n {
             return Err(format!("{} of {n} supplied rows joined", self.joined));
         }
         let parts = chunked(n, |positions| {
-            let (mut sums, mut v) = (vec![0.0; k + 1], vec![0.0; k]);
+            let (mut sums, mut v, mut units) = (vec![0; k], vec![0.0; k], vec![0; k]);
+            let mut labels = 0u64;
             for position in positions {
-                let label = f64::from(self.labels[position]);
-                map.apply(supplied.vector(position), &mut v);
-                for (sum, value) in sums.iter_mut().zip(&v) {
-                    *sum += label * value;
-                }
-                sums[k] += label;
+                let label = self.labels[position];
+                let x = supplied.vector(position);
+                grid.add(map, (x, label), (&mut v, &mut units), &mut sums);
+                labels += u64::from(label);
             }
-            sums
+            (sums, labels)
         });
-        let mut sums = vec![0.0; k + 1];
-        for part in parts {
+        let (mut sums, mut labels) = (vec![0; k], 0);
+        for (part, count) in parts {
             for (sum, value) in sums.iter_mut().zip(part) {
                 *sum += value;
             }
+            labels += count;
         }
-        let n = n as f64;
-        let mut values: Vec<f64> = sums[..k].iter().map(|sum| sum / n).collect();
-        if intercept {
-            values.push(sums[k] * map.intercept_weight / n);
-        }
-        Ok(values)
+        Ok(grid.exact(sums, labels))
     }
 }
 
@@ -316,6 +309,7 @@ struct SuppliedWalr {
     mechanism: Mechanism,
     intercept: bool,
     map: FeatureMap,
+    grid: WalrGrid,
     rows: Arc<Supplied>,
 }
 
@@ -343,15 +337,18 @@ pub fn plan(
         Some(&rows.moments()),
     )
     .map_err(ReleaseError::Invalid)?;
-    let sensitivity_of = |map: &FeatureMap| rows.sensitivity(map, params.intercept);
-    let map = walr::settled(map, params, knobs, sensitivity_of)?;
-    let sensitivity = sensitivity_of(&map);
-    let calibrated = walr::mechanism(&map, sensitivity, params, knobs)?;
+    let sensitivity_of = |grid: &WalrGrid, map: &FeatureMap| rows.sensitivity(map, grid);
+    let n = rows.rows() as u64;
+    let map = walr::settled(map, params, knobs, n, sensitivity_of)?;
+    let grid = walr::grid(&map, params.intercept)?;
+    let sensitivity = sensitivity_of(&grid, &map);
+    let calibrated = walr::mechanism(&grid, sensitivity, n, params, knobs)?;
     Ok(Box::new(SuppliedWalr {
-        price: calibrated.price(sensitivity, rows.rows() as u64),
+        price: calibrated.price(sensitivity / n as f64, n),
         mechanism: calibrated.mechanism,
         intercept: params.intercept,
         map,
+        grid,
         rows,
     }))
 }
@@ -383,13 +380,15 @@ impl Planned for SuppliedWalr {
             }
             None => snapshot.scan(self.rows.join()).await?,
         };
-        let (intercept, map) = (self.intercept, self.map.clone());
-        let exact = tokio::task::spawn_blocking(move || join.exact(&map, intercept))
+        let (grid, map) = (self.grid.clone(), self.map.clone());
+        let exact = tokio::task::spawn_blocking(move || join.exact(&map, &grid))
             .await?
             .map_err(Failure::Corrupt)?;
-        let noisy = noise(self.mechanism, exact).await?;
+        let noisy = noise_fixed(self.mechanism, exact).await?;
+        let n = self.rows.rows() as f64;
+        let mean = noisy.into_iter().map(|sum| sum / n).collect();
         Ok(api::ReleaseResult::Walr(walr::result(
-            noisy,
+            mean,
             self.intercept,
             self.map,
         )))
@@ -437,20 +436,37 @@ mod tests {
             row("d", &[1.0, 1.0]),
         ];
         let supplied = Arc::new(Supplied::parse(rows).unwrap());
-        // √(1 + 1 + 1) / 3 from row d.
+        // √(1 + 1 + 1) from row d, on the grid: exactly, as its units
+        // are 2⁴⁰ each (the sum's sensitivity; the mean's is this over 3).
         let identity = FeatureMap::identity(2);
-        assert!((supplied.sensitivity(&identity, true) - 3f64.sqrt() / 3.0).abs() < 1e-15);
-        assert!((supplied.sensitivity(&identity, false) - 2f64.sqrt() / 3.0).abs() < 1e-15);
+        let (with, without) = (
+            walr::grid(&identity, true).unwrap(),
+            walr::grid(&identity, false).unwrap(),
+        );
+        assert_eq!(
+            supplied.sensitivity(&identity, &with),
+            3f64.sqrt().next_up()
+        );
+        assert_eq!(
+            supplied.sensitivity(&identity, &without),
+            2f64.sqrt().next_up()
+        );
         assert_eq!(supplied.dims(true), 3);
         let mut join = supplied.join();
         for (id, label) in [("a", 1), ("b", 1), ("c", 0), ("d", 1)] {
             join.add(id, label);
         }
-        let exact = join.exact(&identity, true).unwrap();
-        assert_eq!(exact, vec![1.2 / 3.0, 2.0 / 3.0, 2.0 / 3.0]);
+        let exact = join.exact(&identity, &with).unwrap();
+        let one = 1i128 << 40;
+        // 0.2 is not a multiple of 2⁻⁴⁰: its units are rounded, once.
+        let fifth = (0.2 * 2f64.powi(40)).round() as i128;
+        assert_eq!(
+            exact,
+            Fixed::normalised(vec![fifth + one, 2 * one, 2 * one])
+        );
         let mut partial = supplied.join();
         partial.add("a", 1);
-        assert!(partial.exact(&identity, false).is_err());
+        assert!(partial.exact(&identity, &without).is_err());
     }
 
     #[test]

@@ -18,18 +18,22 @@
 //! φ(x) = (v(x), a) throughout ([`super::walr_map`] has the maps and their
 //! sensitivities).
 //!
-//! The exact vector on the identity comes from the running sums every
-//! upload keeps, as they stand in the debit's locked record; on any other
-//! map, from a pass over the snapshot's rows. Either way nothing is read
-//! before the debit.
+//! The release is (1/N) times exact integer sums on a public fixed-point
+//! grid ([`WalrGrid`], which proves the same sensitivities for them): the
+//! same integers however the rows are split, with no float rounding to
+//! pad. On the identity they come from the running sums every upload
+//! keeps, as they stand in the debit's locked record; on any other map
+//! (or for rows stored before sums were exact), from a pass over the
+//! snapshot's rows. Either way nothing is read before the debit.
 
 use async_trait::async_trait;
-use dpgate_api_types::{self as api, FeatureMap, WalrMap, WalrResult};
+use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, WalrMap, WalrResult};
 
-use super::walr_map::{self, MappedSums, Moments};
+use super::walr_map::{self, MappedSums, Moments, WalrGrid};
 use crate::dataset::{DatasetRecord, WalrStats};
 use crate::dp::Mechanism;
-use crate::releases::plan::{Calibrated, noise, require_rows};
+use crate::dp::fixed::Fixed;
+use crate::releases::plan::{Calibrated, noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 
 /// A WALR release over the stored features, priced.
@@ -38,6 +42,7 @@ struct Walr {
     mechanism: Mechanism,
     intercept: bool,
     map: FeatureMap,
+    grid: WalrGrid,
 }
 
 /// Prices a WALR release: its map and sensitivity need N, k and (under
@@ -50,77 +55,83 @@ pub fn plan(
 ) -> Result<Box<dyn Planned>, ReleaseError> {
     knobs.approximate("walr")?;
     require_rows(dataset)?;
-    let (stats, k) = (&dataset.stats, dataset.schema.k());
-    let moments = Moments::of_sums(
-        &stats.feature_sums,
-        &stats.feature_square_sums,
-        dataset.n_rows as f64,
-        k,
-    );
-    let sensitivity_of = |map: &FeatureMap| {
-        walr_map::sensitivity(
-            map,
-            dataset.privacy_unit,
-            stats.max_norm_squared,
-            dataset.n_rows,
-            params.intercept,
-        )
+    let (stats, k, n) = (&dataset.stats, dataset.schema.k(), dataset.n_rows);
+    let moments = Moments::of_sums(&stats.feature_sums, &stats.feature_square_sums, n as f64, k);
+    let unit = dataset.privacy_unit;
+    let sensitivity_of = |grid: &WalrGrid, map: &FeatureMap| {
+        let reach = match (unit, map.name) {
+            (PrivacyUnit::Label, WalrMap::None) => grid.norm_bound_squared(stats.max_norm_squared),
+            _ => grid.reach_squared(),
+        };
+        grid.sensitivity(unit, reach)
     };
-    let map = walr_map::choose(params.map, dataset.privacy_unit, k, moments.as_ref())
-        .map_err(ReleaseError::Invalid)?;
-    let map = settled(map, params, knobs, sensitivity_of)?;
-    let sensitivity = sensitivity_of(&map);
-    let calibrated = mechanism(&map, sensitivity, params, knobs)?;
+    let map =
+        walr_map::choose(params.map, unit, k, moments.as_ref()).map_err(ReleaseError::Invalid)?;
+    let map = settled(map, params, knobs, n, sensitivity_of)?;
+    let grid = grid(&map, params.intercept)?;
+    let sensitivity = sensitivity_of(&grid, &map);
+    let calibrated = mechanism(&grid, sensitivity, n, params, knobs)?;
     Ok(Box::new(Walr {
-        price: calibrated.price(sensitivity, dataset.n_rows),
+        price: calibrated.price(sensitivity / n as f64, n),
         mechanism: calibrated.mechanism,
         intercept: params.intercept,
         map,
+        grid,
     }))
 }
 
+/// The grid of a release on `map`.
+pub fn grid(map: &FeatureMap, intercept: bool) -> Result<WalrGrid, ReleaseError> {
+    WalrGrid::new(map, intercept).map_err(|error| ReleaseError::Invalid(error.to_string()))
+}
+
 /// `map`, with `auto`'s shrink kept only if the release's noise (its
-/// target, or its σ on the shrunk map) makes it pay.
+/// target, or its σ on the shrunk map) makes it pay; `sensitivity_of`
+/// gives the sensitivity of the exact sums on a map's grid, over `n` rows.
 pub fn settled(
     map: FeatureMap,
     params: &api::WalrParams,
     knobs: &Knobs,
-    sensitivity_of: impl Fn(&FeatureMap) -> f64,
+    n: u64,
+    sensitivity_of: impl Fn(&WalrGrid, &FeatureMap) -> f64,
 ) -> Result<FeatureMap, ReleaseError> {
     if map.radius.is_none() {
         return Ok(map);
     }
     let sigma = match params.target_sigma {
         Some(target) => target,
-        None => mechanism(&map, sensitivity_of(&map), params, knobs)?
-            .mechanism
-            .noise_std(),
+        None => {
+            let grid = grid(&map, params.intercept)?;
+            let sensitivity = sensitivity_of(&grid, &map);
+            mechanism(&grid, sensitivity, n, params, knobs)?
+                .mechanism
+                .noise_std()
+                / n as f64
+        }
     };
     Ok(walr_map::settle(map, sigma))
 }
 
-/// The Gaussian mechanism of a WALR release on `map`, at the asked ε or
-/// the asked `target_sigma`.
+/// The Gaussian mechanism of a WALR release on `grid` over `n` rows, at
+/// the asked ε or the asked `target_sigma`: it noises the exact sums,
+/// whose one unit is 1/N of the released mean.
 pub fn mechanism(
-    map: &FeatureMap,
+    grid: &WalrGrid,
     sensitivity: f64,
+    n: u64,
     params: &api::WalrParams,
     knobs: &Knobs,
 ) -> Result<Calibrated, ReleaseError> {
-    if sensitivity == 0.0 {
-        return Err(ReleaseError::Invalid(
-            "every feature vector is zero and the intercept is off: nothing to release".to_owned(),
-        ));
-    }
-    let dims = map.k() + usize::from(params.intercept);
-    // The released vector is the mechanism's own output: its std is σ.
-    knobs.gaussian(
-        params.target_sigma,
-        1.0,
-        sensitivity,
-        dims,
-        walr_map::range(map, params.intercept),
-    )
+    let per_row = 1.0 / n as f64;
+    Ok(knobs
+        .gaussian(
+            params.target_sigma,
+            per_row,
+            sensitivity,
+            grid.dims(),
+            grid.range(n),
+        )?
+        .counted_in(per_row))
 }
 
 #[async_trait]
@@ -131,28 +142,36 @@ impl Planned for Walr {
 
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let dataset = snapshot.dataset();
-        let (n, intercept) = (dataset.n_rows, self.intercept);
-        let exact = match self.map.name {
-            WalrMap::None => exact(&dataset.stats, n, intercept),
-            _ => snapshot
-                .scan(MappedSums::new(self.map.clone()))
-                .await?
-                .mean(n, intercept),
+        let (n, k) = (dataset.n_rows, dataset.schema.k());
+        let kept = match self.map.name {
+            WalrMap::None => exact(&dataset.stats, k, &self.grid),
+            _ => None,
         };
-        let noisy = noise(self.mechanism, exact).await?;
-        Ok(api::ReleaseResult::Walr(result(noisy, intercept, self.map)))
+        let exact = match kept {
+            Some(exact) => exact,
+            None => snapshot
+                .scan(MappedSums::new(self.map.clone(), self.grid.clone()))
+                .await?
+                .exact(),
+        };
+        let noisy = noise_fixed(self.mechanism, exact).await?;
+        let mean = noisy.into_iter().map(|sum| sum / n as f64).collect();
+        Ok(api::ReleaseResult::Walr(result(
+            mean,
+            self.intercept,
+            self.map,
+        )))
     }
 }
 
-/// The exact (noiseless) release: (1/N)·Σ yᵢ·xᵢ, then (1/N)·Σ yᵢ if
-/// `intercept`.
-pub fn exact(stats: &WalrStats, n: u64, intercept: bool) -> Vec<f64> {
-    let n = n as f64;
-    let mut values: Vec<f64> = stats.label_feature_sums.iter().map(|sum| sum / n).collect();
-    if intercept {
-        values.push(stats.label_sum / n);
-    }
-    values
+/// The exact sums on the identity from the running sums every upload
+/// keeps, when they were kept for every row.
+pub fn exact(stats: &WalrStats, k: usize, grid: &WalrGrid) -> Option<Fixed> {
+    let sums = stats.exact_sums(k)?;
+    Some(grid.exact(
+        sums.iter().map(|&sum| sum as i128).collect(),
+        stats.label_count,
+    ))
 }
 
 /// Splits the noisy vector back into the result's two parts, with the
@@ -175,8 +194,19 @@ mod tests {
         let mut stats = WalrStats::empty(2);
         stats.add(1, &[0.5, 1.0]);
         stats.add(0, &[1.0, 1.0]);
-        assert_eq!(exact(&stats, 2, true), vec![0.25, 0.5, 0.5]);
-        assert_eq!(exact(&stats, 2, false), vec![0.25, 0.5]);
+        let one = 1i128 << 40;
+        let with = grid(&FeatureMap::identity(2), true).unwrap();
+        assert_eq!(
+            exact(&stats, 2, &with).unwrap(),
+            Fixed::normalised(vec![one / 2, one, one])
+        );
+        let without = grid(&FeatureMap::identity(2), false).unwrap();
+        assert_eq!(
+            exact(&stats, 2, &without).unwrap(),
+            Fixed::normalised(vec![one / 2, one])
+        );
+        stats.label_feature_units.clear();
+        assert_eq!(exact(&stats, 2, &with), None);
         let split = result(vec![0.1, 0.2, 0.3], true, FeatureMap::identity(2));
         assert_eq!(split.noisy_dot, vec![0.1, 0.2]);
         assert_eq!(split.noisy_intercept, Some(0.3));

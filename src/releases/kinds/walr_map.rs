@@ -7,8 +7,9 @@
 //! features (through their running moments, and for supplied vectors the
 //! vectors themselves), under `row` the schema alone. Never a label.
 //!
-//! Sensitivity (L2), with the intercept's coordinate a (drop it without
-//! the intercept). Let reach = max ‖v(x)‖ and diameter = max ‖v(x) − v(x′)‖
+//! Sensitivity (L2) of the mean, with the intercept's coordinate a (drop
+//! it without the intercept); [`WalrGrid`] proves the same bounds for the
+//! exact integer sums the release is made from. Let reach = max ‖v(x)‖ and diameter = max ‖v(x) − v(x′)‖
 //! over the box [0, 1]ᵏ ([`FeatureMap::box_reach`], `box_diameter`):
 //! - unit `label`: flipping yᵢ moves the sum by φ(xᵢ)/N, so
 //!   Δ = √(a² + reach²)/N (for the identity, the stored maxᵢ‖xᵢ‖ instead of
@@ -21,6 +22,9 @@
 
 use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
 
+use crate::dp::DpError;
+use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
+use crate::dp::region::{Region, accumulate};
 use crate::releases::Pass;
 use crate::snapshots::Columns;
 
@@ -126,89 +130,154 @@ fn fit_radius(map: &mut FeatureMap, rms: f64) {
     }
 }
 
-/// The L2 sensitivity of (1/N)·Σ yᵢ·φ(xᵢ) (see the module docs);
-/// `max_norm_squared` is the largest ‖xᵢ‖² (used for the identity under
-/// `label`).
-pub fn sensitivity(
-    map: &FeatureMap,
-    unit: PrivacyUnit,
-    max_norm_squared: f64,
-    n: u64,
-    intercept: bool,
-) -> f64 {
-    let dropped = crate::mutants::active(crate::mutants::Mutant::InterceptDropped);
-    let a = if intercept && !dropped {
-        map.intercept_weight
-    } else {
-        0.0
-    };
-    let numerator = match unit {
-        PrivacyUnit::Label if map.name == WalrMap::None => (max_norm_squared + a * a).sqrt(),
-        PrivacyUnit::Label => map.box_reach().hypot(a),
-        PrivacyUnit::Row => map.box_diameter().max(map.box_reach().hypot(a)),
-    };
-    numerator / n as f64
+/// WALR's sums on the fixed-point grid: each row's v(xᵢ) goes onto the
+/// [`Region`] of scale 1 with the box [−cⱼ, 1 − cⱼ] (where x ∈ [0, 1]ᵏ
+/// puts v before any shrink) and, when shrunk, the ball R, whose bounds
+/// hold exactly in integers; the intercept's coordinate a is the public
+/// integer A = round(a·2⁴⁰). The release is (1/N) times the exact sums
+/// Σ yᵢ·(uᵢ, A), summed in i128 with the label multiplied in (no branch
+/// reads it): the same integers however the rows are split.
+///
+/// # Sensitivity of the exact sums (units·2⁻⁴⁰)
+///
+/// With reach² a bound on ‖uᵢ‖² and the region's exact diameter²:
+/// - unit `label`: flipping yᵢ adds or removes (uᵢ, A): √(reach² + A²);
+/// - unit `row`: replacing (y, u) by (y′, u′) moves the sums by
+///   (u′ − u, 0) when both labels are 1, by ±(u, A) when one is:
+///   √max(diameter², reach² + A²).
+///
+/// reach² is the region's exact [`Region::reach_squared`], except for the
+/// identity under `label`, where the WALR design takes the stored
+/// maxᵢ‖xᵢ‖² (public there): uᵢ is xᵢ·2⁴⁰ rounded per coordinate (x·2⁴⁰
+/// is exact for a float x), so ‖uᵢ‖ ≤ ‖xᵢ‖·2⁴⁰ + √k/2, with ‖xᵢ‖² at most
+/// the computed maximum times 1 + k·2⁻⁵² ([`WalrGrid::norm_bound_squared`]).
+/// Every other bound is an integer computed from public facts.
+#[derive(Debug, Clone)]
+pub struct WalrGrid {
+    region: Region,
+    /// A, or 0 without the intercept.
+    intercept: i64,
 }
 
-/// The largest |coordinate| of φ(x) over the box: what a mean of them may
-/// reach, for the noise lattice.
-pub fn range(map: &FeatureMap, intercept: bool) -> f64 {
-    let widest = map
-        .centre
-        .iter()
-        .map(|&c| c.max(1.0 - c))
-        .fold(0.0, f64::max);
-    let widest = map.radius.map_or(widest, |radius| widest.min(radius));
-    if intercept {
-        widest.max(map.intercept_weight)
-    } else {
-        widest
+impl WalrGrid {
+    pub fn new(map: &FeatureMap, intercept: bool) -> Result<WalrGrid, DpError> {
+        let lo: Vec<f64> = map.centre.iter().map(|&c| -c).collect();
+        let hi: Vec<f64> = map.centre.iter().map(|&c| 1.0 - c).collect();
+        let region = Region::new(1.0, &lo, &hi, map.radius)?;
+        let units = (map.intercept_weight * 2f64.powi(FRACTION_BITS)).round();
+        if !(units.is_finite() && units < 2f64.powi(52)) {
+            return Err(DpError::InvalidRegion(
+                "the intercept's weight is too large",
+            ));
+        }
+        Ok(WalrGrid {
+            region,
+            intercept: if intercept { units as i64 } else { 0 },
+        })
+    }
+
+    /// The released coordinates: k, and the intercept's.
+    pub fn dims(&self) -> usize {
+        self.region.dims() + usize::from(self.intercept != 0)
+    }
+
+    /// The bound on ‖uᵢ‖² of the region: every row's.
+    pub fn reach_squared(&self) -> u128 {
+        self.region.reach_squared()
+    }
+
+    /// A bound on ‖uᵢ‖² from the largest computed ‖xᵢ‖² of features in
+    /// [0, 1]ᵏ on the identity (the type docs), at most the region's.
+    pub fn norm_bound_squared(&self, max_norm_squared: f64) -> u128 {
+        let k = self.region.dims() as f64;
+        let norm = (max_norm_squared * (1.0 + k * f64::EPSILON))
+            .sqrt()
+            .next_up();
+        let units = (norm * 2f64.powi(FRACTION_BITS) + k.sqrt() / 2.0)
+            .next_up()
+            .ceil();
+        // A float cast saturates: a bound beyond u128 is still a bound.
+        let units = units as u128;
+        units.saturating_mul(units).min(self.region.reach_squared())
+    }
+
+    /// The L2 sensitivity of the normalised sums (the type docs), for rows
+    /// with ‖uᵢ‖² ≤ `reach_squared`.
+    pub fn sensitivity(&self, unit: PrivacyUnit, reach_squared: u128) -> f64 {
+        let dropped = crate::mutants::active(crate::mutants::Mutant::InterceptDropped);
+        let a = if dropped { 0 } else { self.intercept };
+        let flipped = reach_squared + u128::from(a.unsigned_abs()).pow(2);
+        let worst = match unit {
+            PrivacyUnit::Label => flipped,
+            PrivacyUnit::Row => flipped.max(self.region.diameter_squared()),
+        };
+        ceil_sqrt(worst) * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// The largest magnitude a normalised sum over `n` rows can take.
+    pub fn range(&self, n: u64) -> f64 {
+        let largest = (self.region.side_units()).max(self.intercept.unsigned_abs());
+        (n as f64 * largest as f64).next_up() * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// Adds `label`·u(φ(`x`)) into `sums` (`v` and `units` are scratch
+    /// space of k values).
+    pub fn add(
+        &self,
+        map: &FeatureMap,
+        (x, label): (&[f64], u8),
+        (v, units): (&mut [f64], &mut [i64]),
+        sums: &mut [i128],
+    ) {
+        map.apply(x, v);
+        self.region.snap(v, units);
+        accumulate(sums, units, i64::from(label));
+    }
+
+    /// The exact sums Σ yᵢ·uᵢ and, with the intercept, `labels`·A.
+    pub fn exact(&self, mut sums: Vec<i128>, labels: u64) -> Fixed {
+        if self.intercept != 0 {
+            sums.push(i128::from(labels) * i128::from(self.intercept));
+        }
+        Fixed::normalised(sums)
     }
 }
 
-/// Σ yᵢ·v(xᵢ), then Σ yᵢ·a, over a snapshot's rows: a pass run only once
-/// the release is paid for. Every block is cut into the fixed chunks of
-/// [`Columns::chunks`] and their sums added in order, so the answer does
-/// not depend on the number of threads or on how the rows were streamed.
+/// Σ yᵢ·u(xᵢ) and Σ yᵢ over a snapshot's rows, exactly on [`WalrGrid`]:
+/// a pass run only once the release is paid for.
 pub struct MappedSums {
     map: FeatureMap,
-    sums: Vec<f64>,
-    labels: f64,
+    grid: WalrGrid,
+    sums: Vec<i128>,
+    labels: u64,
 }
 
 impl MappedSums {
-    pub fn new(map: FeatureMap) -> Self {
+    pub fn new(map: FeatureMap, grid: WalrGrid) -> Self {
         MappedSums {
-            sums: vec![0.0; map.k()],
+            sums: vec![0; map.k()],
             map,
-            labels: 0.0,
+            grid,
+            labels: 0,
         }
     }
 
-    /// (1/N)·Σ yᵢ·v(xᵢ), then (1/N)·Σ yᵢ·a if `intercept`.
-    pub fn mean(self, n: u64, intercept: bool) -> Vec<f64> {
-        let n = n as f64;
-        let mut values: Vec<f64> = self.sums.iter().map(|sum| sum / n).collect();
-        if intercept {
-            values.push(self.labels * self.map.intercept_weight / n);
-        }
-        values
+    /// The exact sums ([`WalrGrid::exact`]).
+    pub fn exact(self) -> Fixed {
+        self.grid.exact(self.sums, self.labels)
     }
 
-    /// Adds Σ yᵢ·v(xᵢ) and Σ yᵢ over rows given as (label, features).
+    /// Adds Σ yᵢ·u(xᵢ) and Σ yᵢ over rows given as (label, features).
     pub fn add_rows<'a>(&mut self, rows: impl Iterator<Item = (u8, &'a [f32])>) {
         let k = self.map.k();
-        let (mut x, mut v) = (vec![0.0; k], vec![0.0; k]);
+        let (mut x, mut v, mut units) = (vec![0.0; k], vec![0.0; k], vec![0; k]);
         for (label, features) in rows {
-            let y = f64::from(label);
             for (x, &value) in x.iter_mut().zip(features) {
                 *x = f64::from(value);
             }
-            self.map.apply(&x, &mut v);
-            for (sum, &v) in self.sums.iter_mut().zip(&v) {
-                *sum += y * v;
-            }
-            self.labels += y;
+            self.grid
+                .add(&self.map, (&x, label), (&mut v, &mut units), &mut self.sums);
+            self.labels += u64::from(label);
         }
     }
 }
@@ -217,7 +286,7 @@ impl Pass for MappedSums {
     fn visit(&mut self, block: &Columns) -> Result<(), String> {
         let labels = block.labels();
         let parts = block.chunks(|rows| {
-            let mut part = MappedSums::new(self.map.clone());
+            let mut part = MappedSums::new(self.map.clone(), self.grid.clone());
             part.add_rows(rows.map(|row| (labels[row], block.features(row))));
             (part.sums, part.labels)
         });

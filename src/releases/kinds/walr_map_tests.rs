@@ -4,7 +4,8 @@ use rand::{RngExt, SeedableRng};
 
 use super::*;
 use crate::dataset::WalrStats;
-use crate::releases::kinds::test_rows::{Tightness, columns_of, distance, random_row};
+use crate::dp::fixed::Fixed;
+use crate::releases::kinds::test_rows::{Tightness, columns_of, random_row};
 use crate::releases::kinds::walr;
 
 const MAPS: [WalrMap; 3] = [WalrMap::None, WalrMap::Centre, WalrMap::Auto];
@@ -24,16 +25,41 @@ fn moments_of(stats: &WalrStats, n: usize, k: usize) -> Moments {
     Moments::of_sums(&stats.feature_sums, &stats.feature_square_sums, n as f64, k).unwrap()
 }
 
-/// The exact release as `compute` makes it: from the running sums on the
+/// The exact sums as `compute` makes them: from the running sums on the
 /// identity, from a pass over the rows on any other map.
-fn release(rows: &[(Vec<f64>, u8)], k: usize, map: &FeatureMap, intercept: bool) -> Vec<f64> {
-    let n = rows.len() as u64;
+fn release(rows: &[(Vec<f64>, u8)], k: usize, map: &FeatureMap, intercept: bool) -> Fixed {
+    let grid = WalrGrid::new(map, intercept).unwrap();
     if map.name == WalrMap::None {
-        return walr::exact(&stats_of(rows, k), n, intercept);
+        return walr::exact(&stats_of(rows, k), k, &grid).unwrap();
     }
-    let mut pass = MappedSums::new(map.clone());
+    pass(rows, k, map, &grid)
+}
+
+fn pass(rows: &[(Vec<f64>, u8)], k: usize, map: &FeatureMap, grid: &WalrGrid) -> Fixed {
+    let mut pass = MappedSums::new(map.clone(), grid.clone());
     pass.visit(&columns_of(rows, k)).unwrap();
-    pass.mean(n, intercept)
+    pass.exact()
+}
+
+/// ‖a − b‖ of exact sums, in their normalised units.
+fn gap(a: &Fixed, b: &Fixed) -> f64 {
+    let squared: u128 = a
+        .units
+        .iter()
+        .zip(&b.units)
+        .map(|(&a, &b)| a.abs_diff(b).pow(2))
+        .sum();
+    (squared as f64).sqrt() * 2f64.powi(-40)
+}
+
+/// The sensitivity of the exact sums as `plan` declares it.
+fn declared(map: &FeatureMap, unit: PrivacyUnit, stats: &WalrStats, intercept: bool) -> f64 {
+    let grid = WalrGrid::new(map, intercept).unwrap();
+    let reach = match (unit, map.name) {
+        (PrivacyUnit::Label, WalrMap::None) => grid.norm_bound_squared(stats.max_norm_squared),
+        _ => grid.reach_squared(),
+    };
+    grid.sensitivity(unit, reach)
 }
 
 #[test]
@@ -61,8 +87,8 @@ fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity_on_every_map
                 }
                 let stats = stats_of(&rows, k);
                 let map = choose(asked, unit, k, Some(&moments_of(&stats, n, k))).unwrap();
-                let declared = sensitivity(&map, unit, stats.max_norm_squared, n as u64, intercept);
-                let gap = distance(
+                let declared = declared(&map, unit, &stats, intercept);
+                let gap = gap(
                     &release(&rows, k, &map, intercept),
                     &release(&neighbour, k, &map, intercept),
                 );
@@ -158,15 +184,29 @@ fn the_maps_have_the_documented_parameters() {
 
 #[test]
 fn sensitivities_follow_the_unit_and_the_map() {
+    let sensitivity = |map: &FeatureMap, unit, max_norm_squared: f64, intercept| {
+        let mut stats = WalrStats::empty(map.k());
+        stats.max_norm_squared = max_norm_squared;
+        declared(map, unit, &stats, intercept)
+    };
     let identity = FeatureMap::identity(3);
-    assert_eq!(sensitivity(&identity, PrivacyUnit::Row, 0.0, 10, true), 0.2);
+    // √(k + 1), exactly on the grid, rounded up once.
     assert_eq!(
-        sensitivity(&identity, PrivacyUnit::Label, 3.0, 4, true),
-        0.5
+        sensitivity(&identity, PrivacyUnit::Row, 0.0, true),
+        2f64.next_up()
     );
+    // From the largest stored norm: √(1 + 3), plus the grid's rounding.
+    let label = sensitivity(&identity, PrivacyUnit::Label, 3.0, true);
+    assert!((2.0..2.0 + 1e-11).contains(&label), "{label}");
+    // A stored norm beyond the box's corner is capped at it: √k.
     assert_eq!(
-        sensitivity(&identity, PrivacyUnit::Label, 4.0, 4, false),
-        0.5
+        sensitivity(&identity, PrivacyUnit::Label, 4.0, false),
+        3f64.sqrt().next_up()
+    );
+    let label = sensitivity(&identity, PrivacyUnit::Label, 2.0, false);
+    assert!(
+        (2f64.sqrt()..2f64.sqrt() + 1e-11).contains(&label),
+        "{label}"
     );
     // Centring on the middle leaves the row unit's diameter √k.
     let centred = FeatureMap {
@@ -174,11 +214,14 @@ fn sensitivities_follow_the_unit_and_the_map() {
         centre: vec![0.5; 4],
         ..FeatureMap::identity(4)
     };
-    assert_eq!(sensitivity(&centred, PrivacyUnit::Row, 0.0, 1, true), 2.0);
+    assert_eq!(
+        sensitivity(&centred, PrivacyUnit::Row, 0.0, true),
+        2f64.next_up()
+    );
     // Under `label`: √(1 + k/4).
     assert_eq!(
-        sensitivity(&centred, PrivacyUnit::Label, 9.0, 1, true),
-        2f64.sqrt()
+        sensitivity(&centred, PrivacyUnit::Label, 9.0, true),
+        2f64.sqrt().next_up()
     );
     // Shrunk to R = 0.5: 2R = 1 under `row`, √(a² + R²) under `label`.
     let shrunk = FeatureMap {
@@ -186,13 +229,43 @@ fn sensitivities_follow_the_unit_and_the_map() {
         intercept_weight: 0.125,
         ..centred
     };
-    assert_eq!(sensitivity(&shrunk, PrivacyUnit::Row, 0.0, 1, true), 1.0);
     assert_eq!(
-        sensitivity(&shrunk, PrivacyUnit::Label, 0.0, 1, true),
-        0.125f64.hypot(0.5)
+        sensitivity(&shrunk, PrivacyUnit::Row, 0.0, true),
+        1f64.next_up()
     );
-    assert_eq!(range(&shrunk, true), 0.5);
-    assert_eq!(range(&identity, true), 1.0);
+    let label = sensitivity(&shrunk, PrivacyUnit::Label, 0.0, true);
+    let hypot = 0.125f64.hypot(0.5);
+    assert!(label >= hypot && label <= hypot * (1.0 + 1e-15), "{label}");
+    // A mean of N rows' coordinates reaches at most the box's side.
+    let grid = WalrGrid::new(&shrunk, true).unwrap();
+    assert_eq!(grid.range(3), 3f64.next_up());
+    assert_eq!(grid.dims(), 5);
+}
+
+#[test]
+fn the_running_sums_are_the_pass_s_sums_in_any_order() {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let k = 6;
+    let rows: Vec<(Vec<f64>, u8)> = (0..5000).map(|_| random_row(&mut rng, k)).collect();
+    let identity = FeatureMap::identity(k);
+    let grid = WalrGrid::new(&identity, true).unwrap();
+    let running = walr::exact(&stats_of(&rows, k), k, &grid).unwrap();
+    assert_eq!(pass(&rows, k, &identity, &grid), running);
+    let reversed: Vec<(Vec<f64>, u8)> = rows.iter().rev().cloned().collect();
+    assert_eq!(pass(&reversed, k, &identity, &grid), running);
+    let stats = stats_of(&rows, k);
+    let auto = choose(
+        WalrMap::Auto,
+        PrivacyUnit::Label,
+        k,
+        Some(&moments_of(&stats, 5000, k)),
+    )
+    .unwrap();
+    let grid = WalrGrid::new(&auto, true).unwrap();
+    assert_eq!(
+        pass(&rows, k, &auto, &grid),
+        pass(&reversed, k, &auto, &grid)
+    );
 }
 
 #[test]
