@@ -5,6 +5,7 @@ use crate::dp::{Delta, Epsilon, classic_sigma, gaussian_epsilon};
 use crate::releases::kinds::test_rows::{
     Tightness, columns_of, distance, neighbours, normal, random_row,
 };
+use crate::releases::kinds::test_rows::{exactly_within, units_apart_squared};
 use ndarray::Array2;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -42,35 +43,6 @@ fn descent(clip: f64, fit_intercept: bool) -> Descent {
         fit_intercept,
         start: Vec::new(),
     }
-}
-
-/// ‖a − b‖ of two exact sums' units, squared, in integers.
-fn units_apart_squared(a: &Fixed, b: &Fixed) -> u128 {
-    assert_eq!((a.exponent, a.units.len()), (b.exponent, b.units.len()));
-    a.units
-        .iter()
-        .zip(&b.units)
-        .map(|(x, y)| x.abs_diff(*y).pow(2))
-        .sum()
-}
-
-/// Whether an integer `distance_squared` (in units²) is at most
-/// (`declared`·2⁴⁰)², decided exactly: `declared`·2⁴⁰ = m·2^e exactly,
-/// and an integer is at most m²·2^(2e) iff it is at most its floor.
-fn exactly_within(distance_squared: u128, declared: f64) -> bool {
-    let units = declared * 2f64.powi(40);
-    assert!(units.is_normal() && units > 0.0, "{declared}");
-    let bits = units.to_bits();
-    let mantissa = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
-    let shift = 2 * (((bits >> 52) & 0x7ff) as i32 - 1075);
-    let square = mantissa * mantissa;
-    let bound = if shift >= 0 {
-        assert!(shift < 20, "{declared} is too large to compare");
-        square << shift
-    } else {
-        square >> (-shift).min(127)
-    };
-    distance_squared <= bound
 }
 
 #[test]

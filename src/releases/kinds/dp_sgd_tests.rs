@@ -3,6 +3,7 @@ use crate::dataset::tests::record;
 use crate::dp::reference::{self, assert_close};
 use crate::dp::statistics::{FALSE_FAILURE_RATE, kolmogorov_smirnov_p_value};
 use crate::dp::{Accountant, Budget, Charge, Composition, Delta};
+use crate::releases::kinds::test_rows::exactly_within;
 use crate::releases::kinds::test_rows::{
     Tightness, columns_of, distance, neighbours, normal, random_row,
 };
@@ -16,25 +17,6 @@ use statrs::distribution::{ContinuousCDF, Gamma};
 fn units_apart_squared(a: &[i128], b: &[i128]) -> u128 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| x.abs_diff(*y).pow(2)).sum()
-}
-
-/// Whether an integer `distance_squared` (in units²) is at most
-/// (`declared`·2⁴⁰)², decided exactly: `declared`·2⁴⁰ = m·2^e exactly,
-/// and an integer is at most m²·2^(2e) iff it is at most its floor.
-fn exactly_within(distance_squared: u128, declared: f64) -> bool {
-    let units = declared * 2f64.powi(40);
-    assert!(units.is_normal() && units > 0.0, "{declared}");
-    let bits = units.to_bits();
-    let mantissa = u128::from((bits & ((1 << 52) - 1)) | (1 << 52));
-    let shift = 2 * (((bits >> 52) & 0x7ff) as i32 - 1075);
-    let square = mantissa * mantissa;
-    let bound = if shift >= 0 {
-        assert!(shift < 20, "{declared} is too large to compare");
-        square << shift
-    } else {
-        square >> (-shift).min(127)
-    };
-    distance_squared <= bound
 }
 
 fn knobs(epsilon: f64) -> Knobs {
