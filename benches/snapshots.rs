@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpgate::dataset::{DatasetRecord, WalrStats};
+use dpgate::engine::{DataDir, Upload};
 use dpgate::ingest::RowRecord;
 use dpgate::snapshots::Snapshots;
 use dpgate::store::{NewDataset, Store};
@@ -51,7 +52,7 @@ fn row(index: usize) -> RowRecord {
     }
 }
 
-async fn stored(store: &dyn Store, rows: usize) -> DatasetRecord {
+async fn stored(store: &dyn Store, data: &Arc<DataDir>, rows: usize) -> DatasetRecord {
     let request = serde_json::from_value(common::request("snapshot-bench")).unwrap();
     let record = DatasetRecord::new(&request, "2026-11-24T00:00:00Z".to_owned()).unwrap();
     store
@@ -61,10 +62,10 @@ async fn stored(store: &dyn Store, rows: usize) -> DatasetRecord {
         })
         .await
         .unwrap();
-    let mut session = store.begin_ingest(record.id).await.unwrap();
+    let mut session = Upload::begin(store, data.clone(), &record).await.unwrap();
     for start in (0..rows).step_by(BATCH) {
         let batch: Vec<RowRecord> = (start..rows.min(start + BATCH)).map(row).collect();
-        session.insert(&batch).await.unwrap();
+        session.insert(batch).await.unwrap();
     }
     session
         .commit(rows as u64, &WalrStats::empty(FEATURES))
@@ -100,9 +101,10 @@ fn loads(c: &mut Criterion) {
         ),
     };
     let rows = rows();
+    let data = Arc::new(DataDir::new(dir.path().join("data")));
     let (store, record) = runtime.block_on(async {
         let store = dpgate::store::connect(&url).await.unwrap();
-        let record = stored(store.as_ref(), rows).await;
+        let record = stored(store.as_ref(), &data, rows).await;
         (store, record)
     });
     let backend = if postgres.is_some() {
@@ -117,7 +119,7 @@ fn loads(c: &mut Criterion) {
     group.bench_function(format!("{backend}_{rows}_rows_{FEATURES}_features"), |b| {
         b.iter(|| {
             runtime.block_on(async {
-                let cache = Snapshots::new(Arc::clone(&store), u64::MAX);
+                let cache = Snapshots::new(Arc::clone(&store), data.clone(), u64::MAX);
                 let columns = cache.load(&record).await.unwrap().unwrap();
                 assert_eq!(columns.len(), rows);
             })

@@ -50,10 +50,12 @@
 // A figures driver: failing loudly on any error is what it should do.
 #![allow(clippy::unwrap_used)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
+use dpgate::engine::DataDir;
 use dpgate_client::types::{
     CreateDataset, DpGdParams, DpSgdParams, FrankWolfeParams, Iterate, ProjectionParams,
     ReleaseParams, ReleaseRequest, ReleaseResult, Selection, WarmStart,
@@ -139,7 +141,8 @@ async fn serve() -> (String, Client, Keys, tempfile::TempDir) {
     let keys = Keys::from_secret("figures-secret-of-at-least-thirty-two-bytes").unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = format!("http://{}", listener.local_addr().unwrap());
-    let state = AppState::new(store, keys.clone(), Limits::default());
+    let data = Arc::new(DataDir::new(dir.path().join("data")));
+    let state = AppState::new(store, data, keys.clone(), Limits::default());
     tokio::spawn(async move {
         axum::serve(listener, dpgate::api::router(state))
             .await

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
+use dpgate::engine::DataDir;
 use dpgate::releases::Pass;
 use dpgate::releases::kinds::model::{DesignBuilder, solve};
 use dpgate::snapshots::Snapshots;
@@ -274,14 +275,18 @@ async fn loaded(
 }
 
 /// A server over `store` on a random port: its snapshots and address.
-async fn serve(store: Arc<dyn dpgate::store::Store>, keys: &Keys) -> (Arc<Snapshots>, String) {
+async fn serve(
+    store: Arc<dyn dpgate::store::Store>,
+    data: &Arc<DataDir>,
+    keys: &Keys,
+) -> (Arc<Snapshots>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = format!("http://{}", listener.local_addr().unwrap());
     let limits = Limits {
         ingest_bytes: 1 << 34,
         ..Limits::default()
     };
-    let state = AppState::new(store, keys.clone(), limits);
+    let state = AppState::new(store, data.clone(), keys.clone(), limits);
     let snapshots = state.snapshots.clone();
     tokio::spawn(async move {
         axum::serve(listener, dpgate::api::router(state))
@@ -469,7 +474,8 @@ async fn main() {
     let (url, postgres) = database(&dir).await;
     let store = dpgate::store::connect(&url).await.unwrap();
     let keys = Keys::from_secret("bench-secret-of-at-least-thirty-two-bytes").unwrap();
-    let (snapshots, address) = serve(store.clone(), &keys).await;
+    let data = Arc::new(DataDir::new(dir.path().join("data")));
+    let (snapshots, address) = serve(store.clone(), &data, &keys).await;
     let hour = Duration::from_secs(3600);
     let admin = Client::new(
         &address,
@@ -566,7 +572,7 @@ async fn main() {
         median(aggregates)
     );
     fit_in_process(&snapshots, &admin, &analyst, dataset.id, &heavy[0].1).await;
-    let (cold, cold_address) = serve(store.clone(), &keys).await;
+    let (cold, cold_address) = serve(store.clone(), &data, &keys).await;
     let cold_analyst = Client::new(
         &cold_address,
         Some(
@@ -593,7 +599,7 @@ async fn main() {
     drop(cold);
     let started = Instant::now();
     let record = store.dataset(dataset.id).await.unwrap().unwrap();
-    let loads = dpgate::snapshots::Snapshots::new(store.clone(), u64::MAX);
+    let loads = dpgate::snapshots::Snapshots::new(store.clone(), data.clone(), u64::MAX);
     let snapshot = loads.load(&record).await.unwrap().unwrap();
     println!(
         "snapshot load alone: {} rows, {:.0} MB, in {:.2?}",

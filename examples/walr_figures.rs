@@ -13,11 +13,13 @@
 //! a mean over releases.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
+use dpgate::engine::DataDir;
 use dpgate_client::cli::{Cli, run};
 use dpgate_client::evaluate::evaluate;
 use dpgate_client::model_file::ModelFile;
@@ -115,7 +117,8 @@ async fn server(dir: &Path) -> Server {
         ingest_bytes: 1 << 34,
         ..Limits::default()
     };
-    let state = AppState::new(store, keys.clone(), limits);
+    let data = Arc::new(DataDir::new(dir.join("data")));
+    let state = AppState::new(store, data, keys.clone(), limits);
     tokio::spawn(async move { axum::serve(listener, dpgate::api::router(state)).await });
     let hour = Duration::from_secs(3600);
     let admin = Client::new(

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{self, Keys};
+use crate::engine::DataDir;
 use crate::snapshots::Snapshots;
 use crate::store::Store;
 
@@ -61,10 +62,11 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(store: Arc<dyn Store>, keys: Keys, limits: Limits) -> Self {
+    /// The state over `store`, whose datasets' files are in `data`.
+    pub fn new(store: Arc<dyn Store>, data: Arc<DataDir>, keys: Keys, limits: Limits) -> Self {
         crate::releases::pacing::calibrate();
         AppState {
-            snapshots: Arc::new(Snapshots::new(store.clone(), limits.cache_bytes)),
+            snapshots: Arc::new(Snapshots::new(store.clone(), data, limits.cache_bytes)),
             store,
             keys: Arc::new(keys),
             limits,

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use crate::app::{self, AppState, Limits};
 use crate::auth::Role;
 use crate::config::{Command, Database, ExportFormat, LedgerCommand, Serve, Token, redact_url};
+use crate::engine::{self, DataDir};
 use crate::ledger::export::{self, Format};
 use crate::ledger::{self, Follow, stored};
 use crate::store::{self, Store};
@@ -37,6 +38,7 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
     match command {
         Command::Serve(serve) => serve_command(&database, store, serve).await.map(|()| true),
         Command::Migrate => {
+            open_data(&database, store.as_ref()).await?;
             println!("migrated {}", redact_url(&database.database_url));
             Ok(true)
         }
@@ -84,11 +86,25 @@ fn mint(keys: &crate::auth::Keys, token: &Token) -> anyhow::Result<String> {
     keys.mint(token.role, &token.sub, &token.datasets, token.ttl)
 }
 
+/// The data directory, created if missing, with any uploads the database
+/// still holds as blocks written out into it.
+async fn open_data(database: &Database, store: &dyn Store) -> anyhow::Result<Arc<DataDir>> {
+    let root = database.data_dir();
+    std::fs::create_dir_all(&root)
+        .with_context(|| format!("creating the data directory {}", root.display()))?;
+    let data = Arc::new(DataDir::new(root));
+    engine::blocks_to_files(store, &data)
+        .await
+        .context("writing stored blocks out as files")?;
+    Ok(data)
+}
+
 async fn serve_command(
     database: &Database,
     store: Arc<dyn Store>,
     serve: Serve,
 ) -> anyhow::Result<()> {
+    let data = open_data(database, store.as_ref()).await?;
     let keys = app::keys(
         &database.key_source(),
         &database.database_url,
@@ -127,9 +143,10 @@ async fn serve_command(
     tracing::info!(
         addr = %listener.local_addr()?,
         database = %redact_url(&database.database_url),
+        data = %data.root().display(),
         "dpgate listening"
     );
-    app::serve(listener, metrics, AppState::new(store, keys, limits)).await
+    app::serve(listener, metrics, AppState::new(store, data, keys, limits)).await
 }
 
 /// Walks every (or one) dataset's ledger; prints a line per dataset.

@@ -39,9 +39,21 @@ pub struct Database {
     /// A file holding the signing secret (created if missing).
     #[arg(long, env = "DPGATE_KEY_FILE", global = true)]
     pub key_file: Option<PathBuf>,
+    /// Where datasets' Parquet files live (default: beside the SQLite
+    /// file, `FILE-data/`; with Postgres, `dpgate-data/` here). Replicas
+    /// of one database share it.
+    #[arg(long, env = "DPGATE_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Database {
+    /// The data directory, set or defaulted.
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(|| crate::engine::DataDir::default_for(&self.database_url))
+    }
+
     pub fn key_source(&self) -> KeySource {
         KeySource {
             secret: self.jwt_secret.clone(),
@@ -60,6 +72,7 @@ impl std::fmt::Debug for Database {
                 &self.jwt_secret.as_ref().map(|_| "<redacted>"),
             )
             .field("key_file", &self.key_file)
+            .field("data_dir", &self.data_dir)
             .finish()
     }
 }
@@ -315,6 +328,7 @@ mod tests {
             database_url: "postgres://dp:hunter2@db:5432/dpgate".to_owned(),
             jwt_secret: Some("a-very-secret-signing-key-of-32-bytes".to_owned()),
             key_file: None,
+            data_dir: None,
         };
         let shown = format!("{database:?}");
         assert!(

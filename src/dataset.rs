@@ -291,6 +291,48 @@ impl WalrStats {
     }
 }
 
+/// Which of an upload's columns a version file holds: the public inputs
+/// (row ids, features, dimensions) or the private outcomes (labels,
+/// measures), kept apart so that work before a debit never opens the
+/// latter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilePart {
+    Inputs,
+    Outcomes,
+}
+
+impl FilePart {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FilePart::Inputs => "inputs",
+            FilePart::Outcomes => "outcomes",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<FilePart> {
+        match text {
+            "inputs" => Some(FilePart::Inputs),
+            "outcomes" => Some(FilePart::Outcomes),
+            _ => None,
+        }
+    }
+}
+
+/// One immutable file of a dataset version, as the manifest records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionFile {
+    /// The dataset's row count before the upload that wrote it: the
+    /// snapshot at N rows is every file with `version < N`.
+    pub version: u64,
+    pub part: FilePart,
+    /// Relative to the data directory.
+    pub path: String,
+    pub rows: u64,
+    pub bytes: u64,
+    /// Of the file's bytes, lowercase hex.
+    pub sha256: String,
+}
+
 /// A stored dataset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DatasetRecord {

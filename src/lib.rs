@@ -16,6 +16,7 @@ pub mod commands;
 pub mod config;
 pub mod dataset;
 pub mod dp;
+pub mod engine;
 pub mod error;
 pub mod ingest;
 pub mod ledger;

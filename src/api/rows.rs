@@ -17,10 +17,10 @@ use super::datasets::load_visible;
 use super::extract::Admin;
 use crate::app::AppState;
 use crate::dataset::DatasetRecord;
+use crate::engine::Upload;
 use crate::error::ApiError;
 use crate::ingest::{self, ChannelReader, Format, MAX_REPORTED_ERRORS, RowRecord};
 use crate::snapshots::{Builder, Columns, Shape, Snapshots};
-use crate::store::IngestSession;
 
 fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
     let media = media_type(
@@ -64,7 +64,7 @@ async fn pump(
 
 /// Stores batches as they come, refusing row ids the dataset already has.
 async fn store_batches(
-    session: &mut dyn IngestSession,
+    session: &mut Upload,
     batches: &mut tokio::sync::mpsc::Receiver<Vec<RowRecord>>,
     has_rows: bool,
 ) -> Result<Vec<LineError>, ApiError> {
@@ -89,7 +89,7 @@ async fn store_batches(
                 return Ok(errors);
             }
         }
-        session.insert(&batch).await?;
+        session.insert(batch).await?;
     }
     Ok(Vec::new())
 }
@@ -219,10 +219,15 @@ async fn ingest_into(
         });
         (summary, added)
     });
-    let mut session = state.store.begin_ingest(dataset.id).await?;
+    let mut session = Upload::begin(
+        state.store.as_ref(),
+        state.snapshots.data().clone(),
+        &dataset,
+    )
+    .await?;
     let (pumped, stored) = tokio::join!(
         pump(body, chunk_sender, limit),
-        store_batches(session.as_mut(), &mut batches, dataset.n_rows > 0),
+        store_batches(&mut session, &mut batches, dataset.n_rows > 0),
     );
     let (summary, added) = parser
         .await

@@ -10,6 +10,7 @@ use anyhow::Context;
 use dpgate_api_types as api;
 
 use crate::dataset::DatasetRecord;
+use crate::engine::{DataDir, Upload};
 use crate::ingest::{self, Format};
 use crate::snapshots::Snapshots;
 use crate::store::{self, NewDataset};
@@ -29,9 +30,10 @@ impl Scratch {
         let dir = tempfile::tempdir().context("creating the audit's scratch directory")?;
         let url = format!("sqlite://{}", dir.path().join("audit.db").display());
         let store = store::connect(&url).await?;
+        let files = Arc::new(DataDir::new(dir.path().join("files")));
         Ok(Scratch {
             _dir: dir,
-            data: Arc::new(Snapshots::new(store, HELD_BYTES)),
+            data: Arc::new(Snapshots::new(store, files, HELD_BYTES)),
         })
     }
 
@@ -70,8 +72,8 @@ impl Scratch {
             anyhow::bail!("BUG: an audit dataset has a bad row: {error:?}");
         }
         let stats = summary.stats.context("BUG: an audit upload without sums")?;
-        let mut session = store.begin_ingest(record.id).await?;
-        session.insert(&rows).await?;
-        Ok(session.commit(summary.rows, &stats).await?)
+        let mut upload = Upload::begin(store.as_ref(), self.data.data().clone(), &record).await?;
+        upload.insert(rows).await?;
+        Ok(upload.commit(summary.rows, &stats).await?)
     }
 }

@@ -389,6 +389,57 @@ impl Builder {
         Ok(())
     }
 
+    /// Appends rows given as columns read back from files: their ids, and
+    /// row-major features, dimension codes and (with the outcomes)
+    /// labels and measures of this run's shape.
+    pub fn append_rows(
+        &mut self,
+        ids: &[&str],
+        features: &[f32],
+        dimensions: &[u32],
+        labels: &[u8],
+        measures: &[f64],
+    ) -> Result<(), String> {
+        let rows = ids.len();
+        let shape = self.columns.shape;
+        let sized = |what: &str, got: usize, width: usize| {
+            if got == rows * width {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{rows} rows with {got} {what}, not {}",
+                    rows * width
+                ))
+            }
+        };
+        sized("features", features.len(), shape.features)?;
+        sized("dimension codes", dimensions.len(), shape.dimensions)?;
+        if self.columns.outcomes {
+            sized("labels", labels.len(), 1)?;
+            sized("measures", measures.len(), shape.measures)?;
+            if labels.iter().any(|&label| label > 1) {
+                return Err("a stored label is neither 0 nor 1".to_owned());
+            }
+        }
+        let c = &mut self.columns;
+        c.ids.reserve_exact(ids.iter().map(|id| id.len()).sum());
+        c.id_ends.reserve_exact(rows);
+        for id in ids {
+            if id.is_empty() {
+                return Err("a stored row id is empty".to_owned());
+            }
+            c.ids.push_str(id);
+            c.id_ends.push(c.ids.len() as u64);
+        }
+        c.features.extend_from_slice(features);
+        c.dimensions.extend_from_slice(dimensions);
+        if c.outcomes {
+            c.labels.extend_from_slice(labels);
+            c.measures.extend_from_slice(measures);
+        }
+        Ok(())
+    }
+
     /// Appends rows `rows` of a stored block (of this run's shape, with
     /// the outcomes if this run keeps them).
     pub fn append_stored(&mut self, block: &Stored<'_>, rows: Range<usize>) {

@@ -11,9 +11,10 @@
 //! least recently used snapshots are dropped first, and a dataset whose
 //! snapshot would not fit the bound is streamed from the store in blocks.
 //!
-//! Loading a snapshot reads the outcomes (labels, measures), so only work
-//! after a debit loads one; checks before it read public columns, from a
-//! snapshot already held or from the store.
+//! Snapshots are read from the version's files (`crate::engine`), listed
+//! by the store's manifest. Loading a snapshot reads the outcomes (labels,
+//! measures), so only work after a debit loads one; checks before it read
+//! public columns, from a snapshot already held or from the inputs files.
 
 mod columns;
 mod stored;
@@ -28,6 +29,7 @@ use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use crate::dataset::DatasetRecord;
+use crate::engine::{self, DataDir};
 use crate::store::{BlockStream, Store, StoreError};
 #[cfg(test)]
 pub use columns::OwnedRow;
@@ -47,6 +49,7 @@ type Key = (Uuid, u64);
 /// Held snapshots and the store they come from.
 pub struct Snapshots {
     store: Arc<dyn Store>,
+    data: Arc<DataDir>,
     bound: u64,
     state: Mutex<State>,
     /// Snapshots read whole from the store (outcomes included) since
@@ -59,8 +62,10 @@ pub struct Snapshots {
 /// dry run must load nothing and read no label or measure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reads {
-    /// Snapshots read whole from the store, outcomes included.
+    /// Snapshots read whole from their files, outcomes included.
     pub loads: u64,
+    /// Outcome files opened (by loads and streamed passes).
+    pub outcome_files: u64,
     /// Snapshots held in memory whose labels or measures were read.
     pub outcomes: u64,
     /// Snapshots held in memory whose ids, features or dimensions were
@@ -85,11 +90,12 @@ struct Slot {
 }
 
 impl Snapshots {
-    /// Snapshots of `store`'s datasets, holding at most `bound` bytes (0
-    /// streams every pass).
-    pub fn new(store: Arc<dyn Store>, bound: u64) -> Self {
+    /// Snapshots of `store`'s datasets, whose files are in `data`,
+    /// holding at most `bound` bytes (0 streams every pass).
+    pub fn new(store: Arc<dyn Store>, data: Arc<DataDir>, bound: u64) -> Self {
         Snapshots {
             store,
+            data,
             bound,
             state: Mutex::new(State::default()),
             loads: AtomicU64::new(0),
@@ -100,6 +106,7 @@ impl Snapshots {
     pub fn take_reads(&self) -> Reads {
         let mut reads = Reads {
             loads: self.loads.swap(0, Ordering::Relaxed),
+            outcome_files: self.data.take_outcome_opens(),
             ..Reads::default()
         };
         for slot in self.state().slots.values() {
@@ -114,6 +121,11 @@ impl Snapshots {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Where the datasets' files are.
+    pub fn data(&self) -> &Arc<DataDir> {
+        &self.data
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -227,32 +239,41 @@ impl Snapshots {
         }
     }
 
-    /// Streams the snapshot of `dataset` from the store in blocks of
+    /// Streams the snapshot of `dataset` from its files in blocks of
     /// [`STREAM_ROWS`], with the outcomes only if `outcomes`.
     pub async fn blocks(
         &self,
         dataset: &DatasetRecord,
         outcomes: bool,
     ) -> Result<BlockStream, StoreError> {
-        self.store
-            .row_blocks(
-                dataset.id,
-                dataset.n_rows,
-                Shape::of(&dataset.schema),
-                outcomes,
-                STREAM_ROWS,
-            )
-            .await
+        self.stream(dataset, outcomes, STREAM_ROWS).await
     }
 
-    /// Reads the whole snapshot in one streaming query.
+    async fn stream(
+        &self,
+        dataset: &DatasetRecord,
+        outcomes: bool,
+        block_rows: usize,
+    ) -> Result<BlockStream, StoreError> {
+        let files = self
+            .store
+            .version_files(dataset.id, dataset.n_rows, outcomes)
+            .await?;
+        Ok(engine::stream(
+            self.data.clone(),
+            files,
+            engine::Names::of(&dataset.schema),
+            Shape::of(&dataset.schema),
+            outcomes,
+            block_rows,
+        ))
+    }
+
+    /// Reads the whole snapshot in one block.
     async fn read(&self, dataset: &DatasetRecord, shape: Shape) -> Result<Columns, StoreError> {
         self.loads.fetch_add(1, Ordering::Relaxed);
         let rows = usize::try_from(dataset.n_rows).unwrap_or(usize::MAX);
-        let mut blocks = self
-            .store
-            .row_blocks(dataset.id, dataset.n_rows, shape, true, rows.max(1))
-            .await?;
+        let mut blocks = self.stream(dataset, true, rows.max(1)).await?;
         let mut whole: Option<Columns> = None;
         while let Some(block) = blocks.next().await {
             let block = block?;

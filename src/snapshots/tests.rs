@@ -2,12 +2,14 @@
 
 use super::*;
 use crate::dataset::WalrStats;
+use crate::engine::Upload;
 use crate::ingest::RowRecord;
 use crate::store::{NewDataset, SqliteStore};
 
 struct Fixture {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
+    data: Arc<DataDir>,
 }
 
 async fn fixture() -> Fixture {
@@ -17,11 +19,17 @@ async fn fixture() -> Fixture {
         dir.path().join("cache.db").display()
     );
     let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("opens"));
-    Fixture { _dir: dir, store }
+    let data = Arc::new(DataDir::new(dir.path().join("data")));
+    Fixture {
+        _dir: dir,
+        store,
+        data,
+    }
 }
 
 /// A dataset of `rows` rows (one feature each) with ids from `first`.
-async fn dataset(store: &dyn Store, name: &str, rows: usize) -> DatasetRecord {
+async fn dataset(fixture: &Fixture, name: &str, rows: usize) -> DatasetRecord {
+    let store = fixture.store.as_ref();
     let request: dpgate_api_types::CreateDataset = serde_json::from_value(serde_json::json!({
         "name": name, "privacy_unit": "label",
         "features": [{"name": "f", "min": 0, "max": 1}],
@@ -36,11 +44,11 @@ async fn dataset(store: &dyn Store, name: &str, rows: usize) -> DatasetRecord {
         })
         .await
         .expect("created");
-    append(store, &record, 0, rows).await
+    append(fixture, &record, 0, rows).await
 }
 
 async fn append(
-    store: &dyn Store,
+    fixture: &Fixture,
     record: &DatasetRecord,
     from: usize,
     rows: usize,
@@ -55,8 +63,10 @@ async fn append(
             dimensions: vec![],
         })
         .collect();
-    let mut session = store.begin_ingest(record.id).await.expect("begins");
-    session.insert(&batch).await.expect("inserted");
+    let mut session = Upload::begin(fixture.store.as_ref(), fixture.data.clone(), record)
+        .await
+        .expect("begins");
+    session.insert(batch).await.expect("inserted");
     session
         .commit(rows as u64, &WalrStats::empty(1))
         .await
@@ -71,8 +81,12 @@ fn bytes_of(rows: usize) -> u64 {
 #[tokio::test]
 async fn concurrent_releases_share_one_load() {
     let fixture = fixture().await;
-    let record = dataset(fixture.store.as_ref(), "one", 3000).await;
-    let snapshots = Arc::new(Snapshots::new(fixture.store.clone(), 1 << 30));
+    let record = dataset(&fixture, "one", 3000).await;
+    let snapshots = Arc::new(Snapshots::new(
+        fixture.store.clone(),
+        fixture.data.clone(),
+        1 << 30,
+    ));
     let loads: Vec<_> = (0..8)
         .map(|_| {
             let (snapshots, record) = (snapshots.clone(), record.clone());
@@ -99,14 +113,13 @@ async fn concurrent_releases_share_one_load() {
 #[tokio::test]
 async fn the_least_recently_used_snapshot_goes_first() {
     let fixture = fixture().await;
-    let store = fixture.store.as_ref();
     let (a, b, c) = (
-        dataset(store, "a", 1000).await,
-        dataset(store, "b", 1000).await,
-        dataset(store, "c", 1000).await,
+        dataset(&fixture, "a", 1000).await,
+        dataset(&fixture, "b", 1000).await,
+        dataset(&fixture, "c", 1000).await,
     );
     let bound = 2 * bytes_of(1000) + bytes_of(500);
-    let snapshots = Snapshots::new(fixture.store.clone(), bound);
+    let snapshots = Snapshots::new(fixture.store.clone(), fixture.data.clone(), bound);
     for record in [&a, &b] {
         snapshots.load(record).await.expect("loads").expect("fits");
     }
@@ -125,9 +138,9 @@ async fn the_least_recently_used_snapshot_goes_first() {
 #[tokio::test]
 async fn a_snapshot_over_the_bound_is_streamed() {
     let fixture = fixture().await;
-    let record = dataset(fixture.store.as_ref(), "big", 2 * STREAM_ROWS + 10).await;
+    let record = dataset(&fixture, "big", 2 * STREAM_ROWS + 10).await;
     for bound in [0, bytes_of(STREAM_ROWS)] {
-        let snapshots = Snapshots::new(fixture.store.clone(), bound);
+        let snapshots = Snapshots::new(fixture.store.clone(), fixture.data.clone(), bound);
         assert!(snapshots.load(&record).await.expect("reads").is_none());
         let blocks: Vec<Columns> = snapshots
             .blocks(&record, true)
@@ -146,11 +159,10 @@ async fn a_snapshot_over_the_bound_is_streamed() {
 #[tokio::test]
 async fn a_new_version_replaces_the_old_one() {
     let fixture = fixture().await;
-    let store = fixture.store.as_ref();
-    let old = dataset(store, "growing", 100).await;
-    let snapshots = Snapshots::new(fixture.store.clone(), 1 << 30);
+    let old = dataset(&fixture, "growing", 100).await;
+    let snapshots = Snapshots::new(fixture.store.clone(), fixture.data.clone(), 1 << 30);
     let first = snapshots.load(&old).await.expect("loads").expect("fits");
-    let new = append(store, &old, 100, 50).await;
+    let new = append(&fixture, &old, 100, 50).await;
     let added = snapshots.load(&new).await.expect("loads").expect("fits");
     assert_eq!((first.len(), added.len()), (100, 150));
     assert!(snapshots.held(old.id, 100).is_none());
@@ -161,7 +173,7 @@ async fn a_new_version_replaces_the_old_one() {
     assert_eq!(*again, *first);
     assert!(snapshots.held(old.id, 100).is_none());
     // A version kept by its upload counts like a loaded one.
-    let kept = append(store, &new, 150, 1).await;
+    let kept = append(&fixture, &new, 150, 1).await;
     let merged = added
         .joined(&Columns::empty(added.shape(), true))
         .expect("joins");

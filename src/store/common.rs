@@ -7,7 +7,6 @@
 //! - `LOCK`: the clause that locks a dataset row for the transaction;
 //! - `begin_write()`: a transaction that may write;
 //! - `stored_signing_key(fresh)`: see [`super::Store::signing_key`];
-//! - `uploaded(rows)`: what to do after an upload of `rows` rows commits;
 //! - `UPGRADE_LOCK`, `HAS_LEGACY_ROWS`: a statement that keeps other
 //!   processes out of the start-up upgrade, and a query saying whether rows
 //!   stored before the `row_blocks` migration are there to convert.
@@ -266,37 +265,29 @@ macro_rules! common_store {
             Ok(found)
         }
 
-        /// Reads the snapshot at `version` on a task of its own, re-cut
-        /// into blocks of `block_rows` and sent as each fills (see
-        /// `Store::row_blocks`): one query over the stored blocks, in the
-        /// order they were stored.
+        /// Streams the blocks stored for the upload that made dataset
+        /// `id`'s `version` (before the `version_files` migration), in the
+        /// order they were stored, on a task of its own.
         async fn stream_blocks(
             pool: sqlx::Pool<$db>,
             id: uuid::Uuid,
             version: u64,
             shape: $crate::snapshots::Shape,
-            outcomes: bool,
-            block_rows: usize,
         ) -> Result<$crate::store::BlockStream, $crate::store::StoreError> {
             use futures_util::StreamExt;
             use sqlx::Row;
             use $crate::snapshots::{Columns, RawBlock, Stored};
             let version = $crate::store::records::signed("snapshot version", version)?;
-            let outcome_columns = if outcomes { "labels, measures" } else { "NULL, NULL" };
-            let sql = format!(
-                "SELECT row_count, ids, id_ends, features, dimensions, {outcome_columns} \
-                 FROM row_blocks WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) \
-                 AND version < $2 ORDER BY version, seq"
-            );
             let (sender, receiver) = tokio::sync::mpsc::channel(1);
             tokio::spawn(async move {
-                let mut stored = sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(id.to_string())
-                    .bind(version)
-                    .fetch(&pool);
-                let fresh = || Columns::builder(shape, outcomes, block_rows);
-                let mut block = fresh();
-                let mut sent = false;
+                let mut stored = sqlx::query(
+                    "SELECT row_count, ids, id_ends, features, dimensions, labels, measures \
+                     FROM row_blocks WHERE dataset_pk = (SELECT pk FROM datasets WHERE id = $1) \
+                     AND version = $2 ORDER BY seq",
+                )
+                .bind(id.to_string())
+                .bind(version)
+                .fetch(&pool);
                 let corrupt = |detail: String| $crate::store::StoreError::Corrupt { what: "row block", detail };
                 while let Some(row) = stored.next().await {
                     let decoded = row.map_err($crate::store::StoreError::from).and_then(|row| {
@@ -306,121 +297,104 @@ macro_rules! common_store {
                             id_ends: row.try_get(2)?,
                             features: row.try_get(3)?,
                             dimensions: row.try_get(4)?,
-                            labels: row.try_get::<Option<&[u8]>, _>(5)?.unwrap_or_default(),
-                            measures: row.try_get::<Option<&[u8]>, _>(6)?.unwrap_or_default(),
+                            labels: row.try_get(5)?,
+                            measures: row.try_get(6)?,
                         };
-                        let stored = Stored::check(raw, shape, outcomes).map_err(corrupt)?;
-                        let mut full = Vec::new();
-                        let mut at = 0;
-                        while at < stored.rows {
-                            let take = (block_rows - block.len()).min(stored.rows - at);
-                            block.append_stored(&stored, at..at + take);
-                            at += take;
-                            if block.len() == block_rows {
-                                full.push(std::mem::replace(&mut block, fresh()).finish());
-                            }
-                        }
-                        Ok(full)
+                        let stored = Stored::check(raw, shape, true).map_err(corrupt)?;
+                        let mut block = Columns::builder(shape, true, stored.rows);
+                        block.append_stored(&stored, 0..stored.rows);
+                        Ok(block.finish())
                     });
-                    match decoded {
-                        Err(error) => {
-                            let _ = sender.send(Err(error)).await;
-                            return;
-                        }
-                        Ok(full) => {
-                            for columns in full {
-                                if sender.send(Ok(columns)).await.is_err() {
-                                    return;
-                                }
-                                sent = true;
-                            }
-                        }
+                    let failed = decoded.is_err();
+                    if sender.send(decoded).await.is_err() || failed {
+                        return;
                     }
-                }
-                if !block.is_empty() || !sent {
-                    let _ = sender.send(Ok(block.finish())).await;
                 }
             });
             Ok(tokio_stream::wrappers::ReceiverStream::new(receiver))
         }
 
-        /// An upload: its rows packed into blocks, written inside one
-        /// transaction that holds the dataset's write lock.
-        struct BlockIngest {
-            tx: sqlx::Transaction<'static, $db>,
-            store: $store,
+        /// The manifest's files of dataset `pk` below `version`, in
+        /// version order, inputs before outcomes; the outcomes files only
+        /// if `outcomes`.
+        async fn files_in(
+            conn: &mut Connection,
             pk: i64,
-            id: uuid::Uuid,
-            /// The dataset version its rows are stored under.
-            version: i64,
-            /// Blocks written so far.
-            written: i64,
-            pending: $crate::snapshots::Packed,
-            /// The row ids stored before this upload, read at its first
-            /// check (the lock keeps them current).
-            stored_ids: Option<std::collections::HashSet<Box<str>>>,
+            version: u64,
+            outcomes: bool,
+        ) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
+            use $crate::dataset::FilePart;
+            let version = i64::try_from(version).unwrap_or(i64::MAX);
+            let parts = if outcomes { FilePart::Outcomes } else { FilePart::Inputs };
+            let rows: Vec<$crate::store::records::FileRow> = sqlx::query_as(
+                "SELECT version, part, path, row_count, byte_count, sha256 FROM version_files \
+                 WHERE dataset_pk = $1 AND version < $2 AND part IN ('inputs', $3) \
+                 ORDER BY version, part",
+            )
+            .bind(pk)
+            .bind(version)
+            .bind(parts.as_str())
+            .fetch_all(&mut *conn)
+            .await?;
+            rows.into_iter().map($crate::store::records::FileRow::into_file).collect()
         }
 
-        impl BlockIngest {
-            async fn open(store: &$store, id: uuid::Uuid) -> Result<Self, $crate::store::StoreError> {
-                let mut tx = store.begin_write().await?;
-                let (pk, record) = dataset_in(&mut tx, id, true)
-                    .await?
-                    .ok_or_else(|| $crate::store::StoreError::Conflict("the dataset vanished".to_owned()))?;
-                Ok(BlockIngest {
-                    tx,
-                    store: store.clone(),
-                    pk,
-                    id,
-                    version: $crate::store::records::signed("row count", record.n_rows)?,
-                    written: 0,
-                    pending: Default::default(),
-                    stored_ids: None,
-                })
-            }
-
-            /// The row ids stored before this upload, read once.
-            async fn stored_ids(&mut self) -> Result<&std::collections::HashSet<Box<str>>, $crate::store::StoreError> {
-                if self.stored_ids.is_none() {
-                    self.stored_ids = Some(self.read_ids().await?);
-                }
-                Ok(self.stored_ids.get_or_insert_default())
-            }
-
-            /// Every row id stored before this upload.
-            async fn read_ids(&mut self) -> Result<std::collections::HashSet<Box<str>>, $crate::store::StoreError> {
-                use futures_util::TryStreamExt;
-                let mut ids = std::collections::HashSet::new();
-                let mut blocks = sqlx::query_as::<_, (Vec<u8>, Vec<u8>)>(
-                    "SELECT ids, id_ends FROM row_blocks WHERE dataset_pk = $1 AND version < $2",
+        /// Records an upload's files in dataset `pk`'s manifest.
+        async fn insert_files(
+            conn: &mut Connection,
+            pk: i64,
+            files: &[$crate::dataset::VersionFile],
+        ) -> Result<(), $crate::store::StoreError> {
+            use $crate::store::records::signed;
+            for file in files {
+                sqlx::query(
+                    "INSERT INTO version_files (dataset_pk, version, part, path, row_count, \
+                     byte_count, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
-                .bind(self.pk)
-                .bind(self.version)
-                .fetch(&mut *self.tx);
-                while let Some((text, ends)) = blocks.try_next().await? {
-                    let corrupt = |detail: String| $crate::store::StoreError::Corrupt { what: "row ids", detail };
-                    let text = String::from_utf8(text).map_err(|error| corrupt(error.to_string()))?;
-                    let mut start = 0;
-                    for word in ends.chunks_exact(4) {
-                        let end = u32::from_le_bytes([word[0], word[1], word[2], word[3]]) as usize;
-                        let id = text
-                            .get(start..end)
-                            .ok_or_else(|| corrupt(format!("an id ends at {end}")))?;
-                        ids.insert(Box::from(id));
-                        start = end;
-                    }
-                }
-                Ok(ids)
+                .bind(pk)
+                .bind(signed("file version", file.version)?)
+                .bind(file.part.as_str())
+                .bind(&file.path)
+                .bind(signed("file rows", file.rows)?)
+                .bind(signed("file bytes", file.bytes)?)
+                .bind(&file.sha256)
+                .execute(&mut *conn)
+                .await
+                .map_err(|error| map_unique(error, || "a version file is already recorded".to_owned()))?;
+            }
+            Ok(())
+        }
+
+        /// An upload: one transaction holding the dataset's write lock
+        /// while the engine writes the new version's files, which it then
+        /// records with the new row count.
+        struct ManifestIngest {
+            tx: sqlx::Transaction<'static, $db>,
+            pk: i64,
+            id: uuid::Uuid,
+            version: u64,
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::store::IngestSession for ManifestIngest {
+            fn version(&self) -> u64 {
+                self.version
             }
 
-            /// Writes the pending block, if it holds rows.
-            async fn flush(&mut self) -> Result<(), $crate::store::StoreError> {
-                if self.pending.rows > 0 {
-                    let block = std::mem::take(&mut self.pending);
-                    write_block(&mut self.tx, self.pk, self.version, self.written, block).await?;
-                    self.written += 1;
-                }
-                Ok(())
+            async fn files(&mut self) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
+                files_in(&mut self.tx, self.pk, self.version, false).await
+            }
+
+            async fn commit(
+                mut self: Box<Self>,
+                rows: u64,
+                stats: &$crate::dataset::WalrStats,
+                files: &[$crate::dataset::VersionFile],
+            ) -> Result<$crate::dataset::DatasetRecord, $crate::store::StoreError> {
+                insert_files(&mut self.tx, self.pk, files).await?;
+                let record = add_upload(&mut self.tx, self.id, rows, stats).await?;
+                self.tx.commit().await?;
+                Ok(record)
             }
         }
 
@@ -451,51 +425,6 @@ macro_rules! common_store {
             .execute(&mut *conn)
             .await?;
             Ok(())
-        }
-
-        #[async_trait::async_trait]
-        impl $crate::store::IngestSession for BlockIngest {
-            async fn existing(&mut self, row_ids: &[&str]) -> Result<Vec<String>, $crate::store::StoreError> {
-                let stored = self.stored_ids().await?;
-                Ok(row_ids
-                    .iter()
-                    .filter(|id| stored.contains(**id))
-                    .map(|id| (*id).to_owned())
-                    .collect())
-            }
-
-            /// Refuses a row id already stored (the parser has refused one
-            /// that comes twice in the upload).
-            async fn insert(&mut self, rows: &[$crate::ingest::RowRecord]) -> Result<(), $crate::store::StoreError> {
-                if self.version > 0 {
-                    let stored = self.stored_ids().await?;
-                    if let Some(row) = rows.iter().find(|row| stored.contains(row.row_id.as_str())) {
-                        return Err($crate::store::StoreError::Conflict(format!(
-                            "row id {:?} is already stored",
-                            row.row_id
-                        )));
-                    }
-                }
-                for row in rows {
-                    self.pending.push(row);
-                    if self.pending.is_full() {
-                        self.flush().await?;
-                    }
-                }
-                Ok(())
-            }
-
-            async fn commit(
-                mut self: Box<Self>,
-                rows: u64,
-                stats: &$crate::dataset::WalrStats,
-            ) -> Result<$crate::dataset::DatasetRecord, $crate::store::StoreError> {
-                self.flush().await?;
-                let record = add_upload(&mut self.tx, self.id, rows, stats).await?;
-                self.tx.commit().await?;
-                self.store.uploaded(rows);
-                Ok(record)
-            }
         }
 
         /// Converts rows stored one per database row (before the
@@ -980,18 +909,80 @@ macro_rules! common_store {
                 &self,
                 id: uuid::Uuid,
             ) -> Result<Box<dyn $crate::store::IngestSession>, $crate::store::StoreError> {
-                Ok(Box::new(BlockIngest::open(self, id).await?))
+                let mut tx = self.begin_write().await?;
+                let (pk, record) = dataset_in(&mut tx, id, true)
+                    .await?
+                    .ok_or_else(|| $crate::store::StoreError::Conflict("the dataset vanished".to_owned()))?;
+                Ok(Box::new(ManifestIngest {
+                    tx,
+                    pk,
+                    id,
+                    version: record.n_rows,
+                }))
             }
 
-            async fn row_blocks(
+            async fn version_files(
+                &self,
+                id: uuid::Uuid,
+                version: u64,
+                outcomes: bool,
+            ) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
+                let mut conn = self.pool.acquire().await?;
+                let pk: Option<i64> = sqlx::query_scalar("SELECT pk FROM datasets WHERE id = $1")
+                    .bind(id.to_string())
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                match pk {
+                    Some(pk) => files_in(&mut conn, pk, version, outcomes).await,
+                    None => Ok(Vec::new()),
+                }
+            }
+
+            async fn block_uploads(&self) -> Result<Vec<(uuid::Uuid, u64)>, $crate::store::StoreError> {
+                let rows: Vec<(String, i64)> = sqlx::query_as(
+                    "SELECT DISTINCT d.id, b.version FROM row_blocks b \
+                     JOIN datasets d ON d.pk = b.dataset_pk ORDER BY d.id, b.version",
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                use $crate::store::records::{unsigned, uuid};
+                rows.into_iter()
+                    .map(|(id, version)| Ok((uuid("dataset id", &id)?, unsigned("block version", version)?)))
+                    .collect()
+            }
+
+            async fn upload_blocks(
                 &self,
                 id: uuid::Uuid,
                 version: u64,
                 shape: $crate::snapshots::Shape,
-                outcomes: bool,
-                block_rows: usize,
             ) -> Result<$crate::store::BlockStream, $crate::store::StoreError> {
-                stream_blocks(self.pool.clone(), id, version, shape, outcomes, block_rows).await
+                stream_blocks(self.pool.clone(), id, version, shape).await
+            }
+
+            async fn blocks_to_files(
+                &self,
+                id: uuid::Uuid,
+                version: u64,
+                files: &[$crate::dataset::VersionFile],
+            ) -> Result<bool, $crate::store::StoreError> {
+                use $crate::store::records::signed;
+                let mut tx = self.begin_write().await?;
+                let Some((pk, _)) = dataset_in(&mut tx, id, true).await? else {
+                    return Ok(false);
+                };
+                let deleted = sqlx::query("DELETE FROM row_blocks WHERE dataset_pk = $1 AND version = $2")
+                    .bind(pk)
+                    .bind(signed("block version", version)?)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if deleted == 0 {
+                    return Ok(false);
+                }
+                insert_files(&mut tx, pk, files).await?;
+                tx.commit().await?;
+                Ok(true)
             }
 
             async fn debit(

@@ -26,9 +26,8 @@ use uuid::Uuid;
 pub use batches::Finished;
 
 use crate::budget::{AnalystRecord, Change};
-use crate::dataset::{DatasetRecord, WalrStats};
+use crate::dataset::{DatasetRecord, VersionFile, WalrStats};
 use crate::dp::{Charge, Composition};
-use crate::ingest::RowRecord;
 use crate::ledger::LedgerRecord;
 use crate::snapshots::{Columns, Shape};
 
@@ -54,6 +53,9 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A dataset file could not be written or read.
+    #[error("{0}")]
+    Files(String),
     /// The batch of debits this one was in could not be written (nothing
     /// of it was; the cause is logged once for the batch).
     #[error("a batch of debits failed: {0}")]
@@ -166,24 +168,26 @@ pub enum CallClaim {
     Taken(StoredCall),
 }
 
-/// A snapshot's rows in blocks, in stored order (upload by upload, each
-/// in arrival order), as the store reads them.
+/// Rows in blocks, as the engine or the legacy block reader streams them.
 pub type BlockStream = tokio_stream::wrappers::ReceiverStream<Result<Columns, StoreError>>;
 
 /// An upload in progress: one transaction holding the dataset's write
-/// lock, rolled back if dropped.
+/// lock, rolled back if dropped. The engine writes the new version's
+/// files meanwhile; the manifest records them on commit.
 #[async_trait]
 pub trait IngestSession: Send {
-    /// Which of these row ids the dataset already has.
-    async fn existing(&mut self, row_ids: &[&str]) -> Result<Vec<String>, StoreError>;
-    /// Stores a batch of rows (whose ids are unique among themselves),
-    /// refusing one whose id is already stored.
-    async fn insert(&mut self, rows: &[RowRecord]) -> Result<(), StoreError>;
-    /// Adds the upload's row count and sums to the dataset and commits.
+    /// The dataset's row count as locked: the version the upload's files
+    /// are recorded under.
+    fn version(&self) -> u64;
+    /// The manifest's inputs files of every earlier version.
+    async fn files(&mut self) -> Result<Vec<VersionFile>, StoreError>;
+    /// Records the upload's files, adds its row count and sums to the
+    /// dataset, and commits.
     async fn commit(
         self: Box<Self>,
         rows: u64,
         stats: &WalrStats,
+        files: &[VersionFile],
     ) -> Result<DatasetRecord, StoreError>;
 }
 
@@ -207,20 +211,37 @@ pub trait Store: Send + Sync {
     /// Opens an upload transaction, locking the dataset against other writers.
     async fn begin_ingest(&self, id: Uuid) -> Result<Box<dyn IngestSession>, StoreError>;
 
-    /// Streams the snapshot at `version` rows (see the `row_blocks`
-    /// migration) in one query over its stored blocks, in stored order,
-    /// re-cut into blocks of `block_rows` rows of `shape` (the last may be
-    /// shorter), with the outcomes (labels and measures, private) only if
-    /// `outcomes`. Reading runs ahead of the consumer by one block;
-    /// dropping the stream stops it.
-    async fn row_blocks(
+    /// The manifest of the snapshot at `version` rows: every file with a
+    /// smaller version, in version order, inputs before outcomes; the
+    /// outcomes files (private) only if `outcomes`.
+    async fn version_files(
+        &self,
+        id: Uuid,
+        version: u64,
+        outcomes: bool,
+    ) -> Result<Vec<VersionFile>, StoreError>;
+
+    /// Uploads still stored as blocks (before the `version_files`
+    /// migration), as (dataset, version), for the engine to write out.
+    async fn block_uploads(&self) -> Result<Vec<(Uuid, u64)>, StoreError>;
+
+    /// The stored blocks of one such upload, outcomes included.
+    async fn upload_blocks(
         &self,
         id: Uuid,
         version: u64,
         shape: Shape,
-        outcomes: bool,
-        block_rows: usize,
     ) -> Result<BlockStream, StoreError>;
+
+    /// Records `files` for an upload stored as blocks and deletes its
+    /// blocks, in one transaction; false (nothing written) if another
+    /// process did so first.
+    async fn blocks_to_files(
+        &self,
+        id: Uuid,
+        version: u64,
+        files: &[VersionFile],
+    ) -> Result<bool, StoreError>;
 
     /// The check-and-debit transaction (see the module documentation).
     async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError>;

@@ -17,26 +17,6 @@ pub struct PostgresStore {
     finished: std::sync::Arc<super::batches::FinishQueue>,
 }
 
-/// Uploads of at least this many rows are followed by a vacuum.
-const VACUUM_AFTER_ROWS: u64 = 50_000;
-
-/// Vacuums and analyses `row_blocks` in the background. Fresh tuples
-/// carry no hint bits: the first query to read them would check each one's
-/// transaction and rewrite its page (blocks and their TOAST chunks), so
-/// the first release after an upload would pay for it. The vacuum pays
-/// instead, off any request; it skips pages already all-visible, so it
-/// costs about the new rows.
-async fn vacuum(pool: PgPool) {
-    let started = std::time::Instant::now();
-    match sqlx::query("VACUUM (ANALYZE) row_blocks")
-        .execute(&pool)
-        .await
-    {
-        Ok(_) => tracing::info!(seconds = started.elapsed().as_secs_f64(), "rows vacuumed"),
-        Err(error) => tracing::warn!(%error, "vacuuming rows after an upload failed"),
-    }
-}
-
 impl PostgresStore {
     /// Locks the dataset's row until the transaction ends.
     const LOCK: &'static str = " FOR UPDATE";
@@ -85,12 +65,6 @@ impl PostgresStore {
     /// one, the others find nothing left to convert.
     const UPGRADE_LOCK: &'static str = "SELECT pg_advisory_xact_lock(7406190101)";
     const HAS_LEGACY_ROWS: &'static str = "SELECT to_regclass('rows') IS NOT NULL";
-
-    fn uploaded(&self, rows: u64) {
-        if rows >= VACUUM_AFTER_ROWS {
-            tokio::spawn(vacuum(self.pool.clone()));
-        }
-    }
 }
 
 common_store!(PostgresStore, Postgres);

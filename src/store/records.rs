@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{StoreError, StoredRelease};
 use crate::budget::AnalystRecord;
-use crate::dataset::{DatasetRecord, Schema, WalrStats};
+use crate::dataset::{DatasetRecord, FilePart, Schema, VersionFile, WalrStats};
 use crate::dp::{Accountant, Budget, Composition, Delta, Epsilon};
 use crate::ledger::LedgerRecord;
 
@@ -30,7 +30,7 @@ pub(super) fn uuid(what: &'static str, text: &str) -> Result<Uuid, StoreError> {
     Uuid::parse_str(text).map_err(|error| corrupt(what, error))
 }
 
-fn unsigned(what: &'static str, value: i64) -> Result<u64, StoreError> {
+pub(super) fn unsigned(what: &'static str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|error| corrupt(what, error))
 }
 
@@ -60,6 +60,30 @@ pub(super) fn event_name(event: api::LedgerEvent) -> &'static str {
         api::LedgerEvent::Release => "release",
         api::LedgerEvent::Budget => "budget",
         api::LedgerEvent::Cap => "cap",
+    }
+}
+
+/// A row of `version_files`.
+#[derive(sqlx::FromRow)]
+pub(super) struct FileRow {
+    version: i64,
+    part: String,
+    path: String,
+    row_count: i64,
+    byte_count: i64,
+    sha256: String,
+}
+
+impl FileRow {
+    pub(super) fn into_file(self) -> Result<VersionFile, StoreError> {
+        Ok(VersionFile {
+            version: unsigned("file version", self.version)?,
+            part: FilePart::parse(&self.part).ok_or_else(|| corrupt("file part", &self.part))?,
+            path: self.path,
+            rows: unsigned("file rows", self.row_count)?,
+            bytes: unsigned("file bytes", self.byte_count)?,
+            sha256: self.sha256,
+        })
     }
 }
 

@@ -62,8 +62,6 @@ impl SqliteStore {
     const UPGRADE_LOCK: &'static str = "SELECT 1";
     const HAS_LEGACY_ROWS: &'static str =
         "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rows')";
-
-    fn uploaded(&self, _rows: u64) {}
 }
 
 common_store!(SqliteStore, Sqlite);

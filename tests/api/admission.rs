@@ -72,7 +72,11 @@ pub struct Seen {
 impl Seen {
     /// Whether anything that `unit` keeps private was read.
     pub fn private(&self, unit: &str) -> bool {
-        let outcomes = self.outcome_rows + self.snapshots.loads + self.snapshots.outcomes > 0;
+        let outcomes = self.outcome_rows
+            + self.snapshots.loads
+            + self.snapshots.outcomes
+            + self.snapshots.outcome_files
+            > 0;
         let inputs = self.input_rows + self.snapshots.inputs > 0;
         outcomes || (unit == "row" && inputs)
     }
@@ -198,13 +202,24 @@ impl Server {
     pub fn assert_read(&self, seen: Seen, unit: &str, case: &str) {
         assert!(seen.private(unit), "{case}: {seen:?}");
         match self.mode {
-            Mode::Streamed => assert!(seen.outcome_rows > 0, "{case}: {seen:?}"),
-            Mode::Cold => assert!(seen.snapshots.loads > 0, "{case}: {seen:?}"),
+            // The outcomes files were opened, not just asked for.
+            Mode::Streamed => assert!(
+                seen.outcome_rows > 0 && seen.snapshots.outcome_files > 0,
+                "{case}: {seen:?}"
+            ),
+            Mode::Cold => assert!(
+                seen.snapshots.loads > 0 && seen.snapshots.outcome_files > 0,
+                "{case}: {seen:?}"
+            ),
             // Nothing reached the store: the snapshot in memory was read.
             Mode::Warm => {
                 assert_eq!(
-                    (seen.outcome_rows, seen.snapshots.loads),
-                    (0, 0),
+                    (
+                        seen.outcome_rows,
+                        seen.snapshots.loads,
+                        seen.snapshots.outcome_files
+                    ),
+                    (0, 0, 0),
                     "{case}: {seen:?}"
                 );
                 assert!(seen.snapshots.outcomes > 0, "{case}: {seen:?}");

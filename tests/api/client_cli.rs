@@ -1115,7 +1115,12 @@ async fn releases_are_retried_across_a_restart_and_spent_once() {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = probe.local_addr().unwrap();
     drop(probe);
-    let state = AppState::new(app.store.clone(), app.keys.clone(), Limits::default());
+    let state = AppState::new(
+        app.store.clone(),
+        app.snapshots.data().clone(),
+        app.keys.clone(),
+        Limits::default(),
+    );
     let server = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(400)).await;
         let listener = tokio::net::TcpListener::bind(address).await.unwrap();

@@ -1,8 +1,8 @@
-//! A decorator over the real store that counts how often rows are read:
-//! with their outcomes (labels and measures, private) and without (row
-//! ids, features and dimensions), and can make the private reads slow or
-//! fail, or the public ones fail after their first block. Everything else
-//! passes straight through.
+//! A decorator over the real store that counts how often rows are read
+//! (how often the manifest of a snapshot is asked for): with their
+//! outcomes (labels and measures, private) and without (row ids, features
+//! and dimensions), and can make the private reads slow or fail.
+//! Everything else passes straight through.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dpgate::budget::{AnalystRecord, Change};
-use dpgate::dataset::DatasetRecord;
+use dpgate::dataset::{DatasetRecord, VersionFile};
 use dpgate::ledger::LedgerRecord;
 use dpgate::snapshots::Shape;
 use dpgate::store::{
@@ -18,7 +18,6 @@ use dpgate::store::{
     NewDataset, Store, StoreError, StoredCall, StoredRelease,
 };
 use dpgate_api_types::ReleaseSummary;
-use futures_util::StreamExt;
 use uuid::Uuid;
 
 /// The real store, with read counters.
@@ -33,9 +32,6 @@ pub struct Counting {
     /// Whether every read of private rows fails, as a database that went
     /// away after the debit would.
     broken: bool,
-    /// Whether every read of public rows fails after its first block, as a
-    /// database that went away in the middle of a feature export would.
-    torn: bool,
 }
 
 impl Counting {
@@ -52,7 +48,6 @@ impl Counting {
             input_reads: AtomicU64::new(0),
             delay,
             broken: false,
-            torn: false,
         })
     }
 
@@ -65,20 +60,6 @@ impl Counting {
             input_reads: AtomicU64::new(0),
             delay: Duration::ZERO,
             broken: true,
-            torn: false,
-        })
-    }
-
-    /// A store whose every read of public rows sends its first block, then
-    /// fails.
-    pub fn torn(inner: Arc<dyn Store>) -> Arc<Self> {
-        Arc::new(Counting {
-            inner,
-            outcome_reads: AtomicU64::new(0),
-            input_reads: AtomicU64::new(0),
-            delay: Duration::ZERO,
-            broken: false,
-            torn: true,
         })
     }
 
@@ -117,14 +98,12 @@ impl Store for Counting {
         self.inner.begin_ingest(id).await
     }
 
-    async fn row_blocks(
+    async fn version_files(
         &self,
         id: Uuid,
         version: u64,
-        shape: Shape,
         outcomes: bool,
-        block_rows: usize,
-    ) -> Result<BlockStream, StoreError> {
+    ) -> Result<Vec<VersionFile>, StoreError> {
         if outcomes {
             self.outcome_reads.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(self.delay).await;
@@ -137,25 +116,29 @@ impl Store for Counting {
         } else {
             self.input_reads.fetch_add(1, Ordering::SeqCst);
         }
-        let mut blocks = self
-            .inner
-            .row_blocks(id, version, shape, outcomes, block_rows)
-            .await?;
-        if outcomes || !self.torn {
-            return Ok(blocks);
-        }
-        let (sender, receiver) = tokio::sync::mpsc::channel(1);
-        tokio::spawn(async move {
-            if let Some(first) = blocks.next().await {
-                let _ = sender.send(first).await;
-            }
-            let torn = StoreError::Corrupt {
-                what: "row",
-                detail: "the test store fails after the first block of public rows".to_owned(),
-            };
-            let _ = sender.send(Err(torn)).await;
-        });
-        Ok(BlockStream::new(receiver))
+        self.inner.version_files(id, version, outcomes).await
+    }
+
+    async fn block_uploads(&self) -> Result<Vec<(Uuid, u64)>, StoreError> {
+        self.inner.block_uploads().await
+    }
+
+    async fn upload_blocks(
+        &self,
+        id: Uuid,
+        version: u64,
+        shape: Shape,
+    ) -> Result<BlockStream, StoreError> {
+        self.inner.upload_blocks(id, version, shape).await
+    }
+
+    async fn blocks_to_files(
+        &self,
+        id: Uuid,
+        version: u64,
+        files: &[VersionFile],
+    ) -> Result<bool, StoreError> {
+        self.inner.blocks_to_files(id, version, files).await
     }
 
     async fn debit(&self, debit: &Debit, decide: Decide) -> Result<DebitOutcome, StoreError> {

@@ -274,6 +274,7 @@ async fn a_call_that_fails_after_its_claim_stays_spent_and_answers_the_same_fail
     let before = snapshot(&app, session.0).await;
     let broken = AppState::new(
         Counting::broken(app.store.clone()),
+        app.snapshots.data().clone(),
         app.keys.clone(),
         Limits::default(),
     );

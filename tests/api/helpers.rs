@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
+use dpgate::engine::DataDir;
 use dpgate::snapshots::Snapshots;
 use dpgate::store::{self, Store};
 use dpgate_client::types::{CreateDataset, Dataset};
@@ -141,7 +142,8 @@ async fn spawn(
         .await
         .expect("a free port");
     let address = format!("http://{}", listener.local_addr().expect("bound"));
-    let state = AppState::new(store.clone(), keys.clone(), limits);
+    let data = Arc::new(DataDir::new(dir.path().join("data")));
+    let state = AppState::new(store.clone(), data, keys.clone(), limits);
     let snapshots = state.snapshots.clone();
     let server = tokio::spawn(async move {
         axum::serve(listener, dpgate::api::router(state))
@@ -243,7 +245,12 @@ impl TestApp {
             .await
             .expect("a free port");
         self.address = format!("http://{}", listener.local_addr().expect("bound"));
-        let state = AppState::new(self.store.clone(), self.keys.clone(), limits);
+        let state = AppState::new(
+            self.store.clone(),
+            self.snapshots.data().clone(),
+            self.keys.clone(),
+            limits,
+        );
         self.snapshots = state.snapshots.clone();
         self.server = tokio::spawn(async move {
             axum::serve(listener, dpgate::api::router(state))

@@ -1,9 +1,12 @@
 //! One conformance suite for every storage backend, through the `Store`
-//! trait alone.
+//! trait and the engine's uploads and reads over its manifest.
 
 use dpgate::budget::{AnalystRecord, Change};
+use std::sync::Arc;
+
 use dpgate::dataset::{DatasetRecord, WalrStats};
 use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
+use dpgate::engine::{self, DataDir, Names, Upload};
 use dpgate::ingest::RowRecord;
 use dpgate::snapshots::{BLOCK_ROWS, Columns, Shape};
 use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, Finished, NewDataset, Store, StoreError};
@@ -61,24 +64,46 @@ fn admit() -> dpgate::store::Decide {
 /// Every block of the snapshot of `dataset` at `version`.
 async fn blocks(
     store: &dyn Store,
+    data: &Arc<DataDir>,
     dataset: &DatasetRecord,
     version: u64,
     outcomes: bool,
     block_rows: usize,
 ) -> Vec<Columns> {
-    let shape = Shape::of(&dataset.schema);
-    store
-        .row_blocks(dataset.id, version, shape, outcomes, block_rows)
+    let files = store
+        .version_files(dataset.id, version, outcomes)
         .await
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
-        .await
+        .unwrap();
+    engine::stream(
+        data.clone(),
+        files,
+        Names::of(&dataset.schema),
+        Shape::of(&dataset.schema),
+        outcomes,
+        block_rows,
+    )
+    .map(Result::unwrap)
+    .collect()
+    .await
+}
+
+/// An upload of `rows`, not yet committed.
+async fn upload(
+    store: &dyn Store,
+    data: &Arc<DataDir>,
+    dataset: &DatasetRecord,
+    rows: &[RowRecord],
+) -> Upload {
+    let mut upload = Upload::begin(store, data.clone(), dataset).await.unwrap();
+    for batch in rows.chunks(1000) {
+        upload.insert(batch.to_vec()).await.unwrap();
+    }
+    upload
 }
 
 /// An upload of more rows than a stored block holds is stored in several
 /// and read back in one order however the reader cuts it.
-async fn many_blocks(store: &dyn Store) {
+async fn many_blocks(store: &dyn Store, data: &Arc<DataDir>) {
     let dataset = record("many-blocks");
     let new = NewDataset {
         record: dataset.clone(),
@@ -89,15 +114,12 @@ async fn many_blocks(store: &dyn Store) {
     let all: Vec<RowRecord> = (0..rows)
         .map(|i| row(&format!("r{i}"), (i % 2) as u8))
         .collect();
-    let mut session = store.begin_ingest(dataset.id).await.unwrap();
-    for batch in all.chunks(1000) {
-        session.insert(batch).await.unwrap();
-    }
-    session
+    upload(store, data, &dataset, &all)
+        .await
         .commit(rows as u64, &WalrStats::empty(2))
         .await
         .unwrap();
-    let read = blocks(store, &dataset, rows as u64, true, 10_000).await;
+    let read = blocks(store, data, &dataset, rows as u64, true, 10_000).await;
     assert_eq!(
         read.iter().map(Columns::len).collect::<Vec<_>>(),
         vec![10_000, 10_000, 10_000, rows - 30_000]
@@ -110,12 +132,12 @@ async fn many_blocks(store: &dyn Store) {
             at += 1;
         }
     }
-    let whole = blocks(store, &dataset, rows as u64, false, rows).await;
+    let whole = blocks(store, data, &dataset, rows as u64, false, rows).await;
     assert_eq!((whole.len(), whole[0].len()), (1, rows));
     assert_eq!(whole[0].position("r16384"), Some(16_384));
 }
 
-async fn conformance(store: &dyn Store) {
+async fn conformance(store: &dyn Store, data: &Arc<DataDir>) {
     let dataset = record("conformance");
     let new = NewDataset {
         record: dataset.clone(),
@@ -133,33 +155,33 @@ async fn conformance(store: &dyn Store) {
     assert_eq!(store.datasets().await.unwrap(), vec![dataset.clone()]);
 
     // An abandoned upload leaves nothing behind.
-    let mut session = store.begin_ingest(dataset.id).await.unwrap();
-    session.insert(&[row("a", 1), row("b", 0)]).await.unwrap();
-    drop(session);
+    drop(upload(store, data, &dataset, &[row("a", 1), row("b", 0)]).await);
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 0);
-    let empty = blocks(store, &dataset, 0, true, 10).await;
+    let empty = blocks(store, data, &dataset, 0, true, 10).await;
     assert_eq!((empty.len(), empty[0].len()), (1, 0));
 
     let mut stats = WalrStats::empty(2);
     stats.add(1, &[0.5, 0.25]);
     stats.add(0, &[0.5, 0.25]);
-    let mut session = store.begin_ingest(dataset.id).await.unwrap();
-    session.insert(&[row("a", 1), row("b", 0)]).await.unwrap();
-    let committed = session.commit(2, &stats).await.unwrap();
+    let committed = upload(store, data, &dataset, &[row("a", 1), row("b", 0)])
+        .await
+        .commit(2, &stats)
+        .await
+        .unwrap();
     assert_eq!((committed.n_rows, &committed.stats), (2, &stats));
-    let mut session = store.begin_ingest(dataset.id).await.unwrap();
+    let mut session = upload(store, data, &dataset, &[]).await;
     let mut existing = session.existing(&["b", "c", "a"]).await.unwrap();
     existing.sort();
     assert_eq!(existing, vec!["a", "b"]);
     // A stored row id is refused, and nothing is stored.
-    let refused = session.insert(&[row("c", 0), row("a", 1)]).await;
+    let refused = session.insert(vec![row("c", 0), row("a", 1)]).await;
     assert!(
         matches!(&refused, Err(StoreError::Conflict(detail)) if detail.contains("\"a\"")),
         "{refused:?}"
     );
     drop(session);
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 2);
-    let stored = blocks(store, &dataset, 2, true, 10).await;
+    let stored = blocks(store, data, &dataset, 2, true, 10).await;
     assert_eq!(stored.len(), 1);
     let (a, b) = (stored[0].row(0), stored[0].row(1));
     assert_eq!((a.id, a.label, b.id, b.label), ("a", 1, "b", 0));
@@ -168,7 +190,7 @@ async fn conformance(store: &dyn Store) {
         (&[0.5f32, 0.25][..], &[7.0][..], &[1u32][..])
     );
     // Blocks of one row each; without outcomes, none are read.
-    let small = blocks(store, &dataset, 2, false, 1).await;
+    let small = blocks(store, data, &dataset, 2, false, 1).await;
     assert_eq!(small.len(), 2);
     assert_eq!((small[0].id(0), small[1].id(0)), ("a", "b"));
     assert!(small.iter().all(|block| !block.has_outcomes()));
@@ -176,12 +198,12 @@ async fn conformance(store: &dyn Store) {
     // Rows come in the order they were stored, upload after upload, across
     // stored blocks and re-cut blocks alike, and a version reads only the
     // rows it held.
-    let mut session = store.begin_ingest(dataset.id).await.unwrap();
-    session
-        .insert(&[row("é", 1), row("B", 0), row("Z", 1), row("aa", 0)])
+    let more = [row("é", 1), row("B", 0), row("Z", 1), row("aa", 0)];
+    upload(store, data, &dataset, &more)
+        .await
+        .commit(4, &WalrStats::empty(2))
         .await
         .unwrap();
-    session.commit(4, &WalrStats::empty(2)).await.unwrap();
     let ids = |blocks: Vec<Columns>| -> Vec<String> {
         blocks
             .iter()
@@ -189,14 +211,14 @@ async fn conformance(store: &dyn Store) {
             .collect()
     };
     assert_eq!(
-        ids(blocks(store, &dataset, 6, false, 4).await),
+        ids(blocks(store, data, &dataset, 6, false, 4).await),
         vec!["a", "b", "é", "B", "Z", "aa"]
     );
     assert_eq!(
-        ids(blocks(store, &dataset, 2, true, 4).await),
+        ids(blocks(store, data, &dataset, 2, true, 4).await),
         vec!["a", "b"]
     );
-    many_blocks(store).await;
+    many_blocks(store, data).await;
 
     // Debits: every outcome.
     let first = debit(dataset.id, 6, Some("k1"));
@@ -465,10 +487,12 @@ async fn execute(
 }
 
 /// Rows stored one per database row, before the `row_blocks` migration,
-/// are converted into blocks on start-up: each upload's rows in row id
-/// order, as they were read then, and the old table is dropped.
+/// are converted into blocks on start-up, each upload's rows in row id
+/// order as they were read then, and the old table dropped; the blocks
+/// are then written out as each upload's files (`version_files`) and
+/// deleted.
 #[tokio::test]
-async fn rows_stored_before_blocks_are_converted_on_start_up() {
+async fn rows_stored_before_files_are_converted_on_start_up() {
     for backend in backends() {
         let app = spawn_app(backend).await;
         let dataset = record("legacy");
@@ -498,13 +522,28 @@ async fn rows_stored_before_blocks_are_converted_on_start_up() {
             .await
             .unwrap();
         let restarted = dpgate::store::connect(&app.database_url).await.unwrap();
-        let read = blocks(restarted.as_ref(), &dataset, 3, true, 10).await;
+        assert_eq!(
+            restarted.block_uploads().await.unwrap(),
+            vec![(dataset.id, 0), (dataset.id, 2)],
+            "{backend:?}"
+        );
+        let data = app.snapshots.data();
+        assert_eq!(
+            engine::blocks_to_files(restarted.as_ref(), data)
+                .await
+                .unwrap(),
+            2
+        );
+        assert_eq!(restarted.block_uploads().await.unwrap(), vec![]);
+        let files = restarted.version_files(dataset.id, 3, true).await.unwrap();
+        assert_eq!(files.len(), 4, "{backend:?}: two uploads, two files each");
+        let read = blocks(restarted.as_ref(), data, &dataset, 3, true, 10).await;
         let rows: Vec<(&str, u8)> = (0..read[0].len())
             .map(|at| (read[0].id(at), read[0].row(at).label))
             .collect();
         assert_eq!(rows, vec![("a", 1), ("b", 0), ("c", 1)], "{backend:?}");
         assert_eq!(read[0].features(2), &[0.5, 0.25]);
-        let before = blocks(restarted.as_ref(), &dataset, 2, true, 10).await;
+        let before = blocks(restarted.as_ref(), data, &dataset, 2, true, 10).await;
         assert_eq!(before[0].len(), 2, "{backend:?}");
         let left = execute(
             backend,
@@ -514,7 +553,11 @@ async fn rows_stored_before_blocks_are_converted_on_start_up() {
         .await;
         assert!(left.is_err(), "{backend:?}: the old table is dropped");
         // A second start finds nothing to convert.
-        dpgate::store::connect(&app.database_url).await.unwrap();
+        let again = dpgate::store::connect(&app.database_url).await.unwrap();
+        assert_eq!(
+            engine::blocks_to_files(again.as_ref(), data).await.unwrap(),
+            0
+        );
         app.finish().await;
     }
 }
@@ -758,7 +801,7 @@ async fn a_debit_with_sources_debits_all_or_none() {
 async fn every_backend_keeps_the_store_contract() {
     for backend in backends() {
         let app = spawn_app(backend).await;
-        conformance(app.store.as_ref()).await;
+        conformance(app.store.as_ref(), app.snapshots.data()).await;
         // Keys live in Postgres itself (shared by replicas), not in SQLite.
         let first = app.store.signing_key("first-candidate-key").await.unwrap();
         let second = app.store.signing_key("second-candidate-key").await.unwrap();

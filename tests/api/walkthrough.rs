@@ -5,7 +5,7 @@ use dpgate_client::ReleaseOptions;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{LedgerEvent, ReleaseParams, ReleaseRequest, ReleaseResult, WalrParams};
 
-use dpgate::snapshots::{Columns, Shape};
+use dpgate::snapshots::Columns;
 use futures_util::StreamExt;
 
 use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
@@ -50,8 +50,8 @@ async fn the_walk_through_works_end_to_end() {
         // Label unit: Δ = max √(1 + ‖x‖²)/N with both scaled features ≤ 1.
         let record = app.store.dataset(dataset.id).await.unwrap().unwrap();
         let stored: Vec<Columns> = app
-            .store
-            .row_blocks(dataset.id, 650, Shape::of(&record.schema), true, 1000)
+            .snapshots
+            .blocks(&record, true)
             .await
             .unwrap()
             .map(Result::unwrap)

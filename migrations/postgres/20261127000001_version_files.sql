@@ -1,0 +1,22 @@
+-- A dataset version is a set of immutable Parquet files in the data
+-- directory (DPGATE_DATA_DIR), and this table is their manifest: each
+-- upload writes one file of the rows' inputs (row ids, features,
+-- dimensions) and one of their outcomes (labels, measures: private, so
+-- written without statistics, page indexes or bloom filters), and records
+-- both here in the transaction that bumps the dataset's row count. The
+-- snapshot at N rows is every file with version < N, as `row_blocks` was.
+-- `path` is relative to the data directory; `byte_count` and `sha256`
+-- let a reader refuse a file that changed after it was written.
+--
+-- Blocks stored before this migration are written out as files at
+-- start-up, and their rows deleted from `row_blocks`.
+CREATE TABLE version_files (
+    dataset_pk BIGINT NOT NULL REFERENCES datasets (pk),
+    version BIGINT NOT NULL,
+    part TEXT NOT NULL CHECK (part IN ('inputs', 'outcomes')),
+    path TEXT NOT NULL UNIQUE,
+    row_count BIGINT NOT NULL,
+    byte_count BIGINT NOT NULL,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (dataset_pk, version, part)
+);

@@ -1,0 +1,54 @@
+//! Uploads stored as blocks in the database (before the `version_files`
+//! migration) written out as files, once, at start-up.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+
+use super::DataDir;
+use super::write::VersionWriter;
+use crate::snapshots::Shape;
+use crate::store::{Store, StoreError};
+
+/// Writes every upload still stored as blocks as its version's files and
+/// records them in place of the blocks, one upload per transaction; an
+/// upload another process converted first is left to it. Returns the
+/// uploads converted here.
+pub async fn blocks_to_files(store: &dyn Store, dir: &Arc<DataDir>) -> Result<u64, StoreError> {
+    let mut converted = 0;
+    for (id, version) in store.block_uploads().await? {
+        let Some(dataset) = store.dataset(id).await? else {
+            continue;
+        };
+        let mut blocks = store
+            .upload_blocks(id, version, Shape::of(&dataset.schema))
+            .await?;
+        let mut writer = {
+            let (dir, schema) = (dir.clone(), dataset.schema.clone());
+            tokio::task::spawn_blocking(move || VersionWriter::create(&dir, id, version, &schema))
+                .await
+                .map_err(|error| StoreError::Files(error.to_string()))??
+        };
+        while let Some(block) = blocks.next().await {
+            let block = block?;
+            writer = tokio::task::spawn_blocking(move || writer.write(&block).map(|()| writer))
+                .await
+                .map_err(|error| StoreError::Files(error.to_string()))??;
+        }
+        let finished = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || writer.finish(&dir))
+                .await
+                .map_err(|error| StoreError::Files(error.to_string()))??
+        };
+        let (files, written) = finished;
+        if store.blocks_to_files(id, version, &files).await? {
+            written.keep();
+            converted += 1;
+        }
+    }
+    if converted > 0 {
+        tracing::info!(uploads = converted, "stored blocks written out as files");
+    }
+    Ok(converted)
+}

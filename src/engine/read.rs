@@ -1,0 +1,381 @@
+//! Reading a version's files back as blocks of rows.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::Read;
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
+};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use sha2::{Digest, Sha256};
+
+use super::{DataDir, io_error};
+use crate::dataset::{FilePart, ROW_ID, VersionFile};
+use crate::snapshots::{Builder, Columns, Shape};
+use crate::store::{BlockStream, StoreError};
+
+fn corrupt(path: &str, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        what: "dataset file",
+        detail: format!("{path}: {detail}"),
+    }
+}
+
+/// Opens a recorded file after checking its size against the manifest: a
+/// file that was replaced, truncated or removed is refused before a byte
+/// of it is read.
+fn open(dir: &DataDir, file: &VersionFile) -> Result<File, StoreError> {
+    let full = dir.path(&file.path);
+    let opened = File::open(&full).map_err(|error| io_error(full.display(), error))?;
+    let size = opened
+        .metadata()
+        .map_err(|error| io_error(full.display(), error))?
+        .len();
+    if size != file.bytes {
+        return Err(corrupt(
+            &file.path,
+            format!("{size} bytes where the manifest recorded {}", file.bytes),
+        ));
+    }
+    if file.part == FilePart::Outcomes {
+        dir.opened_outcomes();
+    }
+    Ok(opened)
+}
+
+/// Checks the whole file's SHA-256 against the manifest.
+fn verify(dir: &DataDir, file: &VersionFile) -> Result<(), StoreError> {
+    let full = dir.path(&file.path);
+    let mut hash = Sha256::new();
+    let mut reader = File::open(&full).map_err(|error| io_error(full.display(), error))?;
+    let mut buffer = vec![0; 1 << 20];
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => hash.update(&buffer[..read]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(io_error(full.display(), error)),
+        }
+    }
+    if hex::encode(hash.finalize()) == file.sha256 {
+        Ok(())
+    } else {
+        Err(corrupt(&file.path, "its SHA-256 is not the manifest's"))
+    }
+}
+
+fn reader(
+    dir: &DataDir,
+    file: &VersionFile,
+    batch_rows: usize,
+    columns: Option<&[&str]>,
+) -> Result<ParquetRecordBatchReader, StoreError> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(open(dir, file)?)
+        .map_err(|error| corrupt(&file.path, error))?;
+    let builder = match columns {
+        Some(names) => {
+            let mask = ProjectionMask::columns(builder.parquet_schema(), names.iter().copied());
+            builder.with_projection(mask)
+        }
+        None => builder,
+    };
+    builder
+        .with_batch_size(batch_rows)
+        .build()
+        .map_err(|error| corrupt(&file.path, error))
+}
+
+fn column<'b, T: 'static>(
+    batch: &'b RecordBatch,
+    name: &str,
+    path: &str,
+) -> Result<&'b T, StoreError> {
+    batch
+        .column_by_name(name)
+        .and_then(|array| array.as_any().downcast_ref::<T>())
+        .ok_or_else(|| corrupt(path, format!("no column {name:?} of the expected type")))
+}
+
+/// A version's inputs file and, when read, its outcomes file.
+struct Version<'f> {
+    inputs: &'f VersionFile,
+    outcomes: Option<&'f VersionFile>,
+}
+
+/// Each version's files, in manifest order: inputs alone, or paired with
+/// its outcomes when they are read.
+fn versions(files: &[VersionFile], outcomes: bool) -> Result<Vec<Version<'_>>, StoreError> {
+    let mut paired = Vec::new();
+    let mut at = files.iter().peekable();
+    while let Some(inputs) = at.next() {
+        if inputs.part != FilePart::Inputs {
+            return Err(corrupt(&inputs.path, "an outcomes file without its inputs"));
+        }
+        let partner = if outcomes {
+            let Some(partner) = at
+                .next_if(|next| next.version == inputs.version && next.part == FilePart::Outcomes)
+            else {
+                return Err(corrupt(&inputs.path, "an inputs file without its outcomes"));
+            };
+            if partner.rows != inputs.rows {
+                return Err(corrupt(&partner.path, "not as many rows as its inputs"));
+            }
+            Some(partner)
+        } else {
+            None
+        };
+        paired.push(Version {
+            inputs,
+            outcomes: partner,
+        });
+    }
+    Ok(paired)
+}
+
+/// Row-major values of one batch of each file, appended to `block`
+/// for rows `rows`.
+struct Decoded<'b> {
+    ids: &'b StringArray,
+    features: Vec<f32>,
+    dimensions: Vec<u32>,
+    labels: Vec<u8>,
+    measures: Vec<f64>,
+}
+
+impl<'b> Decoded<'b> {
+    fn of(
+        shape: Shape,
+        names: &Names,
+        inputs: &'b RecordBatch,
+        outcomes: Option<&RecordBatch>,
+        path: &str,
+    ) -> Result<Decoded<'b>, StoreError> {
+        let rows = inputs.num_rows();
+        let ids = column::<StringArray>(inputs, ROW_ID, path)?;
+        if ids.null_count() > 0 {
+            return Err(corrupt(path, "a null row id"));
+        }
+        let mut features = vec![0.0; rows * shape.features];
+        for (j, name) in names.features.iter().enumerate() {
+            let values = column::<Float32Array>(inputs, name, path)?.values();
+            for (row, value) in values.iter().enumerate() {
+                features[row * shape.features + j] = *value;
+            }
+        }
+        let mut dimensions = vec![0; rows * shape.dimensions];
+        for (j, name) in names.dimensions.iter().enumerate() {
+            let values = column::<UInt32Array>(inputs, name, path)?.values();
+            for (row, value) in values.iter().enumerate() {
+                dimensions[row * shape.dimensions + j] = *value;
+            }
+        }
+        let (mut labels, mut measures) = (Vec::new(), Vec::new());
+        if let Some(outcomes) = outcomes {
+            if outcomes.num_rows() != rows {
+                return Err(corrupt(
+                    path,
+                    "its outcomes are out of step with its inputs",
+                ));
+            }
+            labels = column::<UInt8Array>(outcomes, &names.label, path)?
+                .values()
+                .to_vec();
+            measures = vec![0.0; rows * shape.measures];
+            for (j, name) in names.measures.iter().enumerate() {
+                let values = column::<Float64Array>(outcomes, name, path)?.values();
+                for (row, value) in values.iter().enumerate() {
+                    measures[row * shape.measures + j] = *value;
+                }
+            }
+        }
+        Ok(Decoded {
+            ids,
+            features,
+            dimensions,
+            labels,
+            measures,
+        })
+    }
+
+    fn append(
+        &self,
+        shape: Shape,
+        block: &mut Builder,
+        rows: std::ops::Range<usize>,
+    ) -> Result<(), String> {
+        let (k, p, m) = (shape.features, shape.dimensions, shape.measures);
+        let labels = self.labels.get(rows.clone()).unwrap_or_default();
+        let measures = self
+            .measures
+            .get(m * rows.start..m * rows.end)
+            .unwrap_or_default();
+        let ids: Vec<&str> = rows.clone().map(|row| self.ids.value(row)).collect();
+        block.append_rows(
+            &ids,
+            &self.features[k * rows.start..k * rows.end],
+            &self.dimensions[p * rows.start..p * rows.end],
+            labels,
+            measures,
+        )
+    }
+}
+
+/// The schema's column names, in file order.
+#[derive(Debug, Clone)]
+pub struct Names {
+    label: String,
+    features: Vec<String>,
+    measures: Vec<String>,
+    dimensions: Vec<String>,
+}
+
+impl Names {
+    pub fn of(schema: &crate::dataset::Schema) -> Names {
+        let names = |columns: &[dpgate_api_types::BoundedColumn]| {
+            columns.iter().map(|column| column.name.clone()).collect()
+        };
+        Names {
+            label: schema.label.clone(),
+            features: names(&schema.features),
+            measures: names(&schema.measures),
+            dimensions: schema.dimensions.iter().map(|d| d.name.clone()).collect(),
+        }
+    }
+}
+
+/// Streams the rows of `files` (a snapshot's manifest) in blocks of
+/// `block_rows` (the last may be shorter), with the outcomes only if
+/// `outcomes` (else no outcomes file is opened), on a blocking thread
+/// that runs one block ahead of the consumer. Every file read is checked
+/// against the manifest: its size before it is opened, its SHA-256 (on
+/// the other core, while its rows are decoded) before the stream goes on
+/// past its version. A file changed since it was recorded ends the stream
+/// with an error, never with its last block: a pass, which reads to the
+/// end before it answers, never answers on it.
+pub fn stream(
+    dir: Arc<DataDir>,
+    files: Vec<VersionFile>,
+    names: Names,
+    shape: Shape,
+    outcomes: bool,
+    block_rows: usize,
+) -> BlockStream {
+    let (sender, receiver) = tokio::sync::mpsc::channel(1);
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        if let Err(error) = send_blocks(&dir, &files, &names, shape, outcomes, block_rows, &sender)
+        {
+            let _ = sender.blocking_send(Err(error));
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(receiver)
+}
+
+type Sender = tokio::sync::mpsc::Sender<Result<Columns, StoreError>>;
+
+/// The work of [`stream`]; `Ok` also when the consumer went away.
+fn send_blocks(
+    dir: &DataDir,
+    files: &[VersionFile],
+    names: &Names,
+    shape: Shape,
+    outcomes: bool,
+    block_rows: usize,
+    sender: &Sender,
+) -> Result<(), StoreError> {
+    let fresh = || Columns::builder(shape, outcomes, block_rows);
+    let mut block = fresh();
+    let mut sent = false;
+    for version in versions(files, outcomes)? {
+        let path = &version.inputs.path;
+        let mut inputs = reader(dir, version.inputs, block_rows, None)?;
+        let mut outcome_reader = version
+            .outcomes
+            .map(|file| reader(dir, file, block_rows, None))
+            .transpose()?;
+        // The hashes are checked on the other core while this one decodes.
+        let read = std::thread::scope(|scope| {
+            let hashing = scope.spawn(|| {
+                verify(dir, version.inputs)?;
+                version.outcomes.map_or(Ok(()), |file| verify(dir, file))
+            });
+            let mut rows = 0u64;
+            for batch in inputs.by_ref() {
+                let batch = batch.map_err(|error| corrupt(path, error))?;
+                let paired = match &mut outcome_reader {
+                    Some(reader) => Some(
+                        reader
+                            .next()
+                            .ok_or_else(|| corrupt(path, "its outcomes end early"))?
+                            .map_err(|error| corrupt(path, error))?,
+                    ),
+                    None => None,
+                };
+                let decoded = Decoded::of(shape, names, &batch, paired.as_ref(), path)?;
+                let count = batch.num_rows();
+                let mut at = 0;
+                while at < count {
+                    let take = (block_rows - block.len()).min(count - at);
+                    decoded
+                        .append(shape, &mut block, at..at + take)
+                        .map_err(|detail| corrupt(path, detail))?;
+                    at += take;
+                    if block.len() == block_rows {
+                        let full = std::mem::replace(&mut block, fresh()).finish();
+                        if sender.blocking_send(Ok(full)).is_err() {
+                            return Ok(false);
+                        }
+                        sent = true;
+                    }
+                }
+                rows += count as u64;
+            }
+            if outcome_reader
+                .as_mut()
+                .is_some_and(|reader| reader.next().is_some())
+            {
+                return Err(corrupt(path, "its outcomes run past its inputs"));
+            }
+            if rows != version.inputs.rows {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "{rows} rows where the manifest recorded {}",
+                        version.inputs.rows
+                    ),
+                ));
+            }
+            hashing
+                .join()
+                .map_err(|_| corrupt(path, "checking its hash panicked"))??;
+            Ok(true)
+        })?;
+        if !read {
+            return Ok(());
+        }
+    }
+    if !block.is_empty() || !sent {
+        let _ = sender.blocking_send(Ok(block.finish()));
+    }
+    Ok(())
+}
+
+/// Every row id in `files`' inputs: only their `row_id` column is read.
+pub(super) fn row_ids(
+    dir: &DataDir,
+    files: &[VersionFile],
+) -> Result<HashSet<Box<str>>, StoreError> {
+    let mut ids = HashSet::new();
+    for file in files.iter().filter(|file| file.part == FilePart::Inputs) {
+        for batch in reader(dir, file, 65_536, Some(&[ROW_ID]))? {
+            let batch = batch.map_err(|error| corrupt(&file.path, error))?;
+            let column = column::<StringArray>(&batch, ROW_ID, &file.path)?;
+            ids.extend(column.iter().flatten().map(Box::from));
+        }
+    }
+    Ok(ids)
+}

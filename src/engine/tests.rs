@@ -1,0 +1,296 @@
+//! The engine's files over a real SQLite store and a real directory.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+
+use super::*;
+use crate::dataset::{DatasetRecord, FilePart, VersionFile, WalrStats};
+use crate::ingest::RowRecord;
+use crate::snapshots::{Columns, Shape};
+use crate::store::{NewDataset, SqliteStore, Store};
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    data: Arc<DataDir>,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("files.db").display()
+    );
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("opens"));
+    let data = Arc::new(DataDir::new(dir.path().join("data")));
+    Fixture { dir, store, data }
+}
+
+async fn dataset(fixture: &Fixture) -> DatasetRecord {
+    let request: dpgate_api_types::CreateDataset = serde_json::from_value(serde_json::json!({
+        "name": "files", "privacy_unit": "label",
+        "features": [{"name": "f", "min": 0, "max": 1}, {"name": "g", "min": 0, "max": 1}],
+        "label": "y",
+        "measures": [{"name": "spend", "min": 0, "max": 100}],
+        "dimensions": [{"name": "device", "values": ["web", "app"]}],
+        "budget": {"epsilon": 1, "delta": 1e-6}
+    }))
+    .expect("a valid request");
+    let record = DatasetRecord::new(&request, "2026-11-27T00:00:00Z".to_owned()).expect("valid");
+    fixture
+        .store
+        .create_dataset(&NewDataset {
+            record: record.clone(),
+            actor: "admin".to_owned(),
+        })
+        .await
+        .expect("created");
+    record
+}
+
+fn row(i: usize) -> RowRecord {
+    RowRecord {
+        line: i as u64 + 2,
+        row_id: format!("r{i}"),
+        label: u8::from(i.is_multiple_of(3)),
+        features: [(i % 7) as f32 / 7.0, (i % 11) as f32 / 11.0]
+            .iter()
+            .flat_map(|value| value.to_le_bytes())
+            .collect(),
+        measures: ((i % 100) as f64).to_le_bytes().to_vec(),
+        dimensions: ((i % 2) as u32).to_le_bytes().to_vec(),
+    }
+}
+
+/// Uploads rows `from..to` and commits them.
+async fn append(
+    fixture: &Fixture,
+    record: &DatasetRecord,
+    from: usize,
+    to: usize,
+) -> DatasetRecord {
+    let mut upload = Upload::begin(fixture.store.as_ref(), fixture.data.clone(), record)
+        .await
+        .expect("begins");
+    let rows: Vec<RowRecord> = (from..to).map(row).collect();
+    for batch in rows.chunks(5_000) {
+        upload.insert(batch.to_vec()).await.expect("written");
+    }
+    upload
+        .commit((to - from) as u64, &WalrStats::empty(2))
+        .await
+        .expect("committed")
+}
+
+async fn read(
+    fixture: &Fixture,
+    record: &DatasetRecord,
+    outcomes: bool,
+    block_rows: usize,
+) -> Vec<Result<Columns, crate::store::StoreError>> {
+    let files = fixture
+        .store
+        .version_files(record.id, record.n_rows, outcomes)
+        .await
+        .expect("the manifest");
+    stream(
+        fixture.data.clone(),
+        files,
+        Names::of(&record.schema),
+        Shape::of(&record.schema),
+        outcomes,
+        block_rows,
+    )
+    .collect()
+    .await
+}
+
+fn metadata(fixture: &Fixture, file: &VersionFile) -> parquet::file::metadata::ParquetMetaData {
+    let opened = std::fs::File::open(fixture.data.root().join(&file.path)).expect("opens");
+    SerializedFileReader::new(opened)
+        .expect("a Parquet file")
+        .metadata()
+        .clone()
+}
+
+/// Nothing derived from a label's or a measure's value is in the outcomes
+/// file's metadata; the public inputs keep Parquet's statistics.
+#[tokio::test]
+async fn outcomes_are_written_without_statistics_indexes_or_filters() {
+    let fixture = fixture().await;
+    let record = append(&fixture, &dataset(&fixture).await, 0, 70_000).await;
+    let files = fixture
+        .store
+        .version_files(record.id, record.n_rows, true)
+        .await
+        .unwrap();
+    let parts: Vec<FilePart> = files.iter().map(|file| file.part).collect();
+    assert_eq!(parts, [FilePart::Inputs, FilePart::Outcomes]);
+    let outcomes = metadata(&fixture, &files[1]);
+    assert!(outcomes.column_index().is_none() && outcomes.offset_index().is_none());
+    // Two row groups, cut by row count alone.
+    let groups: Vec<i64> = outcomes.row_groups().iter().map(|g| g.num_rows()).collect();
+    assert_eq!(groups, [65_536, 4_464]);
+    for group in outcomes.row_groups() {
+        for column in group.columns() {
+            assert!(column.statistics().is_none(), "{:?}", column.column_path());
+            assert!(column.bloom_filter_offset().is_none());
+            assert!(column.dictionary_page_offset().is_none());
+            assert_eq!(
+                column.compression(),
+                parquet::basic::Compression::UNCOMPRESSED
+            );
+        }
+    }
+    let inputs = metadata(&fixture, &files[0]);
+    assert!(inputs.row_groups()[0].column(1).statistics().is_some());
+    let names: Vec<&str> = outcomes
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|column| column.name())
+        .collect();
+    assert_eq!(names, ["y", "spend"]);
+    assert_eq!(
+        files[0].bytes,
+        std::fs::metadata(fixture.data.root().join(&files[0].path))
+            .unwrap()
+            .len()
+    );
+}
+
+/// Versions read back in stored order, re-cut into blocks of any size
+/// across files; a version reads only its own rows; a pass without the
+/// outcomes never opens an outcomes file.
+#[tokio::test]
+async fn versions_read_back_in_order_and_inputs_alone_open_no_outcomes() {
+    let fixture = fixture().await;
+    let first = append(&fixture, &dataset(&fixture).await, 0, 1_000).await;
+    let second = append(&fixture, &first, 1_000, 1_700).await;
+    fixture.data.take_outcome_opens();
+    let blocks: Vec<Columns> = read(&fixture, &second, false, 300)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(fixture.data.take_outcome_opens(), 0);
+    assert_eq!(blocks.len(), 6);
+    assert!(blocks[..5].iter().all(|block| block.len() == 300));
+    assert_eq!(blocks[5].len(), 200);
+    assert!(blocks.iter().all(|block| !block.has_outcomes()));
+    assert_eq!(blocks[3].id(100), "r1000");
+
+    let whole = read(&fixture, &second, true, 1_700).await;
+    assert_eq!(fixture.data.take_outcome_opens(), 2);
+    let whole = whole.into_iter().next().unwrap().unwrap();
+    for i in [0, 999, 1_000, 1_699] {
+        let (stored, expected) = (whole.row(i), row(i));
+        assert_eq!(stored.id, expected.row_id);
+        assert_eq!(stored.label, expected.label);
+        assert_eq!(stored.features[1].to_le_bytes(), expected.features[4..8]);
+        assert_eq!(stored.measures[0].to_le_bytes()[..], expected.measures[..]);
+        assert_eq!(stored.dimensions[0], (i % 2) as u32);
+    }
+    let older = read(&fixture, &first, true, 5_000).await;
+    assert_eq!(older.len(), 1);
+    assert_eq!(older[0].as_ref().unwrap().len(), 1_000);
+}
+
+/// A file whose size changed is refused before it is read; one whose
+/// bytes changed (same size) ends the stream with an error, never with
+/// its last block.
+#[tokio::test]
+async fn a_changed_file_is_never_read_to_the_end() {
+    let fixture = fixture().await;
+    let record = append(&fixture, &dataset(&fixture).await, 0, 2_000).await;
+    let files = fixture
+        .store
+        .version_files(record.id, record.n_rows, true)
+        .await
+        .unwrap();
+    let outcomes = fixture.data.root().join(&files[1].path);
+    let original = std::fs::read(&outcomes).unwrap();
+
+    let mut flipped = original.clone();
+    // The lowest bit of a measure's mantissa (labels take the first
+    // 2,000 × 4 bytes): the file still parses and holds valid rows.
+    flipped[9_001] ^= 0x01;
+    std::fs::write(&outcomes, &flipped).unwrap();
+    let read_back = read(&fixture, &record, true, 500).await;
+    let last = read_back.last().expect("an item");
+    assert!(
+        matches!(last, Err(crate::store::StoreError::Corrupt { detail, .. }) if detail.contains("SHA-256")),
+        "{last:?}"
+    );
+    // Inputs alone are untouched, and still read.
+    assert!(
+        read(&fixture, &record, false, 500)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
+
+    let mut longer = original.clone();
+    longer.push(0);
+    std::fs::write(&outcomes, &longer).unwrap();
+    let read_back = read(&fixture, &record, true, 500).await;
+    assert_eq!(read_back.len(), 1);
+    assert!(
+        matches!(&read_back[0], Err(crate::store::StoreError::Corrupt { detail, .. }) if detail.contains("bytes"))
+    );
+
+    std::fs::remove_file(&outcomes).unwrap();
+    let read_back = read(&fixture, &record, true, 500).await;
+    assert!(matches!(
+        &read_back[..],
+        [Err(crate::store::StoreError::Files(_))]
+    ));
+}
+
+/// An upload dropped before its commit, or refused at it, leaves no file.
+#[tokio::test]
+async fn an_abandoned_upload_leaves_no_file() {
+    let fixture = fixture().await;
+    let record = dataset(&fixture).await;
+    let mut upload = Upload::begin(fixture.store.as_ref(), fixture.data.clone(), &record)
+        .await
+        .unwrap();
+    upload.insert((0..10).map(row).collect()).await.unwrap();
+    let folder = fixture.data.root().join(record.id.to_string());
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 2);
+    drop(upload);
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+    let record = append(&fixture, &record, 0, 10).await;
+    let mut upload = Upload::begin(fixture.store.as_ref(), fixture.data.clone(), &record)
+        .await
+        .unwrap();
+    assert_eq!(upload.existing(&["r3", "r10"]).await.unwrap(), ["r3"]);
+    assert!(upload.insert(vec![row(10), row(3)]).await.is_err());
+    drop(upload);
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 2);
+    drop(fixture.dir);
+}
+
+#[test]
+fn the_default_directory_sits_beside_the_sqlite_file() {
+    let cases = [
+        ("sqlite://dpgate.db", "dpgate.db-data"),
+        (
+            "sqlite:///var/lib/dpgate/main.db?mode=rwc",
+            "/var/lib/dpgate/main.db-data",
+        ),
+        ("sqlite:data.db", "data.db-data"),
+        ("sqlite::memory:", "dpgate-data"),
+        ("postgres://db/dpgate", "dpgate-data"),
+    ];
+    for (url, expected) in cases {
+        assert_eq!(
+            DataDir::default_for(url),
+            std::path::PathBuf::from(expected),
+            "{url}"
+        );
+    }
+}

@@ -1,0 +1,270 @@
+//! Writing one upload's two files, hashed as they are written.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{DataDir, io_error};
+use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
+use crate::snapshots::{Columns, STREAM_ROWS};
+use crate::store::StoreError;
+
+/// Rows per Parquet row group: a streamed block's worth, so that a reader
+/// holds one group of each file at a time.
+const GROUP_ROWS: usize = STREAM_ROWS;
+
+/// The Arrow schemas of a version's two files: inputs (`row_id`, the
+/// features scaled into [0, 1], the dimensions as codes into their
+/// declared values) and outcomes (the label, the clamped measures), every
+/// column named as in the dataset's schema.
+pub(super) fn file_schemas(schema: &Schema) -> (Arc<ArrowSchema>, Arc<ArrowSchema>) {
+    let column = |name: &str, kind: DataType| Field::new(name, kind, false);
+    let inputs = std::iter::once(column(ROW_ID, DataType::Utf8))
+        .chain(
+            schema
+                .features
+                .iter()
+                .map(|feature| column(&feature.name, DataType::Float32)),
+        )
+        .chain(
+            schema
+                .dimensions
+                .iter()
+                .map(|dimension| column(&dimension.name, DataType::UInt32)),
+        );
+    let outcomes = std::iter::once(column(&schema.label, DataType::UInt8)).chain(
+        schema
+            .measures
+            .iter()
+            .map(|measure| column(&measure.name, DataType::Float64)),
+    );
+    (
+        Arc::new(ArrowSchema::new(inputs.collect::<Vec<_>>())),
+        Arc::new(ArrowSchema::new(outcomes.collect::<Vec<_>>())),
+    )
+}
+
+/// How each part is written. Inputs are public: Parquet's defaults, with
+/// Snappy for the ids' text. Outcomes are private: nothing derived from
+/// their values (statistics, page indexes, bloom filters, dictionaries,
+/// compressed sizes) is written, so the file is a function of its row
+/// count and its values alone and no reader can prune on it.
+pub(super) fn properties(part: FilePart) -> WriterProperties {
+    let builder = WriterProperties::builder().set_max_row_group_row_count(Some(GROUP_ROWS));
+    match part {
+        FilePart::Inputs => builder.set_compression(Compression::SNAPPY),
+        FilePart::Outcomes => builder
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_statistics_enabled(EnabledStatistics::None)
+            .set_offset_index_disabled(true)
+            .set_bloom_filter_enabled(false)
+            .set_dictionary_enabled(false)
+            .set_encoding(Encoding::PLAIN),
+    }
+    .build()
+}
+
+/// A file being written, its bytes hashed and counted on the way out.
+struct Hashed {
+    file: File,
+    hash: Sha256,
+    bytes: u64,
+}
+
+impl Write for Hashed {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.file.write(buf)?;
+        self.hash.update(&buf[..written]);
+        self.bytes += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// Files written but not yet recorded: removed when dropped unless kept,
+/// so an upload that fails leaves nothing behind.
+#[derive(Debug, Default)]
+pub struct Written {
+    paths: Vec<PathBuf>,
+}
+
+impl Written {
+    /// The manifest now records them.
+    pub fn keep(mut self) {
+        self.paths.clear();
+    }
+}
+
+impl Drop for Written {
+    fn drop(&mut self) {
+        for path in &self.paths {
+            if let Err(error) = std::fs::remove_file(path)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %path.display(), %error, "an unrecorded file was not removed");
+            }
+        }
+    }
+}
+
+struct Part {
+    writer: ArrowWriter<Hashed>,
+    path: String,
+}
+
+/// One upload's files, written block by block.
+pub(super) struct VersionWriter {
+    inputs: Part,
+    outcomes: Part,
+    schemas: (Arc<ArrowSchema>, Arc<ArrowSchema>),
+    version: u64,
+    rows: u64,
+    written: Written,
+}
+
+impl VersionWriter {
+    /// Creates the files of dataset `dataset`'s upload at `version` (its
+    /// row count before). Their names carry a random tag: a file of an
+    /// upload that failed, or of a process that raced this one, is never
+    /// overwritten or taken for this one's.
+    pub(super) fn create(
+        dir: &DataDir,
+        dataset: Uuid,
+        version: u64,
+        schema: &Schema,
+    ) -> Result<VersionWriter, StoreError> {
+        let folder = dataset.to_string();
+        std::fs::create_dir_all(dir.path(&folder))
+            .map_err(|error| io_error(dir.path(&folder).display(), error))?;
+        let tag = &Uuid::new_v4().simple().to_string()[..12];
+        let schemas = file_schemas(schema);
+        let mut written = Written::default();
+        let mut open = |part: FilePart, schema: &Arc<ArrowSchema>| {
+            let path = format!("{folder}/{version:020}-{tag}-{}.parquet", part.as_str());
+            let full = dir.path(&path);
+            let file = File::create_new(&full).map_err(|error| io_error(full.display(), error))?;
+            written.paths.push(full.clone());
+            let sink = Hashed {
+                file,
+                hash: Sha256::new(),
+                bytes: 0,
+            };
+            let writer = ArrowWriter::try_new(sink, schema.clone(), Some(properties(part)))
+                .map_err(|error| io_error(full.display(), error))?;
+            Ok::<_, StoreError>(Part { writer, path })
+        };
+        let inputs = open(FilePart::Inputs, &schemas.0)?;
+        let outcomes = open(FilePart::Outcomes, &schemas.1)?;
+        Ok(VersionWriter {
+            inputs,
+            outcomes,
+            schemas,
+            version,
+            rows: 0,
+            written,
+        })
+    }
+
+    /// Appends a block of rows (with their outcomes).
+    pub(super) fn write(&mut self, block: &Columns) -> Result<(), StoreError> {
+        let (inputs, outcomes) = batches(block, &self.schemas)?;
+        let failed =
+            |part: &Part, error: parquet::errors::ParquetError| io_error(&part.path, error);
+        self.inputs
+            .writer
+            .write(&inputs)
+            .map_err(|error| failed(&self.inputs, error))?;
+        self.outcomes
+            .writer
+            .write(&outcomes)
+            .map_err(|error| failed(&self.outcomes, error))?;
+        self.rows += block.len() as u64;
+        Ok(())
+    }
+
+    /// Closes both files, flushed to disk, and describes them for the
+    /// manifest; they are removed when the returned guard drops unless
+    /// it is kept.
+    pub(super) fn finish(self, dir: &DataDir) -> Result<(Vec<VersionFile>, Written), StoreError> {
+        let mut files = Vec::with_capacity(2);
+        for (part, kind) in [
+            (self.inputs, FilePart::Inputs),
+            (self.outcomes, FilePart::Outcomes),
+        ] {
+            let sink = part
+                .writer
+                .into_inner()
+                .map_err(|error| io_error(&part.path, error))?;
+            sink.file
+                .sync_all()
+                .map_err(|error| io_error(&part.path, error))?;
+            files.push(VersionFile {
+                version: self.version,
+                part: kind,
+                path: part.path,
+                rows: self.rows,
+                bytes: sink.bytes,
+                sha256: hex::encode(sink.hash.finalize()),
+            });
+        }
+        if let Some(folder) = files[0].path.split('/').next() {
+            // The new names must survive a crash once the manifest has them.
+            File::open(dir.path(folder))
+                .and_then(|folder| folder.sync_all())
+                .map_err(|error| io_error(folder, error))?;
+        }
+        Ok((files, self.written))
+    }
+}
+
+/// A block as the two files' record batches.
+fn batches(
+    block: &Columns,
+    (inputs, outcomes): &(Arc<ArrowSchema>, Arc<ArrowSchema>),
+) -> Result<(RecordBatch, RecordBatch), StoreError> {
+    let shape = block.shape();
+    let rows = block.len();
+    let mut input_columns: Vec<ArrayRef> = Vec::with_capacity(inputs.fields().len());
+    input_columns.push(Arc::new(StringArray::from_iter_values(
+        (0..rows).map(|row| block.id(row)),
+    )));
+    let features = block.feature_matrix();
+    for j in 0..shape.features {
+        input_columns.push(Arc::new(Float32Array::from_iter_values(
+            (0..rows).map(|row| features[row * shape.features + j]),
+        )));
+    }
+    for j in 0..shape.dimensions {
+        input_columns.push(Arc::new(UInt32Array::from_iter_values(
+            (0..rows).map(|row| block.dimensions(row)[j]),
+        )));
+    }
+    let mut outcome_columns: Vec<ArrayRef> = Vec::with_capacity(outcomes.fields().len());
+    outcome_columns.push(Arc::new(UInt8Array::from(block.labels().to_vec())));
+    for j in 0..shape.measures {
+        outcome_columns.push(Arc::new(Float64Array::from_iter_values(
+            (0..rows).map(|row| block.row(row).measures[j]),
+        )));
+    }
+    let batch = |schema: &Arc<ArrowSchema>, columns| {
+        RecordBatch::try_new(schema.clone(), columns).map_err(|error| io_error("a block", error))
+    };
+    Ok((
+        batch(inputs, input_columns)?,
+        batch(outcomes, outcome_columns)?,
+    ))
+}
