@@ -1,5 +1,6 @@
-//! Parsing uploads: CSV or NDJSON rows, validated against the schema,
-//! features scaled into [0, 1], encoded compactly for storage.
+//! Parsing uploads: CSV or NDJSON rows, or Arrow IPC stream and Parquet
+//! bodies, validated against the schema, features scaled into [0, 1],
+//! encoded compactly for storage.
 //!
 //! The parser is synchronous and runs on a blocking thread, reading the
 //! request body through a channel, and hands batches of rows to the store as
@@ -30,6 +31,7 @@
 //! numbers). Text that is not UTF-8 is a bad line in either format; an
 //! NDJSON object naming a column twice is a bad line.
 
+mod arrow_format;
 mod collector;
 mod csv_format;
 mod ndjson_format;
@@ -70,13 +72,18 @@ const COLUMN_SLACK: usize = 16;
 /// Fixed part of a line: braces, a line end.
 const LINE_SLACK: usize = 4;
 
-/// The two upload formats.
+/// The upload formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// `text/csv`, with a header naming every column.
     Csv,
     /// `application/x-ndjson`, one JSON object per line.
     Ndjson,
+    /// `application/vnd.apache.arrow.stream`: an Arrow IPC stream whose
+    /// columns are named as the schema's.
+    ArrowStream,
+    /// `application/vnd.apache.parquet`: a Parquet file, likewise.
+    Parquet,
 }
 
 /// One validated row, encoded for storage: scaled features as little-endian
@@ -231,6 +238,10 @@ fn parse_in(
             let lines = ndjson_format::Lines::new(reader, limit);
             pipeline.run(lines, &ndjson_format::Objects, &rows, sink)
         }
+        Format::ArrowStream => {
+            arrow_format::run(arrow_format::stream_batches(reader)?, &rows, sink)
+        }
+        Format::Parquet => arrow_format::run(arrow_format::parquet_batches(reader)?, &rows, sink),
     }
 }
 

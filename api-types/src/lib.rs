@@ -48,8 +48,12 @@ pub const NDJSON: &str = "application/x-ndjson";
 /// Media type of CSV row uploads.
 pub const CSV: &str = "text/csv";
 
-/// Media type of the Arrow IPC stream format (the binary feature export).
+/// Media type of the Arrow IPC stream format (the binary feature export,
+/// and an upload format).
 pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+/// Media type of Parquet files (an upload format).
+pub const PARQUET: &str = "application/vnd.apache.parquet";
 
 /// The request header that makes a release idempotent.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";

@@ -69,11 +69,14 @@ impl ClientError {
     }
 }
 
-/// The two row upload formats.
+/// The row upload formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UploadFormat {
     Csv,
     Ndjson,
+    /// An Arrow IPC stream.
+    ArrowStream,
+    Parquet,
 }
 
 /// Options of a release call.
@@ -271,6 +274,8 @@ impl Client {
         let media = match format {
             UploadFormat::Csv => dpgate_api_types::CSV,
             UploadFormat::Ndjson => dpgate_api_types::NDJSON,
+            UploadFormat::ArrowStream => dpgate_api_types::ARROW_STREAM,
+            UploadFormat::Parquet => dpgate_api_types::PARQUET,
         };
         let request = self
             .request(Method::POST, &format!("/v1/datasets/{id}/rows"))

@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use bytes::Bytes;
-use dpgate_api_types::{CSV, IngestReport, LineError, NDJSON, Problem};
+use dpgate_api_types::{ARROW_STREAM, CSV, IngestReport, LineError, NDJSON, PARQUET, Problem};
 use futures_util::StreamExt;
 use tracing::Instrument;
 
@@ -25,13 +25,21 @@ use crate::snapshots::{Builder, Columns, Shape, Snapshots};
 fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
     let media = media_type(
         headers,
-        &[CSV, NDJSON, "application/ndjson", "application/jsonl"],
-        &format!("upload rows as {CSV} or {NDJSON}"),
+        &[
+            CSV,
+            NDJSON,
+            "application/ndjson",
+            "application/jsonl",
+            ARROW_STREAM,
+            PARQUET,
+        ],
+        &format!("upload rows as {CSV}, {NDJSON}, {ARROW_STREAM} or {PARQUET}"),
     )?;
-    Ok(if media.essence_str() == CSV {
-        Format::Csv
-    } else {
-        Format::Ndjson
+    Ok(match media.essence_str() {
+        CSV => Format::Csv,
+        ARROW_STREAM => Format::ArrowStream,
+        PARQUET => Format::Parquet,
+        _ => Format::Ndjson,
     })
 }
 
@@ -142,8 +150,9 @@ async fn keep_warm(
     }
 }
 
-/// Appends rows (CSV with a header, or NDJSON) to a dataset. The whole upload
-/// is one transaction: any bad line stores nothing.
+/// Appends rows (CSV with a header, NDJSON, an Arrow IPC stream or a
+/// Parquet file) to a dataset. The whole upload is one transaction: any
+/// bad row stores nothing.
 #[utoipa::path(
     post,
     path = "/v1/datasets/{id}/rows",
@@ -151,8 +160,8 @@ async fn keep_warm(
     tag = "datasets",
     params(("id" = Uuid, Path, description = "Dataset id")),
     request_body(
-        description = "CSV with a header naming `row_id`, the label, every feature, measure and dimension; or NDJSON objects with the same keys.",
-        content((String = "text/csv"), (String = "application/x-ndjson")),
+        description = "CSV with a header naming `row_id`, the label, every feature, measure and dimension; NDJSON objects with the same keys; or an Arrow IPC stream or a Parquet file with columns of those names (numbers: any float or integer type; `row_id` and dimensions: strings; the label: an integer 0 or 1, or a boolean). In Arrow and Parquet a bad row's `line` is its row number, from 1.",
+        content((String = "text/csv"), (String = "application/x-ndjson"), (Vec<u8> = "application/vnd.apache.arrow.stream"), (Vec<u8> = "application/vnd.apache.parquet")),
     ),
     security(("bearer" = [])),
     responses(
@@ -162,7 +171,7 @@ async fn keep_warm(
         (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "The body could not be read", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over the upload limit", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Neither CSV nor NDJSON in UTF-8, or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not CSV or NDJSON in UTF-8, an Arrow IPC stream or a Parquet file; or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Bad rows, by line number (a line longer than a row of the schema can need ends the upload); nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`timeout`: the upload took too long and was rolled back", body = Problem, content_type = "application/problem+json"),
     )

@@ -80,4 +80,4 @@ fn io_error(what: impl std::fmt::Display, error: impl std::fmt::Display) -> Stor
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

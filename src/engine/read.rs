@@ -17,6 +17,10 @@ use crate::dataset::{FilePart, ROW_ID, VersionFile};
 use crate::snapshots::{Builder, Columns, Shape};
 use crate::store::{BlockStream, StoreError};
 
+/// Rows decoded at a time: a batch's columns and their row-major copy stay
+/// in cache while one is turned into the other.
+const DECODE_ROWS: usize = 8_192;
+
 fn corrupt(path: &str, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt {
         what: "dataset file",
@@ -292,10 +296,11 @@ fn send_blocks(
     let mut sent = false;
     for version in versions(files, outcomes)? {
         let path = &version.inputs.path;
-        let mut inputs = reader(dir, version.inputs, block_rows, None)?;
+        let batch_rows = DECODE_ROWS.min(block_rows);
+        let mut inputs = reader(dir, version.inputs, batch_rows, None)?;
         let mut outcome_reader = version
             .outcomes
-            .map(|file| reader(dir, file, block_rows, None))
+            .map(|file| reader(dir, file, batch_rows, None))
             .transpose()?;
         // The hashes are checked on the other core while this one decodes.
         let read = std::thread::scope(|scope| {

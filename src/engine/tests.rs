@@ -11,13 +11,15 @@ use crate::ingest::RowRecord;
 use crate::snapshots::{Columns, Shape};
 use crate::store::{NewDataset, SqliteStore, Store};
 
-struct Fixture {
-    dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    data: Arc<DataDir>,
+/// A real SQLite store and data directory in a temporary directory (the
+/// snapshot tests use it too).
+pub(crate) struct Fixture {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) data: Arc<DataDir>,
 }
 
-async fn fixture() -> Fixture {
+pub(crate) async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let url = format!(
         "sqlite://{}?mode=rwc",

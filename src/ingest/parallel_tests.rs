@@ -448,7 +448,7 @@ fn a_body_in_pieces_of_a_few_bytes_parses_as_a_whole() {
         let bad = [0.0, 0.02][rng.random_range(0..2)];
         let body = match format {
             Format::Csv => random_csv(&mut rng, records, bad),
-            Format::Ndjson => random_ndjson(&mut rng, records, bad),
+            _ => random_ndjson(&mut rng, records, bad),
         };
         let pipeline = random_pipeline(&mut rng);
         let whole = parallel(pipeline, format, body.as_slice(), usize::MAX);

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::arrow_format::Typed;
 use super::{MAX_ROW_ID_LEN, RowRecord, scale};
 use crate::dataset::{ROW_ID, Schema};
 
@@ -25,11 +26,12 @@ pub(super) struct RowBuilder<'a> {
     pub(super) columns: HashMap<&'a str, usize>,
 }
 
-/// A raw cell: CSV text or a JSON value.
+/// A raw cell: CSV text, a JSON value, or a typed Arrow value.
 #[derive(Clone, Copy)]
 pub(super) enum Cell<'a> {
     Text(&'a str),
     Json(&'a Value),
+    Typed(Typed<'a>),
 }
 
 impl<'a> Cell<'a> {
@@ -46,6 +48,7 @@ impl<'a> Cell<'a> {
             Cell::Json(value) => {
                 return Err(format!("{name} = {value} is not a number (a JSON number)"));
             }
+            Cell::Typed(typed) => return typed.number(name),
         };
         if value.is_finite() {
             Ok(value)
@@ -60,6 +63,7 @@ impl<'a> Cell<'a> {
             Cell::Text(text) => Ok(text),
             Cell::Json(Value::String(text)) => Ok(text),
             Cell::Json(value) => Err(format!("{name} = {value} is not a JSON string")),
+            Cell::Typed(typed) => typed.text(name),
         }
     }
 
@@ -79,6 +83,7 @@ impl<'a> Cell<'a> {
                     "label {name} = {value} is not the JSON number 0 or 1"
                 )),
             },
+            Cell::Typed(typed) => typed.label(name),
         }
     }
 }

@@ -3,29 +3,9 @@
 use super::*;
 use crate::dataset::WalrStats;
 use crate::engine::Upload;
+use crate::engine::tests::{Fixture, fixture};
 use crate::ingest::RowRecord;
-use crate::store::{NewDataset, SqliteStore};
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    data: Arc<DataDir>,
-}
-
-async fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("cache.db").display()
-    );
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::connect(&url).await.expect("opens"));
-    let data = Arc::new(DataDir::new(dir.path().join("data")));
-    Fixture {
-        _dir: dir,
-        store,
-        data,
-    }
-}
+use crate::store::NewDataset;
 
 /// A dataset of `rows` rows (one feature each) with ids from `first`.
 async fn dataset(fixture: &Fixture, name: &str, rows: usize) -> DatasetRecord {

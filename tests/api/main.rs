@@ -33,5 +33,6 @@ mod store;
 mod strict_input;
 mod supplied;
 mod telemetry;
+mod typed_uploads;
 mod walkthrough;
 mod walr_map;

@@ -1,0 +1,169 @@
+//! Arrow IPC stream and Parquet bodies: record batches whose columns are
+//! named as the schema's. Their values are typed, so nothing is parsed:
+//! each row is checked and encoded by the same [`RowBuilder`] as a CSV
+//! line, and its `line` is its row number in the body, from 1.
+
+use std::hash::BuildHasher;
+use std::io::Read;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
+    UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{ArrowError, DataType};
+use dpgate_api_types::LineError;
+
+use super::collector::{Collector, ParsedRow};
+use super::row::{Cell, RowBuilder};
+use super::{RowRecord, Summary};
+
+/// A value of a typed column: a number, text or a 0/1 label as Arrow holds
+/// it.
+#[derive(Clone, Copy)]
+pub(super) struct Typed<'a> {
+    array: &'a dyn Array,
+    row: usize,
+}
+
+impl<'a> Typed<'a> {
+    fn null(&self, name: &str) -> Result<(), String> {
+        if self.array.is_null(self.row) {
+            Err(format!("{name} is null"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn integer(&self) -> Option<i128> {
+        let (array, row) = (self.array, self.row);
+        Some(match array.data_type() {
+            DataType::Int8 => array.as_primitive::<Int8Type>().value(row).into(),
+            DataType::Int16 => array.as_primitive::<Int16Type>().value(row).into(),
+            DataType::Int32 => array.as_primitive::<Int32Type>().value(row).into(),
+            DataType::Int64 => array.as_primitive::<Int64Type>().value(row).into(),
+            DataType::UInt8 => array.as_primitive::<UInt8Type>().value(row).into(),
+            DataType::UInt16 => array.as_primitive::<UInt16Type>().value(row).into(),
+            DataType::UInt32 => array.as_primitive::<UInt32Type>().value(row).into(),
+            DataType::UInt64 => array.as_primitive::<UInt64Type>().value(row).into(),
+            _ => return None,
+        })
+    }
+
+    /// A float or integer column's value.
+    pub(super) fn number(&self, name: &str) -> Result<f64, String> {
+        self.null(name)?;
+        let value = match self.array.data_type() {
+            DataType::Float64 => self.array.as_primitive::<Float64Type>().value(self.row),
+            DataType::Float32 => self
+                .array
+                .as_primitive::<Float32Type>()
+                .value(self.row)
+                .into(),
+            other => match self.integer() {
+                // Integers beyond 2⁵³ round, as they would as JSON numbers.
+                Some(value) => value as f64,
+                None => return Err(format!("{name} is a column of {other}, not of numbers")),
+            },
+        };
+        if value.is_finite() {
+            Ok(value)
+        } else {
+            Err(format!("{name} = {value} is not finite"))
+        }
+    }
+
+    /// A string column's value.
+    pub(super) fn text(&self, name: &str) -> Result<&'a str, String> {
+        self.null(name)?;
+        let (array, row) = (self.array, self.row);
+        match array.data_type() {
+            DataType::Utf8 => Ok(array.as_string::<i32>().value(row)),
+            DataType::LargeUtf8 => Ok(array.as_string::<i64>().value(row)),
+            DataType::Utf8View => Ok(array.as_string_view().value(row)),
+            other => Err(format!("{name} is a column of {other}, not of strings")),
+        }
+    }
+
+    /// An integer 0 or 1, or a boolean.
+    pub(super) fn label(&self, name: &str) -> Result<u8, String> {
+        self.null(name)?;
+        if *self.array.data_type() == DataType::Boolean {
+            return Ok(u8::from(self.array.as_boolean().value(self.row)));
+        }
+        match self.integer() {
+            Some(0) => Ok(0),
+            Some(1) => Ok(1),
+            Some(other) => Err(format!("label {name} = {other} is not 0 or 1")),
+            None => Err(format!(
+                "label {name} is a column of {}, not of integers or booleans",
+                self.array.data_type()
+            )),
+        }
+    }
+}
+
+/// Reads batches until they end, the sink stops or too many rows are bad.
+pub(super) fn run(
+    batches: impl Iterator<Item = Result<RecordBatch, ArrowError>>,
+    rows: &RowBuilder,
+    sink: impl FnMut(Vec<RowRecord>) -> bool,
+) -> std::io::Result<Summary> {
+    let mut collector = Collector::new(sink, rows.schema.k());
+    let hasher = std::hash::RandomState::new();
+    let mut line = 0u64;
+    for batch in batches {
+        let batch = batch.map_err(std::io::Error::other)?;
+        let columns: Vec<Option<&dyn Array>> = rows
+            .names
+            .iter()
+            .map(|name| batch.column_by_name(name).map(|column| column.as_ref()))
+            .collect();
+        if let Some(at) = columns.iter().position(Option::is_none) {
+            collector.error(LineError {
+                line: line + 1,
+                reason: format!("the body has no column {:?}", rows.names[at]),
+            });
+            return Ok(collector.finish());
+        }
+        for row in 0..batch.num_rows() {
+            line += 1;
+            let built = rows.build(line, |at| {
+                columns[at].map(|array| Cell::Typed(Typed { array, row }))
+            });
+            collector.push(match built {
+                Ok(record) => Ok(ParsedRow {
+                    id_hash: hasher.hash_one(&record.row_id),
+                    record,
+                }),
+                Err(reason) => Err(LineError { line, reason }),
+            });
+            if !collector.more() {
+                return Ok(collector.finish());
+            }
+        }
+    }
+    Ok(collector.finish())
+}
+
+/// An Arrow IPC stream's batches.
+pub(super) fn stream_batches(
+    reader: impl Read,
+) -> std::io::Result<impl Iterator<Item = Result<RecordBatch, ArrowError>>> {
+    arrow_ipc::reader::StreamReader::try_new(std::io::BufReader::new(reader), None)
+        .map_err(std::io::Error::other)
+}
+
+/// A Parquet file's batches: the body is written to a temporary file
+/// first (its footer, at the end, says where everything is), bounded by
+/// the upload limit the caller enforces.
+pub(super) fn parquet_batches(
+    mut reader: impl Read,
+) -> std::io::Result<impl Iterator<Item = Result<RecordBatch, ArrowError>>> {
+    let mut file = tempfile::tempfile()?;
+    std::io::copy(&mut reader, &mut file)?;
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|builder| builder.with_batch_size(super::BATCH_ROWS).build())
+        .map_err(std::io::Error::other)
+}
