@@ -181,6 +181,27 @@ impl TestApp {
             .with_token(&self.token(Role::Analyst, sub, datasets))
     }
 
+    /// A second server over the same database and data directory, with a
+    /// connection pool, snapshots and files handle of its own: another
+    /// replica. Its address; it serves until the test's runtime ends.
+    pub async fn replica(&self) -> String {
+        let store = store::connect(&self.database_url)
+            .await
+            .expect("the database opens");
+        let data = Arc::new(DataDir::new(self.snapshots.data().root().to_path_buf()));
+        let state = AppState::new(store, data, self.keys.clone(), Limits::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port");
+        let address = format!("http://{}", listener.local_addr().expect("bound"));
+        tokio::spawn(async move {
+            axum::serve(listener, dpgate::api::router(state))
+                .await
+                .expect("the replica runs");
+        });
+        address
+    }
+
     /// A raw HTTP request to the server.
     pub fn raw(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         reqwest::Client::new().request(method, format!("{}{path}", self.address))

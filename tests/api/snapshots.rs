@@ -260,3 +260,56 @@ async fn a_cache_smaller_than_the_dataset_streams_it(#[case] backend: Backend) {
         app.finish().await;
     }
 }
+
+/// Two replicas over one database and one data directory, uploading in
+/// turn: every release on either computes on exactly the version it was
+/// priced at (its `n`, and counts recomputed from scratch for that `n`),
+/// whichever replica wrote the files, and neither keeps serving a version
+/// the other has superseded.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn replicas_sharing_a_database_and_files_never_mix_versions(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let replica = app.replica().await;
+    let dataset = app
+        .dataset(ads_dataset("shared", "label", "rdp", 100.0))
+        .await;
+    let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset.id]);
+    let admin_token = app.token(dpgate::auth::Role::Admin, "admin", &[]);
+    let servers = [
+        (app.admin.clone(), app.analyst("ana", &[dataset.id])),
+        (
+            Client::new(&replica, Some(admin_token)),
+            Client::new(&replica, Some(token)),
+        ),
+    ];
+    for upload in 0..4 {
+        let (admin, _) = &servers[upload % 2];
+        let report = admin
+            .upload_rows(
+                dataset.id,
+                UploadFormat::Csv,
+                ads_rows(upload * BATCH, BATCH),
+            )
+            .await
+            .unwrap();
+        assert_eq!(report.n_rows, ((upload + 1) * BATCH) as u64);
+        for (_, analyst) in &servers {
+            let released = analyst
+                .release(dataset.id, &counts(true), &ReleaseOptions::default())
+                .await
+                .unwrap();
+            assert_eq!(
+                check_counts(&released.release),
+                report.n_rows,
+                "{backend:?}, upload {upload}"
+            );
+        }
+    }
+    app.finish().await;
+}
