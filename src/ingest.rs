@@ -238,10 +238,18 @@ fn parse_in(
             let lines = ndjson_format::Lines::new(reader, limit);
             pipeline.run(lines, &ndjson_format::Objects, &rows, sink)
         }
-        Format::ArrowStream => {
-            arrow_format::run(arrow_format::stream_batches(reader)?, &rows, sink)
-        }
-        Format::Parquet => arrow_format::run(arrow_format::parquet_batches(reader)?, &rows, sink),
+        Format::ArrowStream => arrow_format::run(
+            arrow_format::stream_batches(reader),
+            "an Arrow IPC stream",
+            &rows,
+            sink,
+        ),
+        Format::Parquet => arrow_format::run(
+            arrow_format::parquet_batches(reader)?,
+            "a Parquet file",
+            &rows,
+            sink,
+        ),
     }
 }
 

@@ -344,7 +344,8 @@ fuzz() { # fuzz ROLE: a fresh server, seeded, fuzzed with ROLE's token
         --no-color)
     log "[$role] DPGATE_FUZZ_TOKEN=<$role token> ${cmd[*]}"
     # A hard stop well past --max-time, in case a run hangs.
-    DPGATE_FUZZ_TOKEN=$token timeout --kill-after=10 $((max_time + 60)) "${cmd[@]}" 2>&1 |
+    DPGATE_FUZZ_TOKEN=$token SCHEMATHESIS_HOOKS="$here/hooks.py" \
+        timeout --kill-after=10 $((max_time + 60)) "${cmd[@]}" 2>&1 |
         tee "$dir/output.txt" || rc=${PIPESTATUS[0]}
     if ! kill -0 "$server_pid" 2>/dev/null; then
         log "[$role] the server died during the run; see $dir/server.log"

@@ -161,7 +161,7 @@ async fn keep_warm(
     params(("id" = Uuid, Path, description = "Dataset id")),
     request_body(
         description = "CSV with a header naming `row_id`, the label, every feature, measure and dimension; NDJSON objects with the same keys; or an Arrow IPC stream or a Parquet file with columns of those names (numbers: any float or integer type; `row_id` and dimensions: strings; the label: an integer 0 or 1, or a boolean). In Arrow and Parquet a bad row's `line` is its row number, from 1.",
-        content((String = "text/csv"), (String = "application/x-ndjson"), (Vec<u8> = "application/vnd.apache.arrow.stream"), (Vec<u8> = "application/vnd.apache.parquet")),
+        content((String = "text/csv"), (String = "application/x-ndjson"), (String = "application/vnd.apache.arrow.stream"), (String = "application/vnd.apache.parquet")),
     ),
     security(("bearer" = [])),
     responses(

@@ -104,17 +104,43 @@ impl<'a> Typed<'a> {
     }
 }
 
-/// Reads batches until they end, the sink stops or too many rows are bad.
-pub(super) fn run(
-    batches: impl Iterator<Item = Result<RecordBatch, ArrowError>>,
+/// A body that is not what its media type says: a bad row where it stops
+/// making sense (422, like a CSV body without its header). The body
+/// reaches the reader through a channel that ends, never fails, so an
+/// I/O error here is a stream cut short, not a failure to read the body.
+fn unreadable(error: ArrowError, what: &str, line: u64) -> LineError {
+    LineError {
+        line,
+        reason: format!("the body is not {what}: {error}"),
+    }
+}
+
+/// Reads the batches of `opened` (a body `what` says what it should be)
+/// until they end, the sink stops or too many rows are bad.
+pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
+    opened: Result<I, ArrowError>,
+    what: &str,
     rows: &RowBuilder,
     sink: impl FnMut(Vec<RowRecord>) -> bool,
 ) -> std::io::Result<Summary> {
     let mut collector = Collector::new(sink, rows.schema.k());
+    let batches = match opened {
+        Ok(batches) => batches,
+        Err(error) => {
+            collector.error(unreadable(error, what, 1));
+            return Ok(collector.finish());
+        }
+    };
     let hasher = std::hash::RandomState::new();
     let mut line = 0u64;
     for batch in batches {
-        let batch = batch.map_err(std::io::Error::other)?;
+        let batch = match batch {
+            Ok(batch) => batch,
+            Err(error) => {
+                collector.error(unreadable(error, what, line + 1));
+                return Ok(collector.finish());
+            }
+        };
         let columns: Vec<Option<&dyn Array>> = rows
             .names
             .iter()
@@ -150,9 +176,8 @@ pub(super) fn run(
 /// An Arrow IPC stream's batches.
 pub(super) fn stream_batches(
     reader: impl Read,
-) -> std::io::Result<impl Iterator<Item = Result<RecordBatch, ArrowError>>> {
+) -> Result<impl Iterator<Item = Result<RecordBatch, ArrowError>>, ArrowError> {
     arrow_ipc::reader::StreamReader::try_new(std::io::BufReader::new(reader), None)
-        .map_err(std::io::Error::other)
 }
 
 /// A Parquet file's batches: the body is written to a temporary file
@@ -160,10 +185,12 @@ pub(super) fn stream_batches(
 /// the upload limit the caller enforces.
 pub(super) fn parquet_batches(
     mut reader: impl Read,
-) -> std::io::Result<impl Iterator<Item = Result<RecordBatch, ArrowError>>> {
+) -> std::io::Result<Result<impl Iterator<Item = Result<RecordBatch, ArrowError>>, ArrowError>> {
     let mut file = tempfile::tempfile()?;
     std::io::copy(&mut reader, &mut file)?;
-    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|builder| builder.with_batch_size(super::BATCH_ROWS).build())
-        .map_err(std::io::Error::other)
+    Ok(
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(|builder| builder.with_batch_size(super::BATCH_ROWS).build())
+            .map_err(|error| ArrowError::ExternalError(Box::new(error))),
+    )
 }

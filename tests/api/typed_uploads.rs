@@ -1,6 +1,6 @@
 //! Uploads as Arrow IPC streams and Parquet files: the same rows as CSV
 //! store the same version; bad rows are refused by row number with
-//! nothing stored; a body that is not what it says is 400.
+//! nothing stored; a body that is not what it says is 422.
 
 use std::sync::Arc;
 
@@ -256,12 +256,24 @@ async fn bad_typed_rows_are_refused_by_row_number_and_store_nothing() {
                 assert!(first.reason.contains(reason), "{case} {media}: {first:?}");
             }
         }
-        for media in [
-            "application/vnd.apache.arrow.stream",
-            "application/vnd.apache.parquet",
+        for (media, what) in [
+            (
+                "application/vnd.apache.arrow.stream",
+                "not an Arrow IPC stream",
+            ),
+            ("application/vnd.apache.parquet", "not a Parquet file"),
         ] {
-            let response = send(media, b"not a columnar body".to_vec()).await.unwrap();
-            assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{media}");
+            for body in [&b""[..], b"not a columnar body"] {
+                let response = send(media, body.to_vec()).await.unwrap();
+                assert_eq!(
+                    response.status(),
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "{media}"
+                );
+                let problem: Problem = response.json().await.unwrap();
+                let first = problem.errors.first().expect("why");
+                assert!(first.reason.contains(what), "{media}: {problem:?}");
+            }
         }
         let view = app.admin.dataset(dataset.id).await.unwrap();
         assert_eq!(view.n_rows, 0, "{backend:?}: nothing stored");
