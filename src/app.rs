@@ -27,7 +27,7 @@ pub struct Limits {
     /// How long a request may take.
     pub request_timeout: Duration,
     /// Most bytes of dataset snapshots held in memory (0: stream every
-    /// pass from the store).
+    /// pass from the files).
     pub cache_bytes: u64,
     /// Most requests handled at once.
     pub max_concurrent: usize,

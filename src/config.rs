@@ -197,7 +197,7 @@ pub struct Serve {
     pub max_concurrent_requests: usize,
     /// Most bytes of dataset snapshots (rows as columns) held in memory;
     /// least recently used ones are dropped first, and a dataset larger
-    /// than this is streamed from the database on every pass. 0 holds
+    /// than this is streamed from its files on every pass. 0 holds
     /// none.
     #[arg(long, env = "DPGATE_CACHE_BYTES", default_value_t = crate::snapshots::DEFAULT_CACHE_BYTES)]
     pub cache_bytes: u64,

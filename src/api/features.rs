@@ -283,7 +283,7 @@ impl Encoder {
 
 /// The snapshot of `dataset` in stored order, one response chunk per
 /// run of rows (see [`Encoder::run_rows`]): from the snapshot in memory if
-/// it is held, else streamed from the store without the outcomes (never
+/// it is held, else streamed from its inputs files (never
 /// loaded: loading reads labels). Runs are encoded as the body is polled,
 /// so the response holds one run at a time however large the block.
 async fn stream(

@@ -298,7 +298,7 @@ impl Snapshot {
 
     /// Runs `visit` over every row's public columns (row id, features,
     /// dimensions): the snapshot held in memory if it is, else streamed
-    /// from the store without the outcomes. Never loads the snapshot, so
+    /// from the inputs files alone. Never loads the snapshot, so
     /// it reads no label and no measure.
     pub async fn scan_inputs<V: Pass>(&self, visit: V) -> Result<V, ReleaseError> {
         let internal = |error: String| ReleaseError::Internal(anyhow::anyhow!(error));

@@ -9,7 +9,7 @@
 //! thundering herd), shared through an `Arc`, and kept warm by the upload
 //! that makes the next version. Memory is bounded (`DPGATE_CACHE_BYTES`):
 //! least recently used snapshots are dropped first, and a dataset whose
-//! snapshot would not fit the bound is streamed from the store in blocks.
+//! snapshot would not fit the bound is streamed from its files in blocks.
 //!
 //! Snapshots are read from the version's files (`crate::engine`), listed
 //! by the store's manifest. Loading a snapshot reads the outcomes (labels,
@@ -52,7 +52,7 @@ pub struct Snapshots {
     data: Arc<DataDir>,
     bound: u64,
     state: Mutex<State>,
-    /// Snapshots read whole from the store (outcomes included) since
+    /// Snapshots read whole from their files (outcomes included) since
     /// [`Snapshots::take_reads`] last looked.
     loads: AtomicU64,
 }
