@@ -4,12 +4,13 @@
 //! privacy unit `row`, no row at all).
 //!
 //! Every kind and path ([`catalogue`]) is tried on three servers, because a
-//! read can happen in three places: streamed from the store (no snapshot
+//! read can happen in three places: streamed from the files (no snapshot
 //! cache), loading a snapshot into a cold cache, or from a snapshot already
-//! held in memory, which never reaches the store. The store counts its
-//! reads ([`Counting`]) and the snapshots count their loads and which held
-//! snapshots had their columns read ([`Reads`]), so each test can tell that
-//! a refusal read nothing, and that the release it is compared with did.
+//! held in memory, which never reaches the store. The store counts the
+//! manifests it gives out ([`Counting`]) and the snapshots count their
+//! loads, the outcomes files opened and which held snapshots had their
+//! columns read ([`Reads`]), so each test can tell that a refusal read
+//! nothing, and that the release it is compared with did.
 
 mod catalogue;
 mod dry_runs;

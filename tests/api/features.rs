@@ -84,7 +84,7 @@ async fn read_csv(client: &Client, id: Uuid) -> (Vec<String>, Vec<(String, Vec<f
 
 /// The Arrow export equals the CSV export row for row, whether the
 /// snapshot is held in memory (one block, cut into batches) or streamed
-/// from the store (blocks of 65,536 rows, a batch each).
+/// from its files (blocks of 65,536 rows, a batch each).
 #[tokio::test]
 async fn the_arrow_export_round_trips_to_the_csv_export() {
     for backend in backends() {

@@ -1,6 +1,6 @@
 //! Releases compute on in-memory snapshots of one committed version: kept
 //! warm by uploads, shared by concurrent releases, and streamed from the
-//! store when the cache bound is smaller than the dataset.
+//! version's files when the cache bound is smaller than the dataset.
 
 use dpgate::app::Limits;
 use dpgate::snapshots::STREAM_ROWS;
