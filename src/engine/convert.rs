@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 
-use super::DataDir;
 use super::write::VersionWriter;
+use super::{DataDir, joined};
 use crate::snapshots::Shape;
 use crate::store::{Store, StoreError};
 
@@ -23,25 +23,22 @@ pub async fn blocks_to_files(store: &dyn Store, dir: &Arc<DataDir>) -> Result<u6
         let mut blocks = store
             .upload_blocks(id, version, Shape::of(&dataset.schema))
             .await?;
-        let mut writer = {
-            let (dir, schema) = (dir.clone(), dataset.schema.clone());
-            tokio::task::spawn_blocking(move || VersionWriter::create(&dir, id, version, &schema))
-                .await
-                .map_err(|error| StoreError::Files(error.to_string()))??
-        };
+        let (folder, schema) = (dir.clone(), dataset.schema.clone());
+        let mut writer = joined(
+            tokio::task::spawn_blocking(move || {
+                VersionWriter::create(&folder, id, version, &schema)
+            })
+            .await,
+        )??;
         while let Some(block) = blocks.next().await {
             let block = block?;
-            writer = tokio::task::spawn_blocking(move || writer.write(&block).map(|()| writer))
-                .await
-                .map_err(|error| StoreError::Files(error.to_string()))??;
+            writer = joined(
+                tokio::task::spawn_blocking(move || writer.write(&block).map(|()| writer)).await,
+            )??;
         }
-        let finished = {
-            let dir = dir.clone();
-            tokio::task::spawn_blocking(move || writer.finish(&dir))
-                .await
-                .map_err(|error| StoreError::Files(error.to_string()))??
-        };
-        let (files, written) = finished;
+        let folder = dir.clone();
+        let (files, written) =
+            joined(tokio::task::spawn_blocking(move || writer.finish(&folder)).await)??;
         if store.blocks_to_files(id, version, &files).await? {
             written.keep();
             converted += 1;

@@ -75,6 +75,11 @@ impl DataDir {
     }
 }
 
+/// A blocking file task's result, its panic or cancellation a file error.
+fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, StoreError> {
+    result.map_err(|error| StoreError::Files(format!("a file task failed: {error}")))
+}
+
 fn io_error(what: impl std::fmt::Display, error: impl std::fmt::Display) -> StoreError {
     StoreError::Files(format!("{what}: {error}"))
 }

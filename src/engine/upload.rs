@@ -4,9 +4,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::DataDir;
 use super::read::row_ids;
 use super::write::VersionWriter;
+use super::{DataDir, joined};
 use crate::dataset::{DatasetRecord, Schema, WalrStats};
 use crate::ingest::RowRecord;
 use crate::snapshots::{Columns, Shape};
@@ -22,10 +22,6 @@ pub struct Upload {
     /// The row ids stored before this upload, read at its first check
     /// (the lock keeps them current).
     stored_ids: Option<Arc<HashSet<Box<str>>>>,
-}
-
-fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, StoreError> {
-    result.map_err(|error| StoreError::Files(format!("a file task failed: {error}")))
 }
 
 impl Upload {
