@@ -92,7 +92,7 @@ async fn open_data(database: &Database, store: &dyn Store) -> anyhow::Result<Arc
     let root = database.data_dir();
     std::fs::create_dir_all(&root)
         .with_context(|| format!("creating the data directory {}", root.display()))?;
-    let data = Arc::new(DataDir::new(root));
+    let data = Arc::new(DataDir::new(root).with_roots(database.data_roots.clone()));
     engine::blocks_to_files(store, &data)
         .await
         .context("writing stored blocks out as files")?;

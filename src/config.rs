@@ -44,6 +44,11 @@ pub struct Database {
     /// of one database share it.
     #[arg(long, env = "DPGATE_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
+    /// Directories whose Parquet files may be registered in place
+    /// (`source.uri`), comma-separated; none by default, which turns
+    /// registration off.
+    #[arg(long, env = "DPGATE_DATA_ROOTS", value_delimiter = ',', global = true)]
+    pub data_roots: Vec<PathBuf>,
 }
 
 impl Database {
@@ -73,6 +78,7 @@ impl std::fmt::Debug for Database {
             )
             .field("key_file", &self.key_file)
             .field("data_dir", &self.data_dir)
+            .field("data_roots", &self.data_roots)
             .finish()
     }
 }
@@ -329,6 +335,7 @@ mod tests {
             jwt_secret: Some("a-very-secret-signing-key-of-32-bytes".to_owned()),
             key_file: None,
             data_dir: None,
+            data_roots: Vec::new(),
         };
         let shown = format!("{database:?}");
         assert!(

@@ -325,12 +325,27 @@ pub struct VersionFile {
     /// snapshot at N rows is every file with `version < N`.
     pub version: u64,
     pub part: FilePart,
-    /// Relative to the data directory.
+    /// Its place among the version's files (an upload writes one of each
+    /// part; a registered directory may hold many).
+    pub seq: u64,
+    /// Relative to the data directory, or the `file://` URI of a file
+    /// registered in place.
     pub path: String,
     pub rows: u64,
     pub bytes: u64,
     /// Of the file's bytes, lowercase hex.
     pub sha256: String,
+    /// Of a file registered in place: its modification time then, in
+    /// nanoseconds since the Unix epoch.
+    pub modified_ns: Option<i64>,
+}
+
+impl VersionFile {
+    /// Whether the file is the operator's, registered in place (not one
+    /// dpgate wrote): its columns are typed as the operator wrote them.
+    pub fn registered(&self) -> bool {
+        self.modified_ns.is_some()
+    }
 }
 
 /// A stored dataset.

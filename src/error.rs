@@ -173,6 +173,7 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Conflict(detail) => ApiError::Conflict(detail),
+            changed @ StoreError::Changed(_) => ApiError::Conflict(changed.to_string()),
             other => ApiError::Internal(other.into()),
         }
     }

@@ -34,6 +34,7 @@
 mod arrow_format;
 mod collector;
 mod csv_format;
+mod files;
 mod ndjson_format;
 mod pipeline;
 mod row;
@@ -44,6 +45,8 @@ use bytes::{Buf, Bytes};
 use dpgate_api_types::LineError;
 
 use crate::dataset::{ROW_ID, Schema, WalrStats};
+pub use arrow_format::stored_columns;
+pub use files::{FileRows, SourceFile, parse_files};
 use pipeline::Pipeline;
 use row::RowBuilder;
 
@@ -177,12 +180,12 @@ fn max_line_len(schema: &Schema) -> usize {
 
 /// The error for a line longer than `limit`.
 fn too_long(line: u64, limit: usize) -> LineError {
-    LineError {
+    LineError::new(
         line,
-        reason: format!(
+        format!(
             "line {line} is longer than {limit} bytes, more than a row of this schema can need"
         ),
-    }
+    )
 }
 
 /// `value`, within `[min, max]`, scaled into [0, 1] as stored: always
@@ -240,13 +243,13 @@ fn parse_in(
         }
         Format::ArrowStream => arrow_format::run(
             arrow_format::stream_batches(reader),
-            "an Arrow IPC stream",
+            "the body is not an Arrow IPC stream",
             &rows,
             sink,
         ),
         Format::Parquet => arrow_format::run(
             arrow_format::parquet_batches(reader)?,
-            "a Parquet file",
+            "the body is not a Parquet file",
             &rows,
             sink,
         ),

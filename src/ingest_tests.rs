@@ -98,7 +98,8 @@ fn duplicate_row_ids_in_one_upload_are_refused() {
         summary.errors,
         vec![LineError {
             line: 4,
-            reason: "row_id \"r1\" appears twice in this upload".to_owned()
+            reason: "row_id \"r1\" appears twice in this upload".to_owned(),
+            file: None,
         }]
     );
 }
@@ -143,7 +144,8 @@ fn a_header_names_its_unknown_missing_and_repeated_columns() {
             summary.errors,
             vec![LineError {
                 line: 1,
-                reason: reason.to_owned()
+                reason: reason.to_owned(),
+                file: None,
             }]
         );
         assert!(rows.is_empty());
@@ -393,7 +395,8 @@ fn endless(format: Format, prefix: String, fill: u8, line: u64, slack: usize) {
             line,
             reason: format!(
                 "line {line} is longer than {limit} bytes, more than a row of this schema can need"
-            )
+            ),
+            file: None,
         }],
         "{format:?}"
     );
@@ -644,4 +647,77 @@ proptest::proptest! {
         proptest::prop_assert_eq!(scale(min, min, max), Some(0.0));
         proptest::prop_assert_eq!(scale(max, min, max), Some(1.0));
     }
+}
+
+/// A registered file's typed columns are encoded as an upload of the same
+/// values stores them, whichever Arrow types hold them, and a value an
+/// upload would refuse is refused with its row.
+#[test]
+fn typed_columns_are_stored_as_the_same_rows_uploaded() {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        Array, ArrayRef, BooleanArray, Float32Array, Float64Array, Int64Array, LargeStringArray,
+        RecordBatch, StringArray, UInt8Array, UInt32Array,
+    };
+
+    let typed = |f1: Vec<i64>| {
+        RecordBatch::try_from_iter(vec![
+            (
+                "row_id",
+                Arc::new(StringArray::from(vec!["r1", "r2"])) as ArrayRef,
+            ),
+            ("converted", Arc::new(BooleanArray::from(vec![true, false]))),
+            ("f0", Arc::new(Float32Array::from(vec![0.5, 1.0]))),
+            ("f1", Arc::new(Int64Array::from(f1))),
+            ("value", Arc::new(Float64Array::from(vec![250.0, -3.0]))),
+            ("campaign", Arc::new(LargeStringArray::from(vec!["a", "b"]))),
+            ("ignored", Arc::new(Float64Array::from(vec![1.0, 2.0]))),
+        ])
+        .unwrap()
+    };
+    let stored = stored_columns(&typed(vec![5, -5]), &schema()).unwrap();
+    let (_, uploaded) = run(
+        Format::Csv,
+        &format!("{HEADER}r1,1,0.5,5,250,a\nr2,0,1,-5,-3,b\n"),
+    );
+    let column = |name: &str| stored.column_by_name(name).unwrap().clone();
+    assert_eq!(stored.num_columns(), 6, "the unknown column is dropped");
+    let f1 = column("f1");
+    let f1 = f1.as_any().downcast_ref::<Float32Array>().unwrap();
+    for (row, record) in uploaded.iter().enumerate() {
+        assert_eq!(record.features[4..], f1.value(row).to_le_bytes());
+    }
+    let labels = column("converted");
+    assert_eq!(
+        labels
+            .as_any()
+            .downcast_ref::<UInt8Array>()
+            .unwrap()
+            .values(),
+        &[1, 0]
+    );
+    let value = column("value");
+    assert_eq!(
+        value
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap()
+            .values(),
+        &[100.0, 0.0],
+        "clamped as an upload's"
+    );
+    let campaign = column("campaign");
+    assert_eq!(
+        campaign
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .unwrap()
+            .values(),
+        &[0, 1]
+    );
+    assert_eq!(
+        stored_columns(&typed(vec![5, 6]), &schema()).unwrap_err(),
+        "row 2: f1 = 6 is outside its declared bounds [-5, 5]"
+    );
 }

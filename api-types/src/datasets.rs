@@ -94,6 +94,37 @@ pub struct CreateDataset {
     pub budget: Budget,
     #[serde(default)]
     pub accountant: AccountantKind,
+    /// Parquet files to register in place as the dataset's first version,
+    /// instead of uploading rows.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::strict::optional_object"
+    )]
+    pub source: Option<Source>,
+}
+
+/// Parquet data registered in place: the files stay where they are, and
+/// dpgate records their size, modification time and SHA-256, refusing to
+/// compute on a file that no longer matches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// `file:///…`: a directory (its `*.parquet` files, in name order) or
+    /// one Parquet file, under one of the operator's `DPGATE_DATA_ROOTS`.
+    /// Columns are named as the schema's (`row_id`, the label, features,
+    /// measures, dimensions), typed as in a Parquet upload.
+    #[schema(example = "file:///srv/campaigns/2026-11/")]
+    pub uri: String,
+}
+
+/// `POST /v1/datasets/{id}/rows` as `application/json`: registers more
+/// Parquet files in place as the dataset's next version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRows {
+    #[serde(deserialize_with = "crate::strict::object")]
+    pub source: Source,
 }
 
 /// What a dataset has spent, rounded up.

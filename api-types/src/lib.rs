@@ -15,7 +15,7 @@ pub mod strict;
 
 pub use datasets::{
     AccountantKind, AnalystSpend, BoundedColumn, Budget, BudgetChange, CreateDataset, Dataset,
-    DatasetList, Dimension, IngestReport, PrivacyUnit, Remaining, Spent,
+    DatasetList, Dimension, IngestReport, PrivacyUnit, RegisterRows, Remaining, Source, Spent,
 };
 pub use feature_map::{FeatureMap, MapError, WalrMap};
 pub use frank_wolfe::{

@@ -143,12 +143,28 @@ impl Problem {
     }
 }
 
-/// One rejected line of an upload.
+/// One rejected line of an upload, or row of a registered file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LineError {
-    /// 1-based line number in the uploaded file (a CSV header is line 1).
+    /// 1-based line number in the uploaded file (a CSV header is line 1);
+    /// in Arrow and Parquet, the row number from 1.
     pub line: u64,
     pub reason: String,
+    /// Of data registered in place: the file the row is in (its name
+    /// within the registered directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+impl LineError {
+    /// A bad line of an upload.
+    pub fn new(line: u64, reason: String) -> LineError {
+        LineError {
+            line,
+            reason,
+            file: None,
+        }
+    }
 }
 
 #[cfg(test)]

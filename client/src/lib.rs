@@ -284,6 +284,23 @@ impl Client {
         self.call_once(request).await
     }
 
+    /// `POST /v1/datasets/{id}/rows` naming a `source`: registers Parquet
+    /// files in place (under the server's `DPGATE_DATA_ROOTS`) as the
+    /// dataset's next version.
+    pub async fn register_rows(
+        &self,
+        id: Uuid,
+        source: &dpgate_api_types::Source,
+    ) -> Result<IngestReport, ClientError> {
+        let body = dpgate_api_types::RegisterRows {
+            source: source.clone(),
+        };
+        let request = self
+            .request(Method::POST, &format!("/v1/datasets/{id}/rows"))
+            .json(&body);
+        self.call_once(request).await
+    }
+
     /// `POST /v1/datasets/{id}/releases`. A release is always sent with an
     /// `Idempotency-Key` (a fresh one unless `options` gives one), so that
     /// the retries after a lost connection can never spend budget twice:

@@ -8,15 +8,25 @@
 -- `path` is relative to the data directory; `byte_count` and `sha256`
 -- let a reader refuse a file that changed after it was written.
 --
+-- Data registered in place (a `source` URI under DPGATE_DATA_ROOTS) is
+-- recorded here too, one version being any number of the operator's
+-- Parquet files (`seq` orders them): each file is listed twice, as the
+-- version's inputs and as its outcomes (read with those columns alone),
+-- `path` its `file://` URI, and `modified_ns` its modification time at
+-- registration, so that a file changed since is refused from its
+-- metadata before a release is debited.
+--
 -- Blocks stored before this migration are written out as files at
 -- start-up, and their rows deleted from `row_blocks`.
 CREATE TABLE version_files (
     dataset_pk BIGINT NOT NULL REFERENCES datasets (pk),
     version BIGINT NOT NULL,
     part TEXT NOT NULL CHECK (part IN ('inputs', 'outcomes')),
-    path TEXT NOT NULL UNIQUE,
+    seq BIGINT NOT NULL,
+    path TEXT NOT NULL,
     row_count BIGINT NOT NULL,
     byte_count BIGINT NOT NULL,
     sha256 TEXT NOT NULL,
-    PRIMARY KEY (dataset_pk, version, part)
+    modified_ns BIGINT,
+    PRIMARY KEY (dataset_pk, version, seq, part)
 );

@@ -4,17 +4,22 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use dpgate_api_types::{CreateDataset, Dataset, DatasetList, Problem};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::body::ApiJson;
 use super::extract::{Admin, Caller};
+use super::rows::{self, Rows};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::dataset::DatasetRecord;
+use crate::engine::Upload;
 use crate::error::ApiError;
 use crate::store::NewDataset;
 
-/// Creates a dataset with its schema, privacy unit, budget and accountant.
+/// Creates a dataset with its schema, privacy unit, budget and accountant,
+/// and with a `source`, registers Parquet files in place as its first
+/// version.
 #[utoipa::path(
     post,
     path = "/v1/datasets",
@@ -26,11 +31,11 @@ use crate::store::NewDataset;
         (status = 201, description = "Created", body = Dataset),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin, or a `source` outside the operator's `DPGATE_DATA_ROOTS`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The name is taken", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over the JSON body limit", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not application/json in UTF-8, or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An invalid schema or budget", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid schema or budget; a `source` that is not a readable Parquet file or directory, or has bad rows (listed by `file` and `line`, its row number); nothing created", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn create(
@@ -40,6 +45,20 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Dataset>), ApiError> {
     let record =
         DatasetRecord::new(&request, crate::clock::timestamp()?).map_err(ApiError::Invalid)?;
+    // A source's rows are read and checked before the dataset exists, so
+    // that a bad one leaves nothing behind.
+    let read = match &request.source {
+        Some(source) => {
+            let located = rows::located(&state, source)?;
+            let span = tracing::info_span!("ingest", dataset = %record.id);
+            Some(
+                rows::read_rows(&state, &record, Rows::Source(located), None)
+                    .instrument(span)
+                    .await?,
+            )
+        }
+        None => None,
+    };
     state
         .store
         .create_dataset(&NewDataset {
@@ -48,7 +67,18 @@ pub async fn create(
         })
         .await?;
     tracing::info!(dataset = %record.id, "dataset created");
-    Ok((StatusCode::CREATED, Json(record.view(&[]))))
+    let Some((read, hashes)) = read else {
+        return Ok((StatusCode::CREATED, Json(record.view(&[]))));
+    };
+    let session = Upload::begin(
+        state.store.as_ref(),
+        state.snapshots.data().clone(),
+        &record,
+    )
+    .await?;
+    let registered = rows::commit_source(session, &read, &hashes).await?;
+    rows::finish_upload(&state, &record, &registered, read.rows(), read.added).await;
+    Ok((StatusCode::CREATED, Json(registered.view(&[]))))
 }
 
 /// Lists the datasets the caller may see: all for admins, the granted ones

@@ -8,7 +8,9 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use bytes::Bytes;
-use dpgate_api_types::{ARROW_STREAM, CSV, IngestReport, LineError, NDJSON, PARQUET, Problem};
+use dpgate_api_types::{
+    ARROW_STREAM, CSV, IngestReport, LineError, NDJSON, PARQUET, Problem, RegisterRows, Source,
+};
 use futures_util::StreamExt;
 use tracing::Instrument;
 
@@ -17,12 +19,16 @@ use super::datasets::load_visible;
 use super::extract::Admin;
 use crate::app::AppState;
 use crate::dataset::DatasetRecord;
-use crate::engine::Upload;
+use crate::dataset::WalrStats;
+use crate::engine::{self, Located, SourceError, Upload};
 use crate::error::ApiError;
-use crate::ingest::{self, ChannelReader, Format, MAX_REPORTED_ERRORS, RowRecord};
+use crate::ingest::{self, ChannelReader, FileRows, Format, MAX_REPORTED_ERRORS, RowRecord};
 use crate::snapshots::{Builder, Columns, Shape, Snapshots};
 
-fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
+/// The rows a request brings: its body in the format its media type
+/// names, or (`application/json`) the Parquet files of the source it
+/// names, located under the operator's roots.
+async fn rows_of(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Rows, ApiError> {
     let media = media_type(
         headers,
         &[
@@ -32,16 +38,58 @@ fn format(headers: &HeaderMap) -> Result<Format, ApiError> {
             "application/jsonl",
             ARROW_STREAM,
             PARQUET,
+            JSON,
         ],
-        &format!("upload rows as {CSV}, {NDJSON}, {ARROW_STREAM} or {PARQUET}"),
+        &format!(
+            "upload rows as {CSV}, {NDJSON}, {ARROW_STREAM} or {PARQUET}, or name a source as \
+             {JSON}"
+        ),
     )?;
-    Ok(match media.essence_str() {
+    let format = match media.essence_str() {
         CSV => Format::Csv,
         ARROW_STREAM => Format::ArrowStream,
         PARQUET => Format::Parquet,
+        JSON => {
+            let limit = state.limits.body_bytes;
+            let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+                ApiError::PayloadTooLarge(format!("JSON bodies are limited to {limit} bytes"))
+            })?;
+            let request: RegisterRows = super::body::parse(&bytes)?;
+            return located(state, &request.source).map(Rows::Source);
+        }
         _ => Format::Ndjson,
+    };
+    let limit = state.limits.ingest_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large(limit));
+    }
+    Ok(Rows::Body {
+        format,
+        body,
+        limit,
     })
 }
+
+/// The files of `source`.
+pub(super) fn located(state: &AppState, source: &Source) -> Result<Vec<Located>, ApiError> {
+    state
+        .snapshots
+        .data()
+        .locate(&source.uri)
+        .map_err(source_error)
+}
+
+pub(super) fn source_error(error: SourceError) -> ApiError {
+    match error {
+        SourceError::Forbidden(detail) => ApiError::Forbidden(detail),
+        SourceError::Invalid(detail) => ApiError::Invalid(detail),
+    }
+}
+
+const JSON: &str = "application/json";
 
 fn too_large(limit: u64) -> ApiError {
     ApiError::PayloadTooLarge(format!("uploads are limited to {limit} bytes"))
@@ -70,13 +118,19 @@ async fn pump(
     Ok(())
 }
 
-/// Stores batches as they come, refusing row ids the dataset already has.
+/// Stores batches as they come (or, of files registered in place, only
+/// checks them), refusing row ids the dataset already has. Without a
+/// session (a dataset not yet created) there is nothing to check against.
 async fn store_batches(
-    session: &mut Upload,
+    mut session: Option<&mut Upload>,
     batches: &mut tokio::sync::mpsc::Receiver<Vec<RowRecord>>,
     has_rows: bool,
+    write: bool,
 ) -> Result<Vec<LineError>, ApiError> {
     while let Some(batch) = batches.recv().await {
+        let Some(session) = session.as_deref_mut() else {
+            continue;
+        };
         if has_rows {
             let ids: Vec<&str> = batch.iter().map(|row| row.row_id.as_str()).collect();
             let existing = session.existing(&ids).await?;
@@ -87,9 +141,11 @@ async fn store_batches(
                     .collect();
                 let mut errors: Vec<LineError> = existing
                     .iter()
-                    .map(|id| LineError {
-                        line: lines.get(id.as_str()).copied().unwrap_or_default(),
-                        reason: format!("row_id {id:?} is already stored"),
+                    .map(|id| {
+                        LineError::new(
+                            lines.get(id.as_str()).copied().unwrap_or_default(),
+                            format!("row_id {id:?} is already stored"),
+                        )
                     })
                     .collect();
                 errors.sort_by_key(|error| error.line);
@@ -97,7 +153,9 @@ async fn store_batches(
                 return Ok(errors);
             }
         }
-        session.insert(batch).await?;
+        if write {
+            session.insert(batch).await?;
+        }
     }
     Ok(Vec::new())
 }
@@ -151,8 +209,9 @@ async fn keep_warm(
 }
 
 /// Appends rows (CSV with a header, NDJSON, an Arrow IPC stream or a
-/// Parquet file) to a dataset. The whole upload is one transaction: any
-/// bad row stores nothing.
+/// Parquet file) to a dataset, or registers Parquet files in place as its
+/// next version (a JSON body naming their `source`). The whole upload is
+/// one transaction: any bad row stores nothing.
 #[utoipa::path(
     post,
     path = "/v1/datasets/{id}/rows",
@@ -160,19 +219,19 @@ async fn keep_warm(
     tag = "datasets",
     params(("id" = Uuid, Path, description = "Dataset id")),
     request_body(
-        description = "CSV with a header naming `row_id`, the label, every feature, measure and dimension; NDJSON objects with the same keys; or an Arrow IPC stream or a Parquet file with columns of those names (numbers: any float or integer type; `row_id` and dimensions: strings; the label: an integer 0 or 1, or a boolean). In Arrow and Parquet a bad row's `line` is its row number, from 1.",
-        content((String = "text/csv"), (String = "application/x-ndjson"), (String = "application/vnd.apache.arrow.stream"), (String = "application/vnd.apache.parquet")),
+        description = "CSV with a header naming `row_id`, the label, every feature, measure and dimension; NDJSON objects with the same keys; or an Arrow IPC stream or a Parquet file with columns of those names (numbers: any float or integer type; `row_id` and dimensions: strings; the label: an integer 0 or 1, or a boolean). In Arrow and Parquet a bad row's `line` is its row number, from 1. Or, as JSON, a `source` of Parquet files to register in place (a bad row names its `file`).",
+        content((String = "text/csv"), (String = "application/x-ndjson"), (String = "application/vnd.apache.arrow.stream"), (String = "application/vnd.apache.parquet"), (RegisterRows = "application/json")),
     ),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Stored", body = IngestReport),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin, or a source outside the operator's `DPGATE_DATA_ROOTS`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "The body could not be read", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Over the upload limit", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not CSV or NDJSON in UTF-8, an Arrow IPC stream or a Parquet file; or a Content-Encoding", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Bad rows, by line number (a line longer than a row of the schema can need ends the upload); nothing stored", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Bad rows, by line number (a line longer than a row of the schema can need ends the upload) and, of a source, file; a source that is not a readable Parquet file or directory; nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`timeout`: the upload took too long and was rolled back", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -184,97 +243,258 @@ pub async fn upload(
     body: Body,
 ) -> Result<Json<IngestReport>, ApiError> {
     let dataset = load_visible(&state, &caller, &id).await?;
+    let rows = rows_of(&state, &headers, body).await?;
     let span = tracing::info_span!("ingest", dataset = %dataset.id);
-    ingest_into(state, dataset, headers, body)
-        .instrument(span)
-        .await
+    ingest_into(state, dataset, rows).instrument(span).await
 }
 
-/// The upload into `dataset`, in its `ingest` span (the parser's thread
-/// included).
+/// Where an upload's rows come from.
+pub(super) enum Rows {
+    /// A request body, written out as the new version's files.
+    Body {
+        format: Format,
+        body: Body,
+        limit: u64,
+    },
+    /// Parquet files registered in place: read and checked, not copied.
+    Source(Vec<Located>),
+}
+
+/// What reading the rows came to.
+pub(super) struct Read {
+    summary: ingest::Summary,
+    /// Of a source: where its rows are.
+    files: FileRows,
+    /// The version they follow and the rows as a block, if the new version
+    /// is to be held in memory.
+    pub(super) added: Option<(Arc<Columns>, Builder)>,
+}
+
+impl Read {
+    /// Rows read.
+    pub(super) fn rows(&self) -> u64 {
+        self.summary.rows
+    }
+}
+
+/// Passes the parsed rows on to the store, keeping them as a block too
+/// while the new version may be held in memory.
+struct Keeper {
+    added: Option<Builder>,
+    snapshots: Arc<Snapshots>,
+    shape: Shape,
+    version: u64,
+    batches: tokio::sync::mpsc::Sender<Vec<RowRecord>>,
+}
+
+impl Keeper {
+    fn take(&mut self, batch: Vec<RowRecord>) -> bool {
+        if let Some(builder) = &mut self.added {
+            let rows = self.version + (builder.len() + batch.len()) as u64;
+            if !self.snapshots.fits(self.shape, rows) || keep_rows(builder, &batch).is_err() {
+                self.added = None;
+            }
+        }
+        self.batches.blocking_send(batch).is_ok()
+    }
+}
+
+/// The upload of `rows` into `dataset`, in its `ingest` span (the
+/// parser's thread included).
 async fn ingest_into(
     state: AppState,
     dataset: DatasetRecord,
-    headers: HeaderMap,
-    body: Body,
+    rows: Rows,
 ) -> Result<Json<IngestReport>, ApiError> {
-    let format = format(&headers)?;
-    let limit = state.limits.ingest_bytes;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit) {
-        return Err(too_large(limit));
-    }
-
-    let (chunk_sender, chunks) = tokio::sync::mpsc::channel::<Bytes>(16);
-    let (batch_sender, mut batches) = tokio::sync::mpsc::channel::<Vec<RowRecord>>(2);
-    let schema = dataset.schema.clone();
-    let span = tracing::Span::current();
-    let base = warm_base(&state.snapshots, &dataset);
-    let shape = Shape::of(&schema);
-    let mut added = base.is_some().then(|| Columns::builder(shape, true, 0));
-    let (snapshots, version) = (state.snapshots.clone(), dataset.n_rows);
-    let parser = tokio::task::spawn_blocking(move || {
-        let _entered = span.enter();
-        let summary = ingest::parse(format, ChannelReader::new(chunks), &schema, |batch| {
-            if let Some(builder) = &mut added {
-                let rows = version + (builder.len() + batch.len()) as u64;
-                if !snapshots.fits(shape, rows) || keep_rows(builder, &batch).is_err() {
-                    added = None;
-                }
-            }
-            batch_sender.blocking_send(batch).is_ok()
-        });
-        (summary, added)
-    });
     let mut session = Upload::begin(
         state.store.as_ref(),
         state.snapshots.data().clone(),
         &dataset,
     )
     .await?;
+    let registered = matches!(rows, Rows::Source(_));
+    let (read, hashes) = read_rows(&state, &dataset, rows, Some(&mut session)).await?;
+    let record = if registered {
+        commit_source(session, &read, &hashes).await?
+    } else {
+        session
+            .commit(read.summary.rows, &stats_of(&read.summary)?)
+            .await?
+    };
+    let rows = read.rows();
+    finish_upload(&state, &dataset, &record, rows, read.added).await;
+    Ok(Json(IngestReport {
+        rows_added: rows,
+        n_rows: record.n_rows,
+    }))
+}
+
+/// Records a source's files, read and checked, as the version `session`
+/// makes.
+pub(super) async fn commit_source(
+    session: Upload,
+    read: &Read,
+    hashes: &Hashes,
+) -> Result<DatasetRecord, ApiError> {
+    let files = engine::manifest(
+        &hashes.located,
+        read.files.counts(),
+        &hashes.sha256,
+        session.version(),
+    )
+    .map_err(source_error)?;
+    let rows = read.summary.rows;
+    if read.files.counts().iter().sum::<u64>() != rows {
+        return Err(ApiError::Invalid(
+            "the files' footers do not count the rows they hold".to_owned(),
+        ));
+    }
+    Ok(session
+        .commit_registered(rows, &stats_of(&read.summary)?, &files)
+        .await?)
+}
+
+/// The sums of an upload that had no bad row.
+fn stats_of(summary: &ingest::Summary) -> Result<WalrStats, ApiError> {
+    // The parser returns sums exactly when it found no bad line.
+    summary
+        .stats
+        .clone()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("an upload without sums")))
+}
+
+/// A source's files and their hashes, computed while their rows are read.
+#[derive(Default)]
+pub(super) struct Hashes {
+    located: Vec<Located>,
+    sha256: Vec<String>,
+}
+
+/// Reads and checks `rows` for `dataset` (whose `n_rows` is the version
+/// they follow), storing them through `session` (a body's) or checking
+/// their ids against it (a source's); bad rows are the error.
+pub(super) async fn read_rows(
+    state: &AppState,
+    dataset: &DatasetRecord,
+    rows: Rows,
+    session: Option<&mut Upload>,
+) -> Result<(Read, Hashes), ApiError> {
+    let (batch_sender, mut batches) = tokio::sync::mpsc::channel::<Vec<RowRecord>>(2);
+    let schema = dataset.schema.clone();
+    let span = tracing::Span::current();
+    let base = warm_base(&state.snapshots, dataset);
+    let shape = Shape::of(&schema);
+    let mut keeper = Keeper {
+        added: base.is_some().then(|| Columns::builder(shape, true, 0)),
+        snapshots: state.snapshots.clone(),
+        shape,
+        version: dataset.n_rows,
+        batches: batch_sender,
+    };
+    let (chunk_sender, chunks) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let write = matches!(rows, Rows::Body { .. });
+    let (body, hashing, parser) = match rows {
+        Rows::Body {
+            format,
+            body,
+            limit,
+        } => {
+            let parser = tokio::task::spawn_blocking(move || {
+                let _entered = span.enter();
+                let summary = ingest::parse(format, ChannelReader::new(chunks), &schema, |batch| {
+                    keeper.take(batch)
+                });
+                (
+                    summary.map(|summary| (summary, FileRows::default())),
+                    keeper.added,
+                )
+            });
+            (Some((body, limit)), None, parser)
+        }
+        Rows::Source(located) => {
+            let opened: Result<Vec<_>, _> = located.iter().map(Located::open).collect();
+            let opened = opened?;
+            let parser = tokio::task::spawn_blocking(move || {
+                let _entered = span.enter();
+                let parsed = ingest::parse_files(opened, &schema, |batch| keeper.take(batch));
+                (parsed, keeper.added)
+            });
+            // The files are hashed on the other core while they are read.
+            let hashing = tokio::task::spawn_blocking(move || {
+                let sha256: Result<Vec<String>, _> =
+                    located.iter().map(engine::sha256_of).collect();
+                sha256.map(|sha256| Hashes { located, sha256 })
+            });
+            (None, Some(hashing), parser)
+        }
+    };
+    let pumped = async {
+        match body {
+            Some((body, limit)) => pump(body, chunk_sender, limit).await,
+            None => Ok(()),
+        }
+    };
     let (pumped, stored) = tokio::join!(
-        pump(body, chunk_sender, limit),
-        store_batches(&mut session, &mut batches, dataset.n_rows > 0),
+        pumped,
+        store_batches(session, &mut batches, dataset.n_rows > 0, write),
     );
-    let (summary, added) = parser
+    let (parsed, added) = parser
         .await
         .map_err(|error| ApiError::Internal(anyhow::anyhow!("the parser failed: {error}")))?;
-    let summary =
-        summary.map_err(|error| ApiError::Malformed(format!("reading the body: {error}")))?;
+    let (summary, files) =
+        parsed.map_err(|error| ApiError::Malformed(format!("reading the rows: {error}")))?;
     pumped?;
     let duplicates = stored?;
-    let lines = if summary.errors.is_empty() {
+    let mut lines = if summary.errors.is_empty() {
         duplicates
     } else {
-        summary.errors
+        summary.errors.clone()
     };
+    for line in &mut lines {
+        files.locate(line);
+    }
     if !lines.is_empty() {
+        let what = if write { "upload" } else { "source" };
         return Err(ApiError::BadLines {
             detail: format!(
-                "the upload has bad rows (the first {} are listed); nothing was stored",
+                "the {what} has bad rows (the first {} are listed); nothing was stored",
                 lines.len()
             ),
             lines,
         });
     }
-    // The parser returns sums exactly when it found no bad line.
-    let stats = summary
-        .stats
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("an upload without sums")))?;
-    let record = session.commit(summary.rows, &stats).await?;
+    let hashes = match hashing {
+        Some(hashing) => hashing
+            .await
+            .map_err(|error| ApiError::Internal(anyhow::anyhow!("hashing failed: {error}")))??,
+        None => Hashes::default(),
+    };
+    Ok((
+        Read {
+            summary,
+            files,
+            added: base.zip(added),
+        },
+        hashes,
+    ))
+}
+
+/// Ends an upload that made `record` from `dataset` with `rows` more rows:
+/// holds the new version if it was kept as it was read.
+pub(super) async fn finish_upload(
+    state: &AppState,
+    dataset: &DatasetRecord,
+    record: &DatasetRecord,
+    rows: u64,
+    added: Option<(Arc<Columns>, Builder)>,
+) {
     // The version just committed is the base plus these rows only if no
     // other upload committed since the base was read.
-    if let (Some(base), Some(added)) = (base, added)
-        && record.n_rows == dataset.n_rows + summary.rows
+    if let Some((base, added)) = added
+        && record.n_rows == dataset.n_rows + rows
     {
-        keep_warm(&state.snapshots, &record, base, added).await;
+        keep_warm(&state.snapshots, record, base, added).await;
     }
-    metrics::counter!("dpgate_ingested_rows_total").increment(summary.rows);
-    tracing::info!(dataset = %record.id, rows = summary.rows, "rows ingested");
-    Ok(Json(IngestReport {
-        rows_added: summary.rows,
-        n_rows: record.n_rows,
-    }))
+    metrics::counter!("dpgate_ingested_rows_total").increment(rows);
+    tracing::info!(dataset = %record.id, rows, "rows ingested");
 }

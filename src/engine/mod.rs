@@ -14,6 +14,7 @@
 
 mod convert;
 mod read;
+mod source;
 mod upload;
 mod write;
 
@@ -21,7 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use convert::blocks_to_files;
-pub use read::{Names, stream};
+pub use read::stream;
+pub use source::{Located, SourceError, manifest, sha256_of, unchanged};
 pub use upload::Upload;
 
 use crate::store::StoreError;
@@ -30,6 +32,8 @@ use crate::store::StoreError;
 #[derive(Debug)]
 pub struct DataDir {
     root: PathBuf,
+    /// Where data may be registered in place from (none by default).
+    roots: Vec<PathBuf>,
     outcome_opens: AtomicU64,
 }
 
@@ -37,6 +41,7 @@ impl DataDir {
     pub fn new(root: PathBuf) -> DataDir {
         DataDir {
             root,
+            roots: Vec::new(),
             outcome_opens: AtomicU64::new(0),
         }
     }

@@ -12,8 +12,10 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use sha2::{Digest, Sha256};
 
+use super::source::{changed, full_path};
 use super::{DataDir, io_error};
-use crate::dataset::{FilePart, ROW_ID, VersionFile};
+use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
+use crate::ingest::stored_columns;
 use crate::snapshots::{Builder, Columns, Shape};
 use crate::store::{BlockStream, StoreError};
 
@@ -28,57 +30,62 @@ fn corrupt(path: &str, detail: impl std::fmt::Display) -> StoreError {
     }
 }
 
-/// Opens a recorded file after checking its size against the manifest: a
-/// file that was replaced, truncated or removed is refused before a byte
-/// of it is read.
+/// Opens a recorded file after checking its metadata against the
+/// manifest: a file that was replaced, truncated, removed or (registered
+/// in place) modified is refused before a byte of it is read.
 fn open(dir: &DataDir, file: &VersionFile) -> Result<File, StoreError> {
-    let full = dir.path(&file.path);
-    let opened = File::open(&full).map_err(|error| io_error(full.display(), error))?;
-    let size = opened
-        .metadata()
-        .map_err(|error| io_error(full.display(), error))?
-        .len();
-    if size != file.bytes {
-        return Err(corrupt(
-            &file.path,
-            format!("{size} bytes where the manifest recorded {}", file.bytes),
-        ));
+    if let Some(why) = changed(dir, file) {
+        return Err(StoreError::Changed(why));
     }
+    let full = full_path(dir, file)?;
+    let opened = File::open(&full).map_err(|error| io_error(full.display(), error))?;
     if file.part == FilePart::Outcomes {
         dir.opened_outcomes();
     }
     Ok(opened)
 }
 
-/// Checks the whole file's SHA-256 against the manifest.
-fn verify(dir: &DataDir, file: &VersionFile) -> Result<(), StoreError> {
-    let full = dir.path(&file.path);
+/// The SHA-256 of the file at `path`, lowercase hex.
+pub(super) fn sha256(path: &std::path::Path) -> Result<String, StoreError> {
     let mut hash = Sha256::new();
-    let mut reader = File::open(&full).map_err(|error| io_error(full.display(), error))?;
+    let mut reader = File::open(path).map_err(|error| io_error(path.display(), error))?;
     let mut buffer = vec![0; 1 << 20];
     loop {
         match reader.read(&mut buffer) {
             Ok(0) => break,
             Ok(read) => hash.update(&buffer[..read]),
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(io_error(full.display(), error)),
+            Err(error) => return Err(io_error(path.display(), error)),
         }
     }
-    if hex::encode(hash.finalize()) == file.sha256 {
+    Ok(hex::encode(hash.finalize()))
+}
+
+/// Checks the whole file's SHA-256 against the manifest.
+fn verify(dir: &DataDir, file: &VersionFile) -> Result<(), StoreError> {
+    if sha256(&full_path(dir, file)?)? == file.sha256 {
         Ok(())
     } else {
-        Err(corrupt(&file.path, "its SHA-256 is not the manifest's"))
+        Err(StoreError::Changed(format!(
+            "{}: its SHA-256 is not the manifest's",
+            file.path
+        )))
     }
 }
 
+/// A reader of `file`'s batches: of `columns`, or of every column of a
+/// file dpgate wrote and, of a registered file, of those of its part.
 fn reader(
     dir: &DataDir,
     file: &VersionFile,
+    names: &Names,
     batch_rows: usize,
     columns: Option<&[&str]>,
 ) -> Result<ParquetRecordBatchReader, StoreError> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(open(dir, file)?)
         .map_err(|error| corrupt(&file.path, error))?;
+    let part = file.registered().then(|| names.of_part(file.part));
+    let columns = columns.or(part.as_deref());
     let builder = match columns {
         Some(names) => {
             let mask = ProjectionMask::columns(builder.parquet_schema(), names.iter().copied());
@@ -90,6 +97,25 @@ fn reader(
         .with_batch_size(batch_rows)
         .build()
         .map_err(|error| corrupt(&file.path, error))
+}
+
+/// A batch of `file` as dpgate's own files hold it: a registered file's
+/// typed columns are checked and encoded as an upload's rows would be.
+fn encoded(
+    file: &VersionFile,
+    schema: &Schema,
+    batch: Result<RecordBatch, arrow_schema::ArrowError>,
+) -> Result<RecordBatch, StoreError> {
+    let batch = batch.map_err(|error| corrupt(&file.path, error))?;
+    if !file.registered() {
+        return Ok(batch);
+    }
+    stored_columns(&batch, schema).map_err(|detail| {
+        StoreError::Changed(format!(
+            "{} no longer holds the rows it was registered with: {detail}",
+            file.path
+        ))
+    })
 }
 
 fn column<'b, T: 'static>(
@@ -119,9 +145,10 @@ fn versions(files: &[VersionFile], outcomes: bool) -> Result<Vec<Version<'_>>, S
             return Err(corrupt(&inputs.path, "an outcomes file without its inputs"));
         }
         let partner = if outcomes {
-            let Some(partner) = at
-                .next_if(|next| next.version == inputs.version && next.part == FilePart::Outcomes)
-            else {
+            let Some(partner) = at.next_if(|next| {
+                (next.version, next.seq) == (inputs.version, inputs.seq)
+                    && next.part == FilePart::Outcomes
+            }) else {
                 return Err(corrupt(&inputs.path, "an inputs file without its outcomes"));
             };
             if partner.rows != inputs.rows {
@@ -237,7 +264,20 @@ pub struct Names {
 }
 
 impl Names {
-    pub fn of(schema: &crate::dataset::Schema) -> Names {
+    /// The columns of `part`, by name.
+    fn of_part(&self, part: FilePart) -> Vec<&str> {
+        match part {
+            FilePart::Inputs => std::iter::once(ROW_ID)
+                .chain(self.features.iter().map(String::as_str))
+                .chain(self.dimensions.iter().map(String::as_str))
+                .collect(),
+            FilePart::Outcomes => std::iter::once(self.label.as_str())
+                .chain(self.measures.iter().map(String::as_str))
+                .collect(),
+        }
+    }
+
+    pub fn of(schema: &Schema) -> Names {
         let names = |columns: &[dpgate_api_types::BoundedColumn]| {
             columns.iter().map(|column| column.name.clone()).collect()
         };
@@ -262,8 +302,7 @@ impl Names {
 pub fn stream(
     dir: Arc<DataDir>,
     files: Vec<VersionFile>,
-    names: Names,
-    shape: Shape,
+    schema: Schema,
     outcomes: bool,
     block_rows: usize,
 ) -> BlockStream {
@@ -271,8 +310,13 @@ pub fn stream(
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        if let Err(error) = send_blocks(&dir, &files, &names, shape, outcomes, block_rows, &sender)
-        {
+        let read = Reading {
+            dir: &dir,
+            schema: &schema,
+            names: &Names::of(&schema),
+            shape: Shape::of(&schema),
+        };
+        if let Err(error) = read.send_blocks(&files, outcomes, block_rows, &sender) {
             let _ = sender.blocking_send(Err(error));
         }
     });
@@ -281,103 +325,124 @@ pub fn stream(
 
 type Sender = tokio::sync::mpsc::Sender<Result<Columns, StoreError>>;
 
-/// The work of [`stream`]; `Ok` also when the consumer went away.
-fn send_blocks(
-    dir: &DataDir,
-    files: &[VersionFile],
-    names: &Names,
+/// What a [`stream`] reads with.
+struct Reading<'r> {
+    dir: &'r DataDir,
+    schema: &'r Schema,
+    names: &'r Names,
     shape: Shape,
-    outcomes: bool,
-    block_rows: usize,
-    sender: &Sender,
-) -> Result<(), StoreError> {
-    let fresh = || Columns::builder(shape, outcomes, block_rows);
-    let mut block = fresh();
-    let mut sent = false;
-    for version in versions(files, outcomes)? {
-        let path = &version.inputs.path;
-        let batch_rows = DECODE_ROWS.min(block_rows);
-        let mut inputs = reader(dir, version.inputs, batch_rows, None)?;
-        let mut outcome_reader = version
-            .outcomes
-            .map(|file| reader(dir, file, batch_rows, None))
-            .transpose()?;
-        // The hashes are checked on the other core while this one decodes.
-        let read = std::thread::scope(|scope| {
-            let hashing = scope.spawn(|| {
-                verify(dir, version.inputs)?;
-                version.outcomes.map_or(Ok(()), |file| verify(dir, file))
-            });
-            let mut rows = 0u64;
-            for batch in inputs.by_ref() {
-                let batch = batch.map_err(|error| corrupt(path, error))?;
-                let paired = match &mut outcome_reader {
-                    Some(reader) => Some(
-                        reader
-                            .next()
-                            .ok_or_else(|| corrupt(path, "its outcomes end early"))?
-                            .map_err(|error| corrupt(path, error))?,
-                    ),
-                    None => None,
-                };
-                let decoded = Decoded::of(shape, names, &batch, paired.as_ref(), path)?;
-                let count = batch.num_rows();
-                let mut at = 0;
-                while at < count {
-                    let take = (block_rows - block.len()).min(count - at);
-                    decoded
-                        .append(shape, &mut block, at..at + take)
-                        .map_err(|detail| corrupt(path, detail))?;
-                    at += take;
-                    if block.len() == block_rows {
-                        let full = std::mem::replace(&mut block, fresh()).finish();
-                        if sender.blocking_send(Ok(full)).is_err() {
-                            return Ok(false);
-                        }
-                        sent = true;
+}
+
+impl Reading<'_> {
+    /// The work of [`stream`]; `Ok` also when the consumer went away.
+    fn send_blocks(
+        &self,
+        files: &[VersionFile],
+        outcomes: bool,
+        block_rows: usize,
+        sender: &Sender,
+    ) -> Result<(), StoreError> {
+        let Reading {
+            dir,
+            schema,
+            names,
+            shape,
+        } = *self;
+        let fresh = || Columns::builder(shape, outcomes, block_rows);
+        let mut block = fresh();
+        let mut sent = false;
+        for version in versions(files, outcomes)? {
+            let path = &version.inputs.path;
+            let batch_rows = DECODE_ROWS.min(block_rows);
+            let mut inputs = reader(dir, version.inputs, names, batch_rows, None)?;
+            let mut outcome_reader = version
+                .outcomes
+                .map(|file| reader(dir, file, names, batch_rows, None).map(|read| (file, read)))
+                .transpose()?;
+            // The hashes are checked on the other core while this one decodes
+            // (a registered file, both parts of the version, once).
+            let read = std::thread::scope(|scope| {
+                let hashing = scope.spawn(|| {
+                    verify(dir, version.inputs)?;
+                    match version.outcomes {
+                        Some(file) if file.path != version.inputs.path => verify(dir, file),
+                        _ => Ok(()),
                     }
+                });
+                let mut rows = 0u64;
+                for batch in inputs.by_ref() {
+                    let batch = encoded(version.inputs, schema, batch)?;
+                    let paired = match &mut outcome_reader {
+                        Some((file, reader)) => Some(encoded(
+                            file,
+                            schema,
+                            reader
+                                .next()
+                                .ok_or_else(|| corrupt(path, "its outcomes end early"))?,
+                        )?),
+                        None => None,
+                    };
+                    let decoded = Decoded::of(shape, names, &batch, paired.as_ref(), path)?;
+                    let count = batch.num_rows();
+                    let mut at = 0;
+                    while at < count {
+                        let take = (block_rows - block.len()).min(count - at);
+                        decoded
+                            .append(shape, &mut block, at..at + take)
+                            .map_err(|detail| corrupt(path, detail))?;
+                        at += take;
+                        if block.len() == block_rows {
+                            let full = std::mem::replace(&mut block, fresh()).finish();
+                            if sender.blocking_send(Ok(full)).is_err() {
+                                return Ok(false);
+                            }
+                            sent = true;
+                        }
+                    }
+                    rows += count as u64;
                 }
-                rows += count as u64;
+                if outcome_reader
+                    .as_mut()
+                    .is_some_and(|(_, reader)| reader.next().is_some())
+                {
+                    return Err(corrupt(path, "its outcomes run past its inputs"));
+                }
+                if rows != version.inputs.rows {
+                    return Err(corrupt(
+                        path,
+                        format!(
+                            "{rows} rows where the manifest recorded {}",
+                            version.inputs.rows
+                        ),
+                    ));
+                }
+                hashing
+                    .join()
+                    .map_err(|_| corrupt(path, "checking its hash panicked"))??;
+                Ok(true)
+            })?;
+            if !read {
+                return Ok(());
             }
-            if outcome_reader
-                .as_mut()
-                .is_some_and(|reader| reader.next().is_some())
-            {
-                return Err(corrupt(path, "its outcomes run past its inputs"));
-            }
-            if rows != version.inputs.rows {
-                return Err(corrupt(
-                    path,
-                    format!(
-                        "{rows} rows where the manifest recorded {}",
-                        version.inputs.rows
-                    ),
-                ));
-            }
-            hashing
-                .join()
-                .map_err(|_| corrupt(path, "checking its hash panicked"))??;
-            Ok(true)
-        })?;
-        if !read {
-            return Ok(());
         }
+        if !block.is_empty() || !sent {
+            let _ = sender.blocking_send(Ok(block.finish()));
+        }
+        Ok(())
     }
-    if !block.is_empty() || !sent {
-        let _ = sender.blocking_send(Ok(block.finish()));
-    }
-    Ok(())
 }
 
 /// Every row id in `files`' inputs: only their `row_id` column is read.
 pub(super) fn row_ids(
     dir: &DataDir,
     files: &[VersionFile],
+    schema: &Schema,
 ) -> Result<HashSet<Box<str>>, StoreError> {
+    let names = Names::of(schema);
     let mut ids = HashSet::new();
     for file in files.iter().filter(|file| file.part == FilePart::Inputs) {
-        for batch in reader(dir, file, 65_536, Some(&[ROW_ID]))? {
-            let batch = batch.map_err(|error| corrupt(&file.path, error))?;
+        for batch in reader(dir, file, &names, 65_536, Some(&[ROW_ID]))? {
+            let batch = encoded(file, schema, batch)?;
             let column = column::<StringArray>(&batch, ROW_ID, &file.path)?;
             ids.extend(column.iter().flatten().map(Box::from));
         }

@@ -8,7 +8,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use super::*;
 use crate::dataset::{DatasetRecord, FilePart, VersionFile, WalrStats};
 use crate::ingest::RowRecord;
-use crate::snapshots::{Columns, Shape};
+use crate::snapshots::Columns;
 use crate::store::{NewDataset, SqliteStore, Store};
 
 /// A real SQLite store and data directory in a temporary directory (the
@@ -100,8 +100,7 @@ async fn read(
     stream(
         fixture.data.clone(),
         files,
-        Names::of(&record.schema),
-        Shape::of(&record.schema),
+        record.schema.clone(),
         outcomes,
         block_rows,
     )
@@ -224,7 +223,7 @@ async fn a_changed_file_is_never_read_to_the_end() {
     let read_back = read(&fixture, &record, true, 500).await;
     let last = read_back.last().expect("an item");
     assert!(
-        matches!(last, Err(crate::store::StoreError::Corrupt { detail, .. }) if detail.contains("SHA-256")),
+        matches!(last, Err(crate::store::StoreError::Changed(detail)) if detail.contains("SHA-256")),
         "{last:?}"
     );
     // Inputs alone are untouched, and still read.
@@ -241,14 +240,14 @@ async fn a_changed_file_is_never_read_to_the_end() {
     let read_back = read(&fixture, &record, true, 500).await;
     assert_eq!(read_back.len(), 1);
     assert!(
-        matches!(&read_back[0], Err(crate::store::StoreError::Corrupt { detail, .. }) if detail.contains("bytes"))
+        matches!(&read_back[0], Err(crate::store::StoreError::Changed(detail)) if detail.contains("bytes"))
     );
 
     std::fs::remove_file(&outcomes).unwrap();
     let read_back = read(&fixture, &record, true, 500).await;
     assert!(matches!(
         &read_back[..],
-        [Err(crate::store::StoreError::Files(_))]
+        [Err(crate::store::StoreError::Changed(detail))] if detail.contains("No such file")
     ));
 }
 
@@ -295,4 +294,84 @@ fn the_default_directory_sits_beside_the_sqlite_file() {
             "{url}"
         );
     }
+}
+
+/// Sources are located only under the roots, only as `file://` URIs, and
+/// a directory's Parquet files only, in name order.
+#[test]
+fn sources_are_located_under_the_roots_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("set")).unwrap();
+    for name in ["b.parquet", "a.parquet", "notes.txt"] {
+        std::fs::write(root.join("set").join(name), name).unwrap();
+    }
+    std::fs::create_dir_all(root.join("set").join("nested.parquet")).unwrap();
+    let uri = |path: &std::path::Path| url::Url::from_file_path(path).unwrap().to_string();
+
+    let closed = DataDir::new(dir.path().join("data"));
+    assert!(matches!(
+        closed.locate(&uri(&root.join("set"))),
+        Err(SourceError::Forbidden(detail)) if detail.contains("DPGATE_DATA_ROOTS")
+    ));
+
+    let open = DataDir::new(dir.path().join("data")).with_roots(vec![root.clone()]);
+    let files = open.locate(&uri(&root.join("set"))).unwrap();
+    let names: Vec<&str> = files.iter().map(|file| file.name.as_str()).collect();
+    assert_eq!(names, ["a.parquet", "b.parquet"]);
+    assert_eq!(files[0].bytes, "a.parquet".len() as u64);
+
+    let one = open
+        .locate(&uri(&root.join("set").join("b.parquet")))
+        .unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].name, "b.parquet");
+
+    for refused in [
+        "s3://bucket/prefix/",
+        "not a uri",
+        &uri(&root.join("absent")),
+    ] {
+        assert!(
+            matches!(open.locate(refused), Err(SourceError::Invalid(_))),
+            "{refused}"
+        );
+    }
+    assert!(matches!(
+        open.locate(&uri(dir.path())),
+        Err(SourceError::Forbidden(_))
+    ));
+}
+
+/// The manifest lists each registered file as inputs and outcomes, and
+/// refuses one that changed since it was located.
+#[test]
+fn a_registered_manifest_pins_each_files_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.parquet"), "one").unwrap();
+    let data = DataDir::new(dir.path().join("data")).with_roots(vec![dir.path().to_path_buf()]);
+    let located = data
+        .locate(url::Url::from_file_path(dir.path()).unwrap().as_ref())
+        .unwrap();
+    let records = manifest(&located, &[3], &["hash".to_owned()], 7).unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(
+        records.iter().map(|file| file.part).collect::<Vec<_>>(),
+        [FilePart::Inputs, FilePart::Outcomes]
+    );
+    assert!(records.iter().all(|file| file.registered()
+        && file.version == 7
+        && file.rows == 3
+        && file.path.starts_with("file:///")));
+    assert!(unchanged(&data, &records).is_ok());
+
+    std::fs::write(dir.path().join("a.parquet"), "two!").unwrap();
+    assert!(matches!(
+        manifest(&located, &[3], &["hash".to_owned()], 7),
+        Err(SourceError::Invalid(detail)) if detail.contains("changed while")
+    ));
+    assert!(matches!(
+        unchanged(&data, &records),
+        Err(crate::store::StoreError::Changed(detail)) if detail.contains("bytes")
+    ));
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::read::row_ids;
 use super::write::VersionWriter;
 use super::{DataDir, joined};
-use crate::dataset::{DatasetRecord, Schema, WalrStats};
+use crate::dataset::{DatasetRecord, Schema, VersionFile, WalrStats};
 use crate::ingest::RowRecord;
 use crate::snapshots::{Columns, Shape};
 use crate::store::{IngestSession, Store, StoreError};
@@ -47,12 +47,17 @@ impl Upload {
             return Ok(ids.clone());
         }
         let files = self.session.files().await?;
-        let dir = self.dir.clone();
+        let (dir, schema) = (self.dir.clone(), self.schema.clone());
         let ids = Arc::new(joined(
-            tokio::task::spawn_blocking(move || row_ids(&dir, &files)).await,
+            tokio::task::spawn_blocking(move || row_ids(&dir, &files, &schema)).await,
         )??);
         self.stored_ids = Some(ids.clone());
         Ok(ids)
+    }
+
+    /// The version this upload makes: the dataset's row count before it.
+    pub fn version(&self) -> u64 {
+        self.session.version()
     }
 
     /// Which of these row ids the dataset already has.
@@ -125,6 +130,23 @@ impl Upload {
         // ones that are gone are not).
         written.keep();
         committed
+    }
+
+    /// Records files registered in place (see [`super::manifest`]) as the
+    /// new version, with its row count and sums, and commits. Nothing of
+    /// them is written or removed here.
+    pub async fn commit_registered(
+        self,
+        rows: u64,
+        stats: &WalrStats,
+        files: &[VersionFile],
+    ) -> Result<DatasetRecord, StoreError> {
+        if self.writer.is_some() {
+            return Err(StoreError::Files(
+                "an upload cannot both write rows and register files".to_owned(),
+            ));
+        }
+        self.session.commit(rows, stats, files).await
     }
 }
 

@@ -222,10 +222,12 @@ impl VersionWriter {
             files.push(VersionFile {
                 version: self.version,
                 part: kind,
+                seq: 0,
                 path: part.path,
                 rows: self.rows,
                 bytes: sink.bytes,
                 sha256: hex::encode(sink.hash.finalize()),
+                modified_ns: None,
             });
         }
         if let Some(folder) = files[0].path.split('/').next() {

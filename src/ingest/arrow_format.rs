@@ -11,13 +11,18 @@ use arrow_array::types::{
     Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
     UInt32Type, UInt64Type,
 };
-use arrow_array::{Array, RecordBatch};
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, ArrayRef, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
+};
 use arrow_schema::{ArrowError, DataType};
 use dpgate_api_types::LineError;
 
 use super::collector::{Collector, ParsedRow};
-use super::row::{Cell, RowBuilder};
+use super::row::{Cell, RowBuilder, code, feature, measure, row_id};
 use super::{RowRecord, Summary};
+use crate::dataset::{ROW_ID, Schema};
 
 /// A value of a typed column: a number, text or a 0/1 label as Arrow holds
 /// it.
@@ -104,22 +109,21 @@ impl<'a> Typed<'a> {
     }
 }
 
-/// A body that is not what its media type says: a bad row where it stops
-/// making sense (422, like a CSV body without its header). The body
-/// reaches the reader through a channel that ends, never fails, so an
-/// I/O error here is a stream cut short, not a failure to read the body.
-fn unreadable(error: ArrowError, what: &str, line: u64) -> LineError {
-    LineError {
-        line,
-        reason: format!("the body is not {what}: {error}"),
-    }
+/// Data that is not what it should be (`unfit` says what, such as "the
+/// body is not a Parquet file"): a bad row where it stops making sense
+/// (422, like a CSV body without its header). A body reaches the reader
+/// through a channel that ends, never fails, so an I/O error here is a
+/// stream cut short, not a failure to read the body.
+fn unreadable(error: ArrowError, unfit: &str, line: u64) -> LineError {
+    LineError::new(line, format!("{unfit}: {error}"))
 }
 
-/// Reads the batches of `opened` (a body `what` says what it should be)
-/// until they end, the sink stops or too many rows are bad.
+/// Reads the batches of `opened` (`unfit` says what they are if they
+/// cannot be read) until they end, the sink stops or too many rows are
+/// bad.
 pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
     opened: Result<I, ArrowError>,
-    what: &str,
+    unfit: &str,
     rows: &RowBuilder,
     sink: impl FnMut(Vec<RowRecord>) -> bool,
 ) -> std::io::Result<Summary> {
@@ -127,7 +131,7 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
     let batches = match opened {
         Ok(batches) => batches,
         Err(error) => {
-            collector.error(unreadable(error, what, 1));
+            collector.error(unreadable(error, unfit, 1));
             return Ok(collector.finish());
         }
     };
@@ -137,7 +141,7 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
         let batch = match batch {
             Ok(batch) => batch,
             Err(error) => {
-                collector.error(unreadable(error, what, line + 1));
+                collector.error(unreadable(error, unfit, line + 1));
                 return Ok(collector.finish());
             }
         };
@@ -150,6 +154,7 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
             collector.error(LineError {
                 line: line + 1,
                 reason: format!("the body has no column {:?}", rows.names[at]),
+                file: None,
             });
             return Ok(collector.finish());
         }
@@ -163,7 +168,7 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
                     id_hash: hasher.hash_one(&record.row_id),
                     record,
                 }),
-                Err(reason) => Err(LineError { line, reason }),
+                Err(reason) => Err(LineError::new(line, reason)),
             });
             if !collector.more() {
                 return Ok(collector.finish());
@@ -193,4 +198,54 @@ pub(super) fn parquet_batches(
             .and_then(|builder| builder.with_batch_size(super::BATCH_ROWS).build())
             .map_err(|error| ArrowError::ExternalError(Box::new(error))),
     )
+}
+
+/// A batch of typed columns named as `schema`'s (any of them: a file read
+/// with some columns only) in the encoding dpgate's own files have: row
+/// ids as UTF-8, the label as 0/1 bytes, features scaled into [0, 1] as
+/// f32, measures clamped as f64, dimensions as the indices of their
+/// declared values. Every value is checked as an upload's would be; the
+/// first that fails is the error, with its row number from 1.
+pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatch, String> {
+    fn cell(array: &dyn Array, row: usize) -> Cell<'_> {
+        Cell::Typed(Typed { array, row })
+    }
+    // Every row's value, or the first row's error.
+    let rows = batch.num_rows();
+    fn each<T>(rows: usize, value: impl Fn(usize) -> Result<T, String>) -> Result<Vec<T>, String> {
+        (0..rows)
+            .map(|row| value(row).map_err(|reason| format!("row {}: {reason}", row + 1)))
+            .collect()
+    }
+    let mut columns: Vec<(&str, ArrayRef)> = Vec::with_capacity(batch.num_columns());
+    let fields = batch.schema();
+    for (field, array) in fields.fields().iter().zip(batch.columns()) {
+        let name = field.name().as_str();
+        let array = array.as_ref();
+        let stored: ArrayRef = if name == ROW_ID {
+            Arc::new(StringArray::from(each(rows, |row| {
+                row_id(cell(array, row))
+            })?))
+        } else if name == schema.label {
+            Arc::new(UInt8Array::from(each(rows, |row| {
+                cell(array, row).label(name)
+            })?))
+        } else if let Some(column) = schema.features.iter().find(|c| c.name == name) {
+            Arc::new(Float32Array::from(each(rows, |row| {
+                feature(column, cell(array, row))
+            })?))
+        } else if let Some(column) = schema.measures.iter().find(|c| c.name == name) {
+            Arc::new(Float64Array::from(each(rows, |row| {
+                measure(column, cell(array, row))
+            })?))
+        } else if let Some(dimension) = schema.dimensions.iter().find(|d| d.name == name) {
+            Arc::new(UInt32Array::from(each(rows, |row| {
+                code(dimension, cell(array, row))
+            })?))
+        } else {
+            continue;
+        };
+        columns.push((name, stored));
+    }
+    RecordBatch::try_from_iter(columns).map_err(|error| error.to_string())
 }

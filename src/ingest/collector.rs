@@ -67,6 +67,7 @@ impl<F: FnMut(Vec<RowRecord>) -> bool> Collector<F> {
             return self.error(LineError {
                 line: record.line,
                 reason,
+                file: None,
             });
         }
         self.features.clear();

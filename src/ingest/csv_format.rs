@@ -45,7 +45,7 @@ pub(super) fn open<R: Read>(
         .flexible(true)
         .buffer_capacity(READ_BUFFER)
         .from_reader(bounded);
-    let refused = |reason| Ok(Err(LineError { line: 1, reason }));
+    let refused = |reason| Ok(Err(LineError::new(1, reason)));
     let header = match csv.headers().cloned() {
         Ok(header) => header,
         Err(_) if csv.get_ref().tripped => return Ok(Err(too_long(1, limit))),

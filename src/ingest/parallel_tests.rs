@@ -95,7 +95,7 @@ impl<'a> Sequential<'a> {
     }
 
     fn error(&mut self, line: u64, reason: String) {
-        self.outcome.errors.push(LineError { line, reason });
+        self.outcome.errors.push(LineError::new(line, reason));
     }
 
     fn push(&mut self, line: u64, row: Result<RowRecord, String>) {

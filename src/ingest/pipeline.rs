@@ -274,7 +274,7 @@ fn work(
                         id_hash: hasher.hash_one(&record.row_id),
                         record,
                     }),
-                    Err(reason) => Err(LineError { line, reason }),
+                    Err(reason) => Err(LineError::new(line, reason)),
                 });
             });
         }

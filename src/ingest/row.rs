@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::arrow_format::Typed;
+use dpgate_api_types::{BoundedColumn, Dimension};
+
 use super::{MAX_ROW_ID_LEN, RowRecord, scale};
 use crate::dataset::{ROW_ID, Schema};
 
@@ -36,7 +38,7 @@ pub(super) enum Cell<'a> {
 
 impl<'a> Cell<'a> {
     /// A finite number: CSV text that parses as one, or a JSON number.
-    fn number(self, name: &str) -> Result<f64, String> {
+    pub(super) fn number(self, name: &str) -> Result<f64, String> {
         let value = match self {
             Cell::Text(text) => text
                 .trim()
@@ -58,7 +60,7 @@ impl<'a> Cell<'a> {
     }
 
     /// Text: a CSV field, or a JSON string.
-    fn text(self, name: &str) -> Result<&'a str, String> {
+    pub(super) fn text(self, name: &str) -> Result<&'a str, String> {
         match self {
             Cell::Text(text) => Ok(text),
             Cell::Json(Value::String(text)) => Ok(text),
@@ -69,7 +71,7 @@ impl<'a> Cell<'a> {
 
     /// A 0/1 label: CSV text `0` or `1`, or the JSON number `0` or `1`
     /// written as an integer.
-    fn label(self, name: &str) -> Result<u8, String> {
+    pub(super) fn label(self, name: &str) -> Result<u8, String> {
         match self {
             Cell::Text(text) => match text.trim() {
                 "0" => Ok(0),
@@ -123,51 +125,23 @@ impl<'a> RowBuilder<'a> {
         let schema = self.schema;
         let names = &self.names;
         let get = |at: usize| cell(at).ok_or_else(|| format!("column {:?} is missing", names[at]));
-        let row_id = get(ROW_ID_AT)?.text(ROW_ID)?;
-        if row_id.is_empty() || row_id.len() > MAX_ROW_ID_LEN {
-            return Err(format!("row_id must be 1 to {MAX_ROW_ID_LEN} bytes"));
-        }
+        let row_id = row_id(get(ROW_ID_AT)?)?;
         let label = get(LABEL_AT)?.label(&schema.label)?;
         let mut at = FIRST_FEATURE_AT;
         let mut features = Vec::with_capacity(4 * schema.k());
         for column in &schema.features {
-            let value = get(at)?.number(&column.name)?;
+            features.extend_from_slice(&feature(column, get(at)?)?.to_le_bytes());
             at += 1;
-            if value < column.min || value > column.max {
-                return Err(format!(
-                    "{} = {value} is outside its declared bounds [{}, {}]",
-                    column.name, column.min, column.max
-                ));
-            }
-            let scaled = scale(value, column.min, column.max).ok_or_else(|| {
-                format!(
-                    "{} = {value} cannot be scaled by its bounds [{}, {}]",
-                    column.name, column.min, column.max
-                )
-            })?;
-            features.extend_from_slice(&scaled.to_le_bytes());
         }
         let mut measures = Vec::with_capacity(8 * schema.measures.len());
         for column in &schema.measures {
-            let value = get(at)?.number(&column.name)?;
-            let value = if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
-                value
-            } else {
-                value.clamp(column.min, column.max)
-            };
+            measures.extend_from_slice(&measure(column, get(at)?)?.to_le_bytes());
             at += 1;
-            measures.extend_from_slice(&value.to_le_bytes());
         }
         let mut dimensions = Vec::with_capacity(4 * schema.dimensions.len());
         for dimension in &schema.dimensions {
-            let value = get(at)?.text(&dimension.name)?;
+            dimensions.extend_from_slice(&code(dimension, get(at)?)?.to_le_bytes());
             at += 1;
-            let index = dimension
-                .values
-                .iter()
-                .position(|known| known == value)
-                .ok_or_else(|| format!("{} = {value:?} is not a declared value", dimension.name))?;
-            dimensions.extend_from_slice(&(index as u32).to_le_bytes());
         }
         Ok(RowRecord {
             line,
@@ -178,4 +152,53 @@ impl<'a> RowBuilder<'a> {
             dimensions,
         })
     }
+}
+
+/// A row id: text of 1 to [`MAX_ROW_ID_LEN`] bytes.
+pub(super) fn row_id(cell: Cell<'_>) -> Result<&str, String> {
+    let row_id = cell.text(ROW_ID)?;
+    if row_id.is_empty() || row_id.len() > MAX_ROW_ID_LEN {
+        return Err(format!("row_id must be 1 to {MAX_ROW_ID_LEN} bytes"));
+    }
+    Ok(row_id)
+}
+
+/// A feature's value, within its declared bounds, scaled as stored.
+pub(super) fn feature(column: &BoundedColumn, cell: Cell<'_>) -> Result<f32, String> {
+    let value = cell.number(&column.name)?;
+    if value < column.min || value > column.max {
+        return Err(format!(
+            "{} = {value} is outside its declared bounds [{}, {}]",
+            column.name, column.min, column.max
+        ));
+    }
+    scale(value, column.min, column.max).ok_or_else(|| {
+        format!(
+            "{} = {value} cannot be scaled by its bounds [{}, {}]",
+            column.name, column.min, column.max
+        )
+    })
+}
+
+/// A measure's value, clamped to its declared bounds.
+pub(super) fn measure(column: &BoundedColumn, cell: Cell<'_>) -> Result<f64, String> {
+    let value = cell.number(&column.name)?;
+    Ok(
+        if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
+            value
+        } else {
+            value.clamp(column.min, column.max)
+        },
+    )
+}
+
+/// A dimension's value as the index of its declared value.
+pub(super) fn code(dimension: &Dimension, cell: Cell<'_>) -> Result<u32, String> {
+    let value = cell.text(&dimension.name)?;
+    let index = dimension
+        .values
+        .iter()
+        .position(|known| known == value)
+        .ok_or_else(|| format!("{} = {value:?} is not a declared value", dimension.name))?;
+    u32::try_from(index).map_err(|_| format!("{} has too many values", dimension.name))
 }

@@ -9,7 +9,9 @@
 //!    analyst's cap: a release that does not fit is refused here, having
 //!    read no label, measure or private row;
 //! 3. **vet** the request against what the unit leaves public in the rows
-//!    (supplied row ids exist); a dry run answers here;
+//!    (supplied row ids exist), and the snapshot's files against the
+//!    manifest from their metadata alone (a file changed since it was
+//!    recorded is refused here, nothing spent); a dry run answers here;
 //! 4. **debit** in one transaction that re-checks the budget under a lock
 //!    and that the priced snapshot is still current;
 //! 5. **compute** on that snapshot (rows read, models fitted: work whose
@@ -409,6 +411,10 @@ async fn make(
             }
         }
         planned.vet(&snapshot).await?;
+        snapshot.unchanged().await?;
+        for source in &source_records {
+            snapshot.sibling(source.clone()).unchanged().await?;
+        }
         if ask.dry_run {
             let after = DatasetRecord {
                 composition,

@@ -272,6 +272,12 @@ impl Snapshot {
         self.data.fit_together(all)
     }
 
+    /// Refuses a snapshot whose files changed since they were recorded,
+    /// from their metadata alone: before a debit.
+    pub async fn unchanged(&self) -> Result<(), ReleaseError> {
+        Ok(self.data.unchanged(&self.dataset).await?)
+    }
+
     /// The snapshot in memory if it is held already, without reading the
     /// store: what checks before a debit may use for public columns.
     pub fn held(&self) -> Option<Arc<Columns>> {

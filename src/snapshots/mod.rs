@@ -239,6 +239,26 @@ impl Snapshots {
         }
     }
 
+    /// Checks, from their metadata alone, that the files registered in
+    /// place of `dataset`'s snapshot are as the manifest recorded them,
+    /// unless it is held in memory (then its files are not read again):
+    /// what a release does before its debit, so that an operator's file
+    /// changed since registration is refused for free. dpgate's own files
+    /// are checked when they are opened.
+    pub async fn unchanged(&self, dataset: &DatasetRecord) -> Result<(), StoreError> {
+        if dataset.n_rows == 0 || self.held(dataset.id, dataset.n_rows).is_some() {
+            return Ok(());
+        }
+        let files = self
+            .store
+            .registered_files(dataset.id, dataset.n_rows)
+            .await?;
+        let data = self.data.clone();
+        tokio::task::spawn_blocking(move || engine::unchanged(&data, &files))
+            .await
+            .map_err(|error| StoreError::Files(format!("checking the files failed: {error}")))?
+    }
+
     /// Streams the snapshot of `dataset` from its files in blocks of
     /// [`STREAM_ROWS`], with the outcomes only if `outcomes`.
     pub async fn blocks(
@@ -262,8 +282,7 @@ impl Snapshots {
         Ok(engine::stream(
             self.data.clone(),
             files,
-            engine::Names::of(&dataset.schema),
-            Shape::of(&dataset.schema),
+            dataset.schema.clone(),
             outcomes,
             block_rows,
         ))

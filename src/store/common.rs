@@ -315,28 +315,50 @@ macro_rules! common_store {
         }
 
         /// The manifest's files of dataset `pk` below `version`, in
-        /// version order, inputs before outcomes; the outcomes files only
-        /// if `outcomes`.
+        /// version order, inputs before outcomes, of `which`.
         async fn files_in(
             conn: &mut Connection,
             pk: i64,
             version: u64,
-            outcomes: bool,
+            which: $crate::store::Files,
         ) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
-            use $crate::dataset::FilePart;
+            use $crate::store::Files;
             let version = i64::try_from(version).unwrap_or(i64::MAX);
-            let parts = if outcomes { FilePart::Outcomes } else { FilePart::Inputs };
-            let rows: Vec<$crate::store::records::FileRow> = sqlx::query_as(
-                "SELECT version, part, path, row_count, byte_count, sha256 FROM version_files \
-                 WHERE dataset_pk = $1 AND version < $2 AND part IN ('inputs', $3) \
-                 ORDER BY version, part",
-            )
-            .bind(pk)
-            .bind(version)
-            .bind(parts.as_str())
-            .fetch_all(&mut *conn)
-            .await?;
+            let filter = match which {
+                Files::Inputs => "part = 'inputs'",
+                Files::All => "part IN ('inputs', 'outcomes')",
+                Files::RegisteredInputs => "part = 'inputs' AND modified_ns IS NOT NULL",
+            };
+            let sql = format!(
+                "SELECT version, part, seq, path, row_count, byte_count, sha256, modified_ns \
+                 FROM version_files WHERE dataset_pk = $1 AND version < $2 AND {filter} \
+                 ORDER BY version, seq, part"
+            );
+            // `filter` is one of three constants.
+            let rows: Vec<$crate::store::records::FileRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(pk)
+                .bind(version)
+                .fetch_all(&mut *conn)
+                .await?;
             rows.into_iter().map($crate::store::records::FileRow::into_file).collect()
+        }
+
+        /// [`files_in`] of the dataset `id`, on a connection of `pool`.
+        async fn manifest(
+            pool: &sqlx::Pool<$db>,
+            id: uuid::Uuid,
+            version: u64,
+            which: $crate::store::Files,
+        ) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
+            let mut conn = pool.acquire().await?;
+            let pk: Option<i64> = sqlx::query_scalar("SELECT pk FROM datasets WHERE id = $1")
+                .bind(id.to_string())
+                .fetch_optional(&mut *conn)
+                .await?;
+            match pk {
+                Some(pk) => files_in(&mut conn, pk, version, which).await,
+                None => Ok(Vec::new()),
+            }
         }
 
         /// Records an upload's files in dataset `pk`'s manifest.
@@ -348,16 +370,18 @@ macro_rules! common_store {
             use $crate::store::records::signed;
             for file in files {
                 sqlx::query(
-                    "INSERT INTO version_files (dataset_pk, version, part, path, row_count, \
-                     byte_count, sha256) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "INSERT INTO version_files (dataset_pk, version, part, seq, path, row_count, \
+                     byte_count, sha256, modified_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 )
                 .bind(pk)
                 .bind(signed("file version", file.version)?)
                 .bind(file.part.as_str())
+                .bind(signed("file seq", file.seq)?)
                 .bind(&file.path)
                 .bind(signed("file rows", file.rows)?)
                 .bind(signed("file bytes", file.bytes)?)
                 .bind(&file.sha256)
+                .bind(file.modified_ns)
                 .execute(&mut *conn)
                 .await
                 .map_err(|error| map_unique(error, || "a version file is already recorded".to_owned()))?;
@@ -382,7 +406,7 @@ macro_rules! common_store {
             }
 
             async fn files(&mut self) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
-                files_in(&mut self.tx, self.pk, self.version, false).await
+                files_in(&mut self.tx, self.pk, self.version, $crate::store::Files::Inputs).await
             }
 
             async fn commit(
@@ -927,15 +951,17 @@ macro_rules! common_store {
                 version: u64,
                 outcomes: bool,
             ) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
-                let mut conn = self.pool.acquire().await?;
-                let pk: Option<i64> = sqlx::query_scalar("SELECT pk FROM datasets WHERE id = $1")
-                    .bind(id.to_string())
-                    .fetch_optional(&mut *conn)
-                    .await?;
-                match pk {
-                    Some(pk) => files_in(&mut conn, pk, version, outcomes).await,
-                    None => Ok(Vec::new()),
-                }
+                use $crate::store::Files;
+                let which = if outcomes { Files::All } else { Files::Inputs };
+                manifest(&self.pool, id, version, which).await
+            }
+
+            async fn registered_files(
+                &self,
+                id: uuid::Uuid,
+                version: u64,
+            ) -> Result<Vec<$crate::dataset::VersionFile>, $crate::store::StoreError> {
+                manifest(&self.pool, id, version, $crate::store::Files::RegisteredInputs).await
             }
 
             async fn block_uploads(&self) -> Result<Vec<(uuid::Uuid, u64)>, $crate::store::StoreError> {

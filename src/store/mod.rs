@@ -56,10 +56,24 @@ pub enum StoreError {
     /// A dataset file could not be written or read.
     #[error("{0}")]
     Files(String),
+    /// A dataset file no longer matches what the manifest recorded of it
+    /// (removed, resized, modified, or of another SHA-256).
+    #[error("a file of this dataset changed since it was recorded: {0}")]
+    Changed(String),
     /// The batch of debits this one was in could not be written (nothing
     /// of it was; the cause is logged once for the batch).
     #[error("a batch of debits failed: {0}")]
     Batch(String),
+}
+
+/// Which of a snapshot's manifest records to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Files {
+    Inputs,
+    /// Inputs and outcomes.
+    All,
+    /// The inputs of files registered in place.
+    RegisteredInputs,
 }
 
 /// A new dataset and who creates it.
@@ -219,6 +233,16 @@ pub trait Store: Send + Sync {
         id: Uuid,
         version: u64,
         outcomes: bool,
+    ) -> Result<Vec<VersionFile>, StoreError>;
+
+    /// The inputs records of the files registered in place (see
+    /// [`VersionFile::registered`]) of the snapshot at `version` rows:
+    /// metadata of the operator's files, which a release checks before its
+    /// debit. No row, and nothing computed from rows, is in it.
+    async fn registered_files(
+        &self,
+        id: Uuid,
+        version: u64,
     ) -> Result<Vec<VersionFile>, StoreError>;
 
     /// Uploads still stored as blocks (before the `version_files`

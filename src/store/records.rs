@@ -68,10 +68,12 @@ pub(super) fn event_name(event: api::LedgerEvent) -> &'static str {
 pub(super) struct FileRow {
     version: i64,
     part: String,
+    seq: i64,
     path: String,
     row_count: i64,
     byte_count: i64,
     sha256: String,
+    modified_ns: Option<i64>,
 }
 
 impl FileRow {
@@ -79,10 +81,12 @@ impl FileRow {
         Ok(VersionFile {
             version: unsigned("file version", self.version)?,
             part: FilePart::parse(&self.part).ok_or_else(|| corrupt("file part", &self.part))?,
+            seq: unsigned("file seq", self.seq)?,
             path: self.path,
             rows: unsigned("file rows", self.row_count)?,
             bytes: unsigned("file bytes", self.byte_count)?,
             sha256: self.sha256,
+            modified_ns: self.modified_ns,
         })
     }
 }

@@ -148,9 +148,23 @@ async fn bad_uploads_are_refused_by_line_and_store_nothing() {
             ),
             (
                 "wrong content type",
-                upload("application/json", ads_rows(90, 2)),
+                upload("application/xml", ads_rows(90, 2)),
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported-media-type",
+                None,
+            ),
+            (
+                "rows sent as the JSON that names a source",
+                upload("application/json", ads_rows(90, 2)),
+                StatusCode::BAD_REQUEST,
+                "invalid-input",
+                None,
+            ),
+            (
+                "a JSON body that names no source",
+                upload("application/json", r#"{"uri": "file:///tmp"}"#.to_owned()),
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-input",
                 None,
             ),
             (

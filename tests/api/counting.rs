@@ -119,6 +119,14 @@ impl Store for Counting {
         self.inner.version_files(id, version, outcomes).await
     }
 
+    async fn registered_files(
+        &self,
+        id: Uuid,
+        version: u64,
+    ) -> Result<Vec<VersionFile>, StoreError> {
+        self.inner.registered_files(id, version).await
+    }
+
     async fn block_uploads(&self) -> Result<Vec<(Uuid, u64)>, StoreError> {
         self.inner.block_uploads().await
     }

@@ -73,6 +73,13 @@ pub struct TestApp {
     _dir: tempfile::TempDir,
 }
 
+/// The one directory a test server lets data be registered in place from.
+fn sources(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    let sources = dir.path().join("sources");
+    std::fs::create_dir_all(&sources).expect("the sources directory");
+    sources
+}
+
 async fn fresh_database(backend: Backend, dir: &tempfile::TempDir) -> (String, Option<String>) {
     match backend {
         Backend::Sqlite => (
@@ -142,7 +149,7 @@ async fn spawn(
         .await
         .expect("a free port");
     let address = format!("http://{}", listener.local_addr().expect("bound"));
-    let data = Arc::new(DataDir::new(dir.path().join("data")));
+    let data = Arc::new(DataDir::new(dir.path().join("data")).with_roots(vec![sources(&dir)]));
     let state = AppState::new(store.clone(), data, keys.clone(), limits);
     let snapshots = state.snapshots.clone();
     let server = tokio::spawn(async move {
@@ -188,7 +195,10 @@ impl TestApp {
         let store = store::connect(&self.database_url)
             .await
             .expect("the database opens");
-        let data = Arc::new(DataDir::new(self.snapshots.data().root().to_path_buf()));
+        let data = Arc::new(
+            DataDir::new(self.snapshots.data().root().to_path_buf())
+                .with_roots(vec![sources(&self._dir)]),
+        );
         let state = AppState::new(store, data, self.keys.clone(), Limits::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -200,6 +210,12 @@ impl TestApp {
                 .expect("the replica runs");
         });
         address
+    }
+
+    /// The directory under which the server registers data in place
+    /// (its one `DPGATE_DATA_ROOTS` entry), made if missing.
+    pub fn sources(&self) -> std::path::PathBuf {
+        sources(&self._dir)
     }
 
     /// A raw HTTP request to the server.

@@ -28,6 +28,7 @@ mod openapi;
 mod outcomes;
 mod race;
 mod refusals;
+mod registration;
 mod snapshots;
 mod store;
 mod strict_input;

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use dpgate::dataset::{DatasetRecord, WalrStats};
 use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
-use dpgate::engine::{self, DataDir, Names, Upload};
+use dpgate::engine::{self, DataDir, Upload};
 use dpgate::ingest::RowRecord;
-use dpgate::snapshots::{BLOCK_ROWS, Columns, Shape};
+use dpgate::snapshots::{BLOCK_ROWS, Columns};
 use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, Finished, NewDataset, Store, StoreError};
 use dpgate_client::types::{CreateDataset, LedgerEvent};
 use futures_util::StreamExt;
@@ -77,8 +77,7 @@ async fn blocks(
     engine::stream(
         data.clone(),
         files,
-        Names::of(&dataset.schema),
-        Shape::of(&dataset.schema),
+        dataset.schema.clone(),
         outcomes,
         block_rows,
     )

@@ -16,7 +16,11 @@ use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
 
 /// Rows `from..from + count` of [`ads_rows`] as one record batch; `edit`
 /// may change a column before the batch is made.
-fn batch(from: usize, count: usize, edit: impl FnOnce(&mut Vec<(&str, ArrayRef)>)) -> RecordBatch {
+pub(crate) fn batch(
+    from: usize,
+    count: usize,
+    edit: impl FnOnce(&mut Vec<(&str, ArrayRef)>),
+) -> RecordBatch {
     let rows = from..from + count;
     let mut columns: Vec<(&str, ArrayRef)> = vec![
         (
@@ -70,7 +74,7 @@ fn arrow_stream(batches: &[RecordBatch]) -> Vec<u8> {
     writer.into_inner().unwrap()
 }
 
-fn parquet_file(batches: &[RecordBatch]) -> Vec<u8> {
+pub(crate) fn parquet_file(batches: &[RecordBatch]) -> Vec<u8> {
     let mut writer =
         parquet::arrow::ArrowWriter::try_new(Vec::new(), batches[0].schema(), None).unwrap();
     for batch in batches {
@@ -80,7 +84,7 @@ fn parquet_file(batches: &[RecordBatch]) -> Vec<u8> {
 }
 
 /// Every stored row of the dataset's current version, outcomes included.
-async fn stored(app: &TestApp, id: uuid::Uuid) -> Vec<Columns> {
+pub(crate) async fn stored(app: &TestApp, id: uuid::Uuid) -> Vec<Columns> {
     let record = app.store.dataset(id).await.unwrap().unwrap();
     app.snapshots
         .blocks(&record, true)

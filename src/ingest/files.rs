@@ -1,0 +1,114 @@
+//! Parquet files registered in place, read as one upload: their rows in
+//! file order, checked as a Parquet body's are, each bad row named by its
+//! file and its row number in it.
+
+use dpgate_api_types::LineError;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::row::RowBuilder;
+use super::{BATCH_ROWS, RowRecord, Summary, arrow_format};
+use crate::dataset::Schema;
+
+/// One file of a source: its name in errors, and the file.
+pub struct SourceFile {
+    pub name: String,
+    pub file: std::fs::File,
+}
+
+/// A whole file's problem, reported as its row 1.
+fn refused(name: &str, reason: String) -> Summary {
+    Summary {
+        errors: vec![LineError {
+            line: 1,
+            reason,
+            file: Some(name.to_owned()),
+        }],
+        ..Summary::default()
+    }
+}
+
+/// Where the rows of a source's files are: each file's name and the rows
+/// before it, in file order.
+#[derive(Debug, Default)]
+pub struct FileRows {
+    starts: Vec<(u64, String)>,
+    counts: Vec<u64>,
+}
+
+impl FileRows {
+    /// Each file's row count, as its footer records it.
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
+    /// Names the file of an error whose line numbers the rows across all
+    /// the files, and numbers it within that file.
+    pub fn locate(&self, error: &mut LineError) {
+        if error.file.is_some() {
+            return;
+        }
+        let at = self
+            .starts
+            .partition_point(|(before, _)| *before < error.line);
+        if let Some((before, name)) = at.checked_sub(1).and_then(|at| self.starts.get(at)) {
+            error.line -= before;
+            error.file = Some(name.clone());
+        }
+    }
+}
+
+/// Reads `files` as one upload (their row ids unique across all of them),
+/// handing batches of valid rows to `sink`, rows numbered across the
+/// files (see [`FileRows::locate`]). Only the schema's columns are read.
+pub fn parse_files(
+    files: Vec<SourceFile>,
+    schema: &Schema,
+    sink: impl FnMut(Vec<RowRecord>) -> bool,
+) -> std::io::Result<(Summary, FileRows)> {
+    let rows = RowBuilder::new(schema);
+    let mut readers = Vec::with_capacity(files.len());
+    let mut located = FileRows::default();
+    let mut total = 0u64;
+    for SourceFile { name, file } in files {
+        let builder = match ParquetRecordBatchReaderBuilder::try_new(file) {
+            Ok(builder) => builder,
+            Err(error) => {
+                let reason = format!("the file is not Parquet: {error}");
+                return Ok((refused(&name, reason), located));
+            }
+        };
+        if let Some(missing) = rows
+            .names
+            .iter()
+            .find(|column| builder.schema().field_with_name(column).is_err())
+        {
+            let reason = format!("the file has no column {missing:?}");
+            return Ok((refused(&name, reason), located));
+        }
+        let count = u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+        let mask = ProjectionMask::columns(builder.parquet_schema(), rows.names.iter().copied());
+        let reader = match builder
+            .with_projection(mask)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+        {
+            Ok(reader) => reader,
+            Err(error) => {
+                let reason = format!("the file cannot be read: {error}");
+                return Ok((refused(&name, reason), located));
+            }
+        };
+        readers.push(reader);
+        located.starts.push((total, name));
+        located.counts.push(count);
+        total += count;
+    }
+    let summary = arrow_format::run(
+        Ok::<_, arrow_schema::ArrowError>(readers.into_iter().flatten()),
+        "the file cannot be read as Parquet",
+        &rows,
+        sink,
+    )?;
+    Ok((summary, located))
+}
