@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Registration of a Parquet directory in place against DuckDB's
+# `CREATE TABLE … AS SELECT * FROM read_parquet(…)` on the same files, timed
+# side by side with farm-bench (tools library): ROWS rows × 32 features, one
+# measure, two dimensions, in 8 files. Needs python3 with pyarrow and duckdb
+# (pip install pyarrow duckdb) and a built server:
+#   cargo build --profile test --bin dpgate
+#   bash scripts/bench/registration.sh [ROWS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROWS="${1:-1000000}"
+WORK="$(mktemp -d)"
+trap 'kill "${SERVER:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/src"
+
+python3 - "$WORK/src" "$ROWS" <<'PY'
+import sys
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+out, rows = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(7)
+files = 8
+for f in range(files):
+    lo, hi = f * rows // files, (f + 1) * rows // files
+    n = hi - lo
+    columns = {"row_id": pa.array([f"r{i}" for i in range(lo, hi)])}
+    columns["converted"] = pa.array(rng.integers(0, 2, n, dtype=np.int8))
+    for j in range(32):
+        columns[f"x{j + 1}"] = pa.array(rng.random(n))
+    columns["value"] = pa.array(rng.random(n) * 100)
+    columns["d1"] = pa.array(np.array(["a", "b", "c", "d"])[rng.integers(0, 4, n)])
+    columns["d2"] = pa.array(np.array(list("stuvwxyz"))[rng.integers(0, 8, n)])
+    pq.write_table(pa.table(columns), f"{out}/part-{f}.parquet")
+PY
+du -sh "$WORK/src"
+
+export DATABASE_URL="sqlite://$WORK/dpgate.db" DPGATE_DATA_ROOTS="$WORK/src"
+export DPGATE_JWT_SECRET="a-benchmark-secret-of-at-least-32-bytes"
+PORT=$((20000 + RANDOM % 20000))
+./target/debug/dpgate serve --addr "127.0.0.1:$PORT" >"$WORK/server.log" 2>&1 &
+SERVER=$!
+for _ in $(seq 1 100); do curl -sf "127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+ADMIN=$(./target/debug/dpgate token --role admin --sub bench)
+
+features=$(python3 -c 'import json; print(json.dumps([{"name": f"x{j}", "min": 0, "max": 1} for j in range(1, 33)]))')
+cat >"$WORK/register" <<SH
+#!/bin/sh
+curl -sf -X POST 127.0.0.1:$PORT/v1/datasets -H "authorization: Bearer $ADMIN" \
+  -H 'content-type: application/json' -d '{"name": "'\$(cat /proc/sys/kernel/random/uuid)'",
+  "privacy_unit": "label", "features": $features, "label": "converted",
+  "measures": [{"name": "value", "min": 0, "max": 100}],
+  "dimensions": [{"name": "d1", "values": ["a", "b", "c", "d"]},
+                 {"name": "d2", "values": ["s", "t", "u", "v", "w", "x", "y", "z"]}],
+  "budget": {"epsilon": 10, "delta": 1e-6},
+  "source": {"uri": "file://$WORK/src/"}}' >/dev/null
+SH
+cat >"$WORK/duckdb.py" <<PY
+import duckdb
+con = duckdb.connect("$WORK/bench.duckdb")
+con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM read_parquet('$WORK/src/*.parquet')")
+PY
+chmod +x "$WORK/register"
+farm-bench -n 5 --timeout 1800 --vs "python3 $WORK/duckdb.py" -- "$WORK/register"
