@@ -3,7 +3,7 @@
 # `CREATE TABLE … AS SELECT * FROM read_parquet(…)` on the same files, timed
 # side by side with farm-bench (tools library): ROWS rows × 32 features, one
 # measure, two dimensions, in 8 files. Needs python3 with pyarrow and duckdb
-# (pip install pyarrow duckdb) and a built server:
+# (pip install numpy pyarrow duckdb) and a built server:
 #   cargo build --profile test --bin dpgate
 #   bash scripts/bench/registration.sh [ROWS]
 set -euo pipefail
@@ -55,10 +55,13 @@ curl -sf -X POST 127.0.0.1:$PORT/v1/datasets -H "authorization: Bearer $ADMIN" \
   "budget": {"epsilon": 10, "delta": 1e-6},
   "source": {"uri": "file://$WORK/src/"}}' >/dev/null
 SH
-cat >"$WORK/duckdb.py" <<PY
+cat >"$WORK/ctas.py" <<PY
 import duckdb
 con = duckdb.connect("$WORK/bench.duckdb")
 con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM read_parquet('$WORK/src/*.parquet')")
 PY
 chmod +x "$WORK/register"
-farm-bench -n 5 --timeout 1800 --vs "python3 $WORK/duckdb.py" -- "$WORK/register"
+# farm-bench starts commands without a shell: name the interpreter that has duckdb.
+PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+"$PYTHON" "$WORK/ctas.py"  # fails here, not silently in the timing
+farm-bench -n 5 --timeout 1800 --vs "$PYTHON $WORK/ctas.py" -- "$WORK/register"
