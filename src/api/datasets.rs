@@ -67,7 +67,7 @@ pub async fn create(
         })
         .await?;
     tracing::info!(dataset = %record.id, "dataset created");
-    let Some((read, hashes)) = read else {
+    let Some(read) = read else {
         return Ok((StatusCode::CREATED, Json(record.view(&[]))));
     };
     let session = Upload::begin(
@@ -76,7 +76,7 @@ pub async fn create(
         &record,
     )
     .await?;
-    let registered = rows::commit_source(session, &read, &hashes).await?;
+    let registered = rows::commit_source(session, &read).await?;
     rows::finish_upload(&state, &record, &registered, read.rows(), read.added).await;
     Ok((StatusCode::CREATED, Json(registered.view(&[]))))
 }

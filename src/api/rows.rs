@@ -263,8 +263,9 @@ pub(super) enum Rows {
 /// What reading the rows came to.
 pub(super) struct Read {
     summary: ingest::Summary,
-    /// Of a source: where its rows are.
+    /// Of a source: where its rows are, and its files' hashes.
     files: FileRows,
+    hashes: Hashes,
     /// The version they follow and the rows as a block, if the new version
     /// is to be held in memory.
     pub(super) added: Option<(Arc<Columns>, Builder)>,
@@ -313,9 +314,9 @@ async fn ingest_into(
     )
     .await?;
     let registered = matches!(rows, Rows::Source(_));
-    let (read, hashes) = read_rows(&state, &dataset, rows, Some(&mut session)).await?;
+    let read = read_rows(&state, &dataset, rows, Some(&mut session)).await?;
     let record = if registered {
-        commit_source(session, &read, &hashes).await?
+        commit_source(session, &read).await?
     } else {
         session
             .commit(read.summary.rows, &stats_of(&read.summary)?)
@@ -331,24 +332,20 @@ async fn ingest_into(
 
 /// Records a source's files, read and checked, as the version `session`
 /// makes.
-pub(super) async fn commit_source(
-    session: Upload,
-    read: &Read,
-    hashes: &Hashes,
-) -> Result<DatasetRecord, ApiError> {
-    let files = engine::manifest(
-        &hashes.located,
-        read.files.counts(),
-        &hashes.sha256,
-        session.version(),
-    )
-    .map_err(source_error)?;
+pub(super) async fn commit_source(session: Upload, read: &Read) -> Result<DatasetRecord, ApiError> {
     let rows = read.summary.rows;
     if read.files.counts().iter().sum::<u64>() != rows {
         return Err(ApiError::Invalid(
             "the files' footers do not count the rows they hold".to_owned(),
         ));
     }
+    let files = engine::manifest(
+        &read.hashes.located,
+        read.files.counts(),
+        &read.hashes.sha256,
+        session.version(),
+    )
+    .map_err(source_error)?;
     Ok(session
         .commit_registered(rows, &stats_of(&read.summary)?, &files)
         .await?)
@@ -365,7 +362,7 @@ fn stats_of(summary: &ingest::Summary) -> Result<WalrStats, ApiError> {
 
 /// A source's files and their hashes, computed while their rows are read.
 #[derive(Default)]
-pub(super) struct Hashes {
+struct Hashes {
     located: Vec<Located>,
     sha256: Vec<String>,
 }
@@ -378,7 +375,7 @@ pub(super) async fn read_rows(
     dataset: &DatasetRecord,
     rows: Rows,
     session: Option<&mut Upload>,
-) -> Result<(Read, Hashes), ApiError> {
+) -> Result<Read, ApiError> {
     let (batch_sender, mut batches) = tokio::sync::mpsc::channel::<Vec<RowRecord>>(2);
     let schema = dataset.schema.clone();
     let span = tracing::Span::current();
@@ -469,14 +466,12 @@ pub(super) async fn read_rows(
             .map_err(|error| ApiError::Internal(anyhow::anyhow!("hashing failed: {error}")))??,
         None => Hashes::default(),
     };
-    Ok((
-        Read {
-            summary,
-            files,
-            added: base.zip(added),
-        },
+    Ok(Read {
+        summary,
+        files,
         hashes,
-    ))
+        added: base.zip(added),
+    })
 }
 
 /// Ends an upload that made `record` from `dataset` with `rows` more rows:

@@ -28,7 +28,7 @@ use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
-use crate::dataset::DatasetRecord;
+use crate::dataset::{DatasetRecord, VersionFile};
 use crate::engine::{self, DataDir};
 use crate::store::{BlockStream, Store, StoreError};
 #[cfg(test)]
@@ -46,6 +46,9 @@ pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
 
 type Key = (Uuid, u64);
 
+/// A version and the files of it that were registered in place.
+type Registered = (u64, Arc<Vec<VersionFile>>);
+
 /// Held snapshots and the store they come from.
 pub struct Snapshots {
     store: Arc<dyn Store>,
@@ -55,6 +58,9 @@ pub struct Snapshots {
     /// Snapshots read whole from their files (outcomes included) since
     /// [`Snapshots::take_reads`] last looked.
     loads: AtomicU64,
+    /// Each dataset's files registered in place, at the last version a
+    /// release checked.
+    registered: Mutex<HashMap<Uuid, Registered>>,
 }
 
 /// What was read through the snapshots since the last look: what the API
@@ -99,6 +105,7 @@ impl Snapshots {
             bound,
             state: Mutex::new(State::default()),
             loads: AtomicU64::new(0),
+            registered: Mutex::default(),
         }
     }
 
@@ -244,15 +251,38 @@ impl Snapshots {
     /// unless it is held in memory (then its files are not read again):
     /// what a release does before its debit, so that an operator's file
     /// changed since registration is refused for free. dpgate's own files
-    /// are checked when they are opened.
+    /// are checked when they are opened. The list of a version's
+    /// registered files never changes, so it is asked of the store once
+    /// per version; the files are looked at every time.
     pub async fn unchanged(&self, dataset: &DatasetRecord) -> Result<(), StoreError> {
         if dataset.n_rows == 0 || self.held(dataset.id, dataset.n_rows).is_some() {
             return Ok(());
         }
-        let files = self
-            .store
-            .registered_files(dataset.id, dataset.n_rows)
-            .await?;
+        let known = self
+            .registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&dataset.id)
+            .filter(|(version, _)| *version == dataset.n_rows)
+            .map(|(_, files)| files.clone());
+        let files = match known {
+            Some(files) => files,
+            None => {
+                let files = Arc::new(
+                    self.store
+                        .registered_files(dataset.id, dataset.n_rows)
+                        .await?,
+                );
+                self.registered
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(dataset.id, (dataset.n_rows, files.clone()));
+                files
+            }
+        };
+        if files.is_empty() {
+            return Ok(());
+        }
         let data = self.data.clone();
         tokio::task::spawn_blocking(move || engine::unchanged(&data, &files))
             .await
