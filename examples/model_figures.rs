@@ -15,13 +15,13 @@
 use std::time::Instant;
 
 use dpgate::dp::{Delta, Epsilon};
-use dpgate::releases::Pass;
 use dpgate::releases::kinds::model::{
     Design, DesignBuilder, ObjectivePlan, SOLVE_ALLOWANCE, certifiable, iteration_time,
     output_mechanism, solve, unfold,
 };
 use dpgate::releases::kinds::ridge::{self, Learner};
 use dpgate::snapshots::Columns;
+use dpgate::snapshots::Pass;
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
 use dpgate_learn::{accuracy, auc, sigmoid};
 use ndarray::{Array2, ArrayView1, ArrayView2};

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 use dpgate::app::{AppState, Limits};
 use dpgate::auth::{Keys, Role};
 use dpgate::engine::DataDir;
-use dpgate::releases::Pass;
 use dpgate::releases::kinds::model::{DesignBuilder, solve};
+use dpgate::snapshots::Pass;
 use dpgate::snapshots::Snapshots;
 use dpgate_client::types::{
     AggregateParams, CreateDataset, Lambda, ObjectivePerturbationParams, OutputPerturbationParams,

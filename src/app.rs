@@ -29,6 +29,8 @@ pub struct Limits {
     /// Most bytes of dataset snapshots held in memory (0: stream every
     /// pass from the files).
     pub cache_bytes: u64,
+    /// Longest pass of the engine over a dataset's files.
+    pub engine_timeout: Duration,
     /// Most requests handled at once.
     pub max_concurrent: usize,
 }
@@ -42,6 +44,7 @@ impl Default for Limits {
             max_groups: crate::releases::kinds::aggregate::DEFAULT_MAX_GROUPS,
             request_timeout: Duration::from_secs(300),
             cache_bytes: crate::snapshots::DEFAULT_CACHE_BYTES,
+            engine_timeout: Duration::from_secs(3600),
             max_concurrent: 256,
         }
     }
@@ -66,7 +69,10 @@ impl AppState {
     pub fn new(store: Arc<dyn Store>, data: Arc<DataDir>, keys: Keys, limits: Limits) -> Self {
         crate::releases::pacing::calibrate();
         AppState {
-            snapshots: Arc::new(Snapshots::new(store.clone(), data, limits.cache_bytes)),
+            snapshots: Arc::new(
+                Snapshots::new(store.clone(), data, limits.cache_bytes)
+                    .with_engine_timeout(limits.engine_timeout),
+            ),
             store,
             keys: Arc::new(keys),
             limits,

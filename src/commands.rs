@@ -125,6 +125,7 @@ async fn serve_command(
         max_groups: serve.max_groups,
         request_timeout: serve.request_timeout,
         cache_bytes: serve.cache_bytes,
+        engine_timeout: serve.engine_timeout,
         max_concurrent: serve.max_concurrent_requests,
     };
     let listener = tokio::net::TcpListener::bind(serve.addr)

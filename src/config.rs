@@ -207,6 +207,11 @@ pub struct Serve {
     /// none.
     #[arg(long, env = "DPGATE_CACHE_BYTES", default_value_t = crate::snapshots::DEFAULT_CACHE_BYTES)]
     pub cache_bytes: u64,
+    /// How long the engine may take over one pass over a dataset's files
+    /// before the release fails (after its debit, so it is recorded as
+    /// failed and a retry with its Idempotency-Key gets that failure).
+    #[arg(long, env = "DPGATE_ENGINE_TIMEOUT", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub engine_timeout: Duration,
     /// Serve Prometheus metrics at `/metrics` on this address, a listener
     /// of its own (off unless set). Per-route latencies are a side channel:
     /// keep this address off the network analysts reach.

@@ -13,26 +13,7 @@ WORK="$(mktemp -d)"
 trap 'kill "${SERVER:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/src"
 
-python3 - "$WORK/src" "$ROWS" <<'PY'
-import sys
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-out, rows = sys.argv[1], int(sys.argv[2])
-rng = np.random.default_rng(7)
-files = 8
-for f in range(files):
-    lo, hi = f * rows // files, (f + 1) * rows // files
-    n = hi - lo
-    columns = {"row_id": pa.array([f"r{i}" for i in range(lo, hi)])}
-    columns["converted"] = pa.array(rng.integers(0, 2, n, dtype=np.int8))
-    for j in range(32):
-        columns[f"x{j + 1}"] = pa.array(rng.random(n))
-    columns["value"] = pa.array(rng.random(n) * 100)
-    columns["d1"] = pa.array(np.array(["a", "b", "c", "d"])[rng.integers(0, 4, n)])
-    columns["d2"] = pa.array(np.array(list("stuvwxyz"))[rng.integers(0, 8, n)])
-    pq.write_table(pa.table(columns), f"{out}/part-{f}.parquet")
-PY
+python3 scripts/bench/parquet_data.py "$WORK/src" "$ROWS"
 du -sh "$WORK/src"
 
 export DATABASE_URL="sqlite://$WORK/dpgate.db" DPGATE_DATA_ROOTS="$WORK/src"

@@ -14,7 +14,9 @@
 
 mod convert;
 mod read;
+mod run;
 mod source;
+mod summed;
 mod upload;
 mod write;
 
@@ -23,7 +25,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use convert::blocks_to_files;
 pub use read::stream;
+pub use run::sum;
 pub use source::{Located, SourceError, manifest, sha256_of, unchanged};
+pub use summed::Summed;
+#[cfg(test)]
+pub(crate) use summed::summed_in_parts;
 pub use upload::Upload;
 
 use crate::store::StoreError;

@@ -30,7 +30,7 @@ pub(crate) async fn fixture() -> Fixture {
     Fixture { dir, store, data }
 }
 
-async fn dataset(fixture: &Fixture) -> DatasetRecord {
+pub(super) async fn dataset(fixture: &Fixture) -> DatasetRecord {
     let request: dpgate_api_types::CreateDataset = serde_json::from_value(serde_json::json!({
         "name": "files", "privacy_unit": "label",
         "features": [{"name": "f", "min": 0, "max": 1}, {"name": "g", "min": 0, "max": 1}],
@@ -67,7 +67,7 @@ fn row(i: usize) -> RowRecord {
 }
 
 /// Uploads rows `from..to` and commits them.
-async fn append(
+pub(super) async fn append(
     fixture: &Fixture,
     record: &DatasetRecord,
     from: usize,
@@ -86,7 +86,7 @@ async fn append(
         .expect("committed")
 }
 
-async fn read(
+pub(super) async fn read(
     fixture: &Fixture,
     record: &DatasetRecord,
     outcomes: bool,

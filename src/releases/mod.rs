@@ -44,7 +44,7 @@ use crate::dp::{self, Charge, Delta, Epsilon};
 use crate::snapshots::Snapshots;
 use crate::store::{Debit, DebitOutcome, Decide, SourceDebit, StoreError};
 use kinds::Kind;
-pub use plan::{Knobs, Pass, Planned, Price, Snapshot};
+pub use plan::{Knobs, Planned, Price, Snapshot};
 
 /// How often a release is priced again when rows arrive between its
 /// pricing and its debit (pricing reads no rows, so a retry is cheap).

@@ -11,7 +11,8 @@ use super::{Failure, ReleaseError, pacing};
 use crate::dataset::DatasetRecord;
 use crate::dp::fixed::Fixed;
 use crate::dp::{self, Charge, Delta, DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss};
-use crate::snapshots::{Columns, Shape, Snapshots};
+use crate::engine::Summed;
+use crate::snapshots::{Columns, Pass, Shape, Snapshots};
 use crate::store::BlockStream;
 use futures_util::StreamExt;
 
@@ -221,12 +222,6 @@ pub trait Planned: Send {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure>;
 }
 
-/// A pass over a snapshot's rows, block by block in stored order; what it
-/// accumulates stays in it.
-pub trait Pass: Send + 'static {
-    fn visit(&mut self, block: &Columns) -> Result<(), String>;
-}
-
 /// A dataset at one version: the rows it held when the release was priced.
 /// Rows are append-only and versioned, so the snapshot reads the same rows
 /// however many uploads commit meanwhile.
@@ -299,6 +294,18 @@ impl Snapshot {
                     .await?
                     .map_err(Failure::Corrupt)
             }
+        }
+    }
+
+    /// Runs a summed pass over every row, outcomes included: over the
+    /// snapshot in memory if it is held or may be loaded, else by the
+    /// engine over the version's files, a partition per file on every
+    /// core. Its sums are exact integers, so either way gives the same.
+    /// Only for a release whose debit has committed.
+    pub async fn sum<S: Summed>(&self, pass: S) -> Result<S, Failure> {
+        match self.columns().await? {
+            Some(columns) => visit_on(pass, columns).await?.map_err(Failure::Corrupt),
+            None => Ok(self.data.sum(&self.dataset, pass).await?),
         }
     }
 

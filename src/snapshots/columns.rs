@@ -19,6 +19,9 @@ use rayon::prelude::*;
 use super::stored::Stored;
 use crate::dataset::Schema;
 
+mod batch;
+pub use batch::batch_schema;
+
 /// Rows per chunk of a parallel pass. Chunks start at fixed multiples of
 /// this in the snapshot's row order, whatever the number of threads or
 /// how the rows arrived in blocks, and their partial results are folded

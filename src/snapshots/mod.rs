@@ -22,19 +22,25 @@ mod stored;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use crate::dataset::{DatasetRecord, VersionFile};
-use crate::engine::{self, DataDir};
+use crate::engine::{self, DataDir, Summed};
 use crate::store::{BlockStream, Store, StoreError};
 #[cfg(test)]
 pub use columns::OwnedRow;
-pub use columns::{Builder, CHUNK_ROWS, Columns, Row, Shape, chunked};
+pub use columns::{Builder, CHUNK_ROWS, Columns, Row, Shape, batch_schema, chunked};
 pub use stored::{BLOCK_ROWS, Packed, RawBlock, Stored};
+
+/// A pass over a snapshot's rows, block by block in stored order; what it
+/// accumulates stays in it.
+pub trait Pass: Send + 'static {
+    fn visit(&mut self, block: &Columns) -> Result<(), String>;
+}
 
 /// Rows per block when a snapshot is streamed: a multiple of
 /// [`CHUNK_ROWS`], so that a streamed pass sums in the same chunks as a
@@ -61,6 +67,10 @@ pub struct Snapshots {
     /// Each dataset's files registered in place, at the last version a
     /// release checked.
     registered: Mutex<HashMap<Uuid, Registered>>,
+    /// Partitions the engine runs a pass over files in.
+    partitions: usize,
+    /// How long the engine may take over one pass.
+    timeout: Duration,
 }
 
 /// What was read through the snapshots since the last look: what the API
@@ -106,7 +116,22 @@ impl Snapshots {
             state: Mutex::new(State::default()),
             loads: AtomicU64::new(0),
             registered: Mutex::default(),
+            partitions: std::thread::available_parallelism().map_or(1, usize::from),
+            timeout: Duration::from_secs(3600),
         }
+    }
+
+    /// These snapshots, with a pass of the engine failing after `timeout`.
+    pub fn with_engine_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// These snapshots, with passes over files run in `partitions`
+    /// partitions (by default one per core).
+    pub fn with_partitions(mut self, partitions: usize) -> Self {
+        self.partitions = partitions.max(1);
+        self
     }
 
     /// What was read since the last call (which resets it).
@@ -287,6 +312,31 @@ impl Snapshots {
         tokio::task::spawn_blocking(move || engine::unchanged(&data, &files))
             .await
             .map_err(|error| StoreError::Files(format!("checking the files failed: {error}")))?
+    }
+
+    /// `pass` over every row of `dataset`'s version, outcomes included,
+    /// run by the engine over its files: only after a debit.
+    pub async fn sum<S: Summed>(&self, dataset: &DatasetRecord, pass: S) -> Result<S, StoreError> {
+        let files = self
+            .store
+            .version_files(dataset.id, dataset.n_rows, true)
+            .await?;
+        let summing = engine::sum(
+            self.data.clone(),
+            files,
+            &dataset.schema,
+            dataset.n_rows,
+            pass,
+            self.partitions,
+        );
+        tokio::time::timeout(self.timeout, summing)
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreError::Files(format!(
+                    "the engine did not finish within {}",
+                    humantime::format_duration(self.timeout)
+                )))
+            })
     }
 
     /// Streams the snapshot of `dataset` from its files in blocks of

@@ -224,6 +224,17 @@ async fn every_row_reading_kind(app: &TestApp, dataset: Uuid, n: u64) {
         (walr.noisy_dot[0] - 334.0 * 0.5 / 1000.0).abs() < 0.05,
         "{walr:?}"
     );
+    // A map other than the identity sums every row's mapped features.
+    let centred: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "walr", "epsilon": 1, "delta": 1e-9, "map": "centre"
+    }))
+    .unwrap();
+    let made = release(&analyst, dataset, &centred).await;
+    let Some(ReleaseResult::Walr(walr)) = made.result else {
+        panic!("a WALR result");
+    };
+    assert_eq!((made.n, walr.noisy_dot.len()), (n, 2));
+    assert!(walr.map.is_some());
     let model: ReleaseRequest = serde_json::from_value(serde_json::json!({
         "kind": "model/objective-perturbation", "epsilon": 1, "lambda": 0.01
     }))

@@ -66,8 +66,10 @@ use dpgate_api_types::{self as api, PrivacyUnit};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::{FRACTION_BITS, Fixed, Grid, ceil_f64, ceil_sqrt};
 use crate::dp::{Delta, Epsilon, Mechanism};
+use crate::engine::Summed;
 use crate::releases::plan::{noise_fixed, require_rows};
-use crate::releases::{Failure, Knobs, Pass, Planned, Price, ReleaseError, Snapshot};
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
+use crate::snapshots::Pass;
 use crate::snapshots::{Columns, Row};
 
 /// Most statistics one request may ask for.
@@ -349,6 +351,7 @@ impl Tally {
 
 /// A pass tallying a query over a snapshot, each chunk of rows on its own
 /// core.
+#[derive(Clone)]
 struct Tallying {
     query: Query,
     calibration: Calibration,
@@ -374,6 +377,26 @@ impl Pass for Tallying {
         for part in parts {
             self.tally.absorb(&part?);
         }
+        Ok(())
+    }
+}
+
+impl Summed for Tallying {
+    fn sums(&self) -> Vec<i128> {
+        self.tally.sums.clone()
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        if sums.len() != self.tally.sums.len() {
+            return Err(format!(
+                "{} sums for a tally of {}",
+                sums.len(),
+                self.tally.sums.len()
+            ));
+        }
+        self.tally.absorb(&Tally {
+            sums: sums.to_vec(),
+        });
         Ok(())
     }
 }
@@ -880,7 +903,7 @@ impl Planned for Aggregate {
                 (Vec::new(), 0.0)
             }
             Some(mechanism) => {
-                tally = snapshot.scan(pass(false)).await?.tally;
+                tally = snapshot.sum(pass(false)).await?.tally;
                 let noise_std = mechanism.noise_std();
                 let exact = calibration.private_values(&tally);
                 (noise_fixed(mechanism, exact).await?, noise_std)

@@ -1,6 +1,7 @@
 use super::*;
 use crate::dp::statistics::{FALSE_FAILURE_RATE, kolmogorov_smirnov_p_value};
 use crate::dp::{Delta, Epsilon, Mechanism};
+use crate::engine::summed_in_parts;
 use crate::snapshots::{CHUNK_ROWS, Columns, OwnedRow, STREAM_ROWS, Shape};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -576,6 +577,12 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
         streamed.visit(&block).unwrap();
     }
     assert_eq!(streamed.tally, one);
+    // As the engine sums them: a part per partition, added up.
+    let parts: Vec<Columns> = rows
+        .chunks(10_007)
+        .map(|part| Columns::of_rows(shape, part))
+        .collect();
+    assert_eq!(summed_in_parts(&pass(), &parts).tally, one);
     // And they are the sums in any other order: exact integers.
     let mut reversed = rows.clone();
     reversed.reverse();

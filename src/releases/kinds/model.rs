@@ -29,7 +29,8 @@ use rayon::prelude::*;
 use crate::dataset::Schema;
 use crate::dp::erm::{self, ObjectivePerturbation, SOLVE_TOLERANCE};
 use crate::dp::{self, DpError, Epsilon, Mechanism, OsNoise};
-use crate::releases::{Failure, Pass, Snapshot, pacing};
+use crate::releases::{Failure, Snapshot, pacing};
+use crate::snapshots::Pass;
 use crate::snapshots::{CHUNK_ROWS, Columns};
 
 /// −ln P of a noise draw beyond the bounds the lattice is sized for:

@@ -31,7 +31,8 @@ use crate::dataset::DatasetRecord;
 use crate::dp::Mechanism;
 use crate::dp::fixed::Fixed;
 use crate::releases::plan::{noise_fixed, require_rows};
-use crate::releases::{Failure, Knobs, Pass, Planned, Price, ReleaseError, Snapshot};
+use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
+use crate::snapshots::Pass;
 use crate::snapshots::{Columns, chunked};
 use rayon::prelude::*;
 

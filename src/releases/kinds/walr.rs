@@ -24,7 +24,8 @@
 //! pad. On the identity they come from the running sums every upload
 //! keeps, as they stand in the debit's locked record; on any other map
 //! (or for rows stored before sums were exact), from a pass over the
-//! snapshot's rows. Either way nothing is read before the debit.
+//! rows: the snapshot in memory, or the engine over the version's files
+//! (`crate::engine::sum`). Either way nothing is read before the debit.
 
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, WalrMap, WalrResult};
@@ -150,7 +151,7 @@ impl Planned for Walr {
         let exact = match kept {
             Some(exact) => exact,
             None => snapshot
-                .scan(MappedSums::new(self.map.clone(), self.grid.clone()))
+                .sum(MappedSums::new(self.map.clone(), self.grid.clone()))
                 .await?
                 .exact(),
         };

@@ -25,8 +25,9 @@ use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
 use crate::dp::DpError;
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
 use crate::dp::region::{Region, accumulate};
-use crate::releases::Pass;
+use crate::engine::Summed;
 use crate::snapshots::Columns;
+use crate::snapshots::Pass;
 
 /// The moments of public features: per-feature mean and variance.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,6 +246,7 @@ impl WalrGrid {
 
 /// Σ yᵢ·u(xᵢ) and Σ yᵢ over a snapshot's rows, exactly on [`WalrGrid`]:
 /// a pass run only once the release is paid for.
+#[derive(Clone)]
 pub struct MappedSums {
     map: FeatureMap,
     grid: WalrGrid,
@@ -296,6 +298,29 @@ impl Pass for MappedSums {
             }
             self.labels += labels;
         }
+        Ok(())
+    }
+}
+
+/// The sums, then Σ yᵢ.
+impl Summed for MappedSums {
+    fn sums(&self) -> Vec<i128> {
+        let mut sums = self.sums.clone();
+        sums.push(i128::from(self.labels));
+        sums
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        let Some((&labels, sums)) = sums.split_last() else {
+            return Err("no sums to add".to_owned());
+        };
+        if sums.len() != self.sums.len() {
+            return Err(format!("{} sums for {}", sums.len(), self.sums.len()));
+        }
+        for (sum, part) in self.sums.iter_mut().zip(sums) {
+            *sum += part;
+        }
+        self.labels += u64::try_from(labels).map_err(|_| "a negative count of labels")?;
         Ok(())
     }
 }

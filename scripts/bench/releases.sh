@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A WALR release (map auto) and an aggregate (count and mean of the measure
+# by both dimensions) over a Parquet directory registered in place, against
+# DuckDB's SQL for the same sums over the same files, timed side by side
+# with farm-bench (tools library). The server streams every pass from the
+# files through the engine (DPGATE_CACHE_BYTES=0: nothing is held in
+# memory), as it must for a dataset larger than memory; DuckDB reads the
+# files with read_parquet. Prints the server's peak RSS. Needs python3 with
+# numpy, pyarrow and duckdb, and a built server:
+#   cargo build --release --bin dpgate
+#   bash scripts/bench/releases.sh [ROWS] [FILES]
+# DATA=DIR reuses a directory written by parquet_data.py.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROWS="${1:-10000000}"
+FILES="${2:-8}"
+BIN="${BIN:-./target/release/dpgate}"
+WORK="$(mktemp -d)"
+trap 'kill "${SERVER:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+SRC="${DATA:-$WORK/src}"
+if [ -z "${DATA:-}" ]; then
+    mkdir -p "$SRC"
+    python3 scripts/bench/parquet_data.py "$SRC" "$ROWS" "$FILES"
+fi
+du -sh "$SRC"
+
+export DATABASE_URL="sqlite://$WORK/dpgate.db" DPGATE_DATA_ROOTS="$SRC" DPGATE_CACHE_BYTES=0
+export DPGATE_JWT_SECRET="a-benchmark-secret-of-at-least-32-bytes"
+PORT=$((20000 + RANDOM % 20000))
+"$BIN" serve --addr "127.0.0.1:$PORT" >"$WORK/server.log" 2>&1 &
+SERVER=$!
+for _ in $(seq 1 100); do curl -sf "127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+ADMIN=$("$BIN" token --role admin --sub bench)
+
+features=$(python3 -c 'import json; print(json.dumps([{"name": f"x{j}", "min": 0, "max": 1} for j in range(1, 33)]))')
+started=$(date +%s.%N)
+ID=$(curl -sf -X POST "127.0.0.1:$PORT/v1/datasets" -H "authorization: Bearer $ADMIN" \
+  -H 'content-type: application/json' -d '{"name": "bench", "privacy_unit": "label",
+  "features": '"$features"', "label": "converted",
+  "measures": [{"name": "value", "min": 0, "max": 100}],
+  "dimensions": [{"name": "d1", "values": ["a", "b", "c", "d"]},
+                 {"name": "d2", "values": ["s", "t", "u", "v", "w", "x", "y", "z"]}],
+  "budget": {"epsilon": 1000000, "delta": 0.5},
+  "source": {"uri": "file://'"$SRC"'/"}}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+echo "registered $ROWS rows in $(echo "$(date +%s.%N) - $started" | bc) s"
+ANALYST=$("$BIN" token --role analyst --sub bench --datasets "$ID")
+
+release() {
+    cat >"$WORK/$1" <<SH
+#!/bin/sh
+curl -sf -X POST 127.0.0.1:$PORT/v1/datasets/$ID/releases -H "authorization: Bearer $ANALYST" \
+  -H 'content-type: application/json' -H "idempotency-key: \$(cat /proc/sys/kernel/random/uuid)" \
+  -d '$2' >/dev/null
+SH
+    chmod +x "$WORK/$1"
+    "$WORK/$1"  # fails here, not silently in the timing
+}
+release walr '{"kind": "walr", "epsilon": 1, "delta": 1e-9, "map": "auto"}'
+release aggregate '{"kind": "aggregate", "epsilon": 1, "delta": 1e-9, "statistics": ["count", "mean:value"], "group_by": ["d1", "d2"]}'
+
+sums=$(python3 -c 'print(", ".join([f"SUM(converted * x{j})" for j in range(1, 33)] + ["SUM(converted)"]))')
+cat >"$WORK/walr.py" <<PY
+import duckdb
+duckdb.connect().execute("SELECT $sums FROM read_parquet('$SRC/*.parquet')").fetchall()
+PY
+cat >"$WORK/aggregate.py" <<PY
+import duckdb
+duckdb.connect().execute("SELECT d1, d2, COUNT(*), AVG(value) FROM read_parquet('$SRC/*.parquet') GROUP BY d1, d2").fetchall()
+PY
+# farm-bench starts commands without a shell: name the interpreter that has duckdb.
+PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+for kind in walr aggregate; do
+    "$PYTHON" "$WORK/$kind.py"
+    echo "== $kind: dpgate (engine over the files) vs DuckDB (read_parquet)"
+    farm-bench -n "${RUNS:-5}" --timeout 3600 --vs "$PYTHON $WORK/$kind.py" -- "$WORK/$kind"
+done
+echo "server peak RSS: $(grep VmHWM /proc/$SERVER/status)"

@@ -1,0 +1,152 @@
+//! Passes run by the engine over real files: the same sums however the
+//! rows are split, and never an answer on a changed file.
+
+use super::*;
+use crate::dataset::DatasetRecord;
+use crate::engine::tests::{append, dataset, fixture, read};
+use crate::snapshots::{Columns, Pass};
+
+/// Σ label, Σ features on a 2⁻²⁰ grid, Σ dimension codes, Σ measures on a
+/// 2⁻¹⁰ grid, and the rows: every column of a row counted exactly.
+#[derive(Clone, Default)]
+struct Everything {
+    sums: [i128; 6],
+}
+
+impl Pass for Everything {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        for row in 0..block.len() {
+            let row = block.row(row);
+            let grid = |value: f64, bits: i32| (value * 2f64.powi(bits)).round() as i128;
+            self.sums[0] += i128::from(row.label);
+            self.sums[1] += grid(f64::from(row.features[0]), 20);
+            self.sums[2] += grid(f64::from(row.features[1]), 20);
+            self.sums[3] += i128::from(row.dimensions[0]);
+            self.sums[4] += grid(row.measures[0], 10);
+            self.sums[5] += 1;
+        }
+        Ok(())
+    }
+}
+
+impl Summed for Everything {
+    fn sums(&self) -> Vec<i128> {
+        self.sums.to_vec()
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        if sums.len() != self.sums.len() {
+            return Err("not six sums".to_owned());
+        }
+        for (sum, part) in self.sums.iter_mut().zip(sums) {
+            *sum += part;
+        }
+        Ok(())
+    }
+}
+
+/// The pass over the rows as one stream reads them, in stored order.
+async fn in_order(fixture: &crate::engine::tests::Fixture, record: &DatasetRecord) -> Everything {
+    let mut pass = Everything::default();
+    for block in read(fixture, record, true, 1_000).await {
+        pass.visit(&block.expect("a block")).expect("visits");
+    }
+    pass
+}
+
+#[tokio::test]
+async fn sums_are_bit_identical_for_any_partitions_and_file_order() {
+    let fixture = fixture().await;
+    let mut record = dataset(&fixture).await;
+    for (from, to) in [
+        (0, 3_000),
+        (3_000, 3_001),
+        (3_001, 70_000),
+        (70_000, 71_234),
+    ] {
+        record = append(&fixture, &record, from, to).await;
+    }
+    let expected = in_order(&fixture, &record).await;
+    assert_eq!(expected.sums[5], 71_234);
+    let files = fixture
+        .store
+        .version_files(record.id, record.n_rows, true)
+        .await
+        .unwrap();
+    assert_eq!(files.len(), 8, "four uploads, a pair of files each");
+    // The uploads' pairs of files in reverse and in a shuffled order.
+    let pairs: Vec<Vec<_>> = files.chunks(2).map(<[_]>::to_vec).collect();
+    let orders = [
+        files.clone(),
+        pairs.iter().rev().flatten().cloned().collect(),
+        [2, 0, 3, 1]
+            .iter()
+            .flat_map(|&at| pairs[at].clone())
+            .collect(),
+    ];
+    for order in orders {
+        for partitions in [1, 2, 7] {
+            let summed = sum(
+                fixture.data.clone(),
+                order.clone(),
+                &record.schema,
+                record.n_rows,
+                Everything::default(),
+                partitions,
+            )
+            .await
+            .expect("sums");
+            assert_eq!(summed.sums, expected.sums, "{partitions} partitions");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_changed_file_or_a_short_manifest_fails_the_plan() {
+    let fixture = fixture().await;
+    let record = append(&fixture, &dataset(&fixture).await, 0, 2_000).await;
+    let files = fixture
+        .store
+        .version_files(record.id, record.n_rows, true)
+        .await
+        .unwrap();
+    let short = sum(
+        fixture.data.clone(),
+        files.clone(),
+        &record.schema,
+        record.n_rows + 1,
+        Everything::default(),
+        2,
+    )
+    .await;
+    assert!(
+        matches!(
+            &short,
+            Err(StoreError::Corrupt {
+                what: "manifest",
+                ..
+            })
+        ),
+        "{:?}",
+        short.err()
+    );
+
+    let outcomes = fixture.data.root().join(&files[1].path);
+    let mut flipped = std::fs::read(&outcomes).unwrap();
+    flipped[9_001] ^= 0x01;
+    std::fs::write(&outcomes, &flipped).unwrap();
+    let changed = sum(
+        fixture.data.clone(),
+        files,
+        &record.schema,
+        record.n_rows,
+        Everything::default(),
+        2,
+    )
+    .await;
+    assert!(
+        matches!(&changed, Err(StoreError::Changed(detail)) if detail.contains("SHA-256")),
+        "{:?}",
+        changed.err()
+    );
+}

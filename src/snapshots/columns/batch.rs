@@ -1,0 +1,144 @@
+//! A run as an Arrow record batch, and back: how rows travel through the
+//! engine's plans. A row's vectors (features, dimension codes, measures)
+//! are each one fixed-size list, which Arrow lays out row-major, as a run
+//! does. A vector of no values is left out rather than sent as a list of
+//! size 0.
+
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, ArrayRef, FixedSizeListArray, Float32Array, Float64Array, RecordBatch, StringArray,
+    UInt8Array, UInt32Array,
+};
+use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use super::{Columns, Shape};
+use crate::dataset::ROW_ID;
+
+pub const FEATURES: &str = "features";
+pub const DIMENSIONS: &str = "dimensions";
+pub const LABEL: &str = "label";
+pub const MEASURES: &str = "measures";
+
+fn list(size: usize, item: DataType) -> DataType {
+    DataType::FixedSizeList(
+        Arc::new(Field::new("item", item, false)),
+        i32::try_from(size).unwrap_or(i32::MAX),
+    )
+}
+
+/// The columns of a batch of `shape`, with the outcomes or not.
+pub fn batch_schema(shape: Shape, outcomes: bool) -> SchemaRef {
+    let mut fields = vec![Field::new(ROW_ID, DataType::Utf8, false)];
+    let mut vector = |name: &str, size: usize, item: DataType| {
+        if size > 0 {
+            fields.push(Field::new(name, list(size, item), false));
+        }
+    };
+    vector(FEATURES, shape.features, DataType::Float32);
+    vector(DIMENSIONS, shape.dimensions, DataType::UInt32);
+    if outcomes {
+        fields.push(Field::new(LABEL, DataType::UInt8, false));
+        if shape.measures > 0 {
+            fields.push(Field::new(
+                MEASURES,
+                list(shape.measures, DataType::Float64),
+                false,
+            ));
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
+fn listed(size: usize, values: ArrayRef) -> Result<ArrayRef, String> {
+    let field = Arc::new(Field::new("item", values.data_type().clone(), false));
+    let size = i32::try_from(size).map_err(|_| "a vector too long for Arrow".to_owned())?;
+    FixedSizeListArray::try_new(field, size, values, None)
+        .map(|array| Arc::new(array) as ArrayRef)
+        .map_err(|error| error.to_string())
+}
+
+/// The values of a fixed-size list column of a batch, row-major.
+fn values<'b, T: 'static + Array>(batch: &'b RecordBatch, name: &str) -> Result<&'b T, String> {
+    batch
+        .column_by_name(name)
+        .and_then(|column| column.as_any().downcast_ref::<FixedSizeListArray>())
+        .and_then(|list| list.values().as_any().downcast_ref::<T>())
+        .ok_or_else(|| format!("a batch without its {name}"))
+}
+
+impl Columns {
+    /// The run as a batch of [`batch_schema`].
+    pub fn to_batch(&self) -> Result<RecordBatch, String> {
+        let shape = self.shape;
+        let ends = self
+            .id_ends
+            .iter()
+            .map(|&end| i32::try_from(end))
+            .collect::<Result<Vec<i32>, _>>()
+            .map_err(|_| "a block of ids too long for Arrow".to_owned())?;
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(
+            std::iter::once(0).chain(ends).collect::<Vec<i32>>(),
+        ));
+        let ids = StringArray::try_new(offsets, Buffer::from(self.ids.as_bytes()), None)
+            .map_err(|error| error.to_string())?;
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(ids)];
+        if shape.features > 0 {
+            let values = Float32Array::from(self.features.clone());
+            columns.push(listed(shape.features, Arc::new(values))?);
+        }
+        if shape.dimensions > 0 {
+            let values = UInt32Array::from(self.dimensions.clone());
+            columns.push(listed(shape.dimensions, Arc::new(values))?);
+        }
+        if self.outcomes {
+            columns.push(Arc::new(UInt8Array::from(self.labels.clone())));
+            if shape.measures > 0 {
+                let values = Float64Array::from(self.measures.clone());
+                columns.push(listed(shape.measures, Arc::new(values))?);
+            }
+        }
+        RecordBatch::try_new(batch_schema(shape, self.outcomes), columns)
+            .map_err(|error| error.to_string())
+    }
+
+    /// The rows of `batch`, a batch of [`batch_schema`]`(shape, outcomes)`.
+    pub fn from_batch(
+        shape: Shape,
+        outcomes: bool,
+        batch: &RecordBatch,
+    ) -> Result<Columns, String> {
+        let rows = batch.num_rows();
+        let ids = batch
+            .column_by_name(ROW_ID)
+            .and_then(|column| column.as_any().downcast_ref::<StringArray>())
+            .ok_or("a batch without its row ids")?;
+        if ids.null_count() > 0 {
+            return Err("a batch with a null row id".to_owned());
+        }
+        let ids: Vec<&str> = (0..rows).map(|row| ids.value(row)).collect();
+        let features = match shape.features {
+            0 => &[][..],
+            _ => values::<Float32Array>(batch, FEATURES)?.values(),
+        };
+        let dimensions = match shape.dimensions {
+            0 => &[][..],
+            _ => values::<UInt32Array>(batch, DIMENSIONS)?.values(),
+        };
+        let (mut labels, mut measures) = (&[][..], &[][..]);
+        if outcomes {
+            labels = batch
+                .column_by_name(LABEL)
+                .and_then(|column| column.as_any().downcast_ref::<UInt8Array>())
+                .ok_or("a batch without its labels")?
+                .values();
+            if shape.measures > 0 {
+                measures = values::<Float64Array>(batch, MEASURES)?.values();
+            }
+        }
+        let mut built = Columns::builder(shape, outcomes, rows);
+        built.append_rows(&ids, features, dimensions, labels, measures)?;
+        Ok(built.finish())
+    }
+}
