@@ -720,4 +720,40 @@ fn typed_columns_are_stored_as_the_same_rows_uploaded() {
         stored_columns(&typed(vec![5, 6]), &schema()).unwrap_err(),
         "row 2: f1 = 6 is outside its declared bounds [-5, 5]"
     );
+    // Float columns without nulls take a loop of their own: the same
+    // values and the same refusals as value by value.
+    let with_f0 = |f0: ArrayRef| {
+        let batch = typed(vec![5, -5]);
+        let schema = batch.schema();
+        let columns: Vec<(String, ArrayRef)> = schema
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .map(|(field, column)| {
+                let column = if field.name() == "f0" { &f0 } else { column };
+                (field.name().clone(), column.clone())
+            })
+            .collect();
+        RecordBatch::try_from_iter(columns).unwrap()
+    };
+    let wide = stored_columns(
+        &with_f0(Arc::new(Float64Array::from(vec![0.5, 1.0]))),
+        &schema(),
+    )
+    .unwrap();
+    assert_eq!(wide.column_by_name("f0"), stored.column_by_name("f0"));
+    for (f0, error) in [
+        (
+            vec![Some(0.5), Some(1.5)],
+            "row 2: f0 = 1.5 is outside its declared bounds [0, 1]",
+        ),
+        (
+            vec![Some(f64::NAN), Some(0.5)],
+            "row 1: f0 = NaN is not finite",
+        ),
+        (vec![Some(0.5), None], "row 2: f0 is null"),
+    ] {
+        let refused = stored_columns(&with_f0(Arc::new(Float64Array::from(f0))), &schema());
+        assert_eq!(refused.unwrap_err(), error);
+    }
 }

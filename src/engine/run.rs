@@ -52,7 +52,7 @@ impl PartitionStream for FileRows {
         let batches = blocks.map(|block| {
             block
                 .map_err(|error| DataFusionError::External(Box::new(error)))?
-                .to_batch()
+                .into_batch()
                 .map_err(DataFusionError::Execution)
         });
         Box::pin(RecordBatchStreamAdapter::new(self.batch.clone(), batches))

@@ -20,9 +20,40 @@ use arrow_schema::{ArrowError, DataType};
 use dpgate_api_types::LineError;
 
 use super::collector::{Collector, ParsedRow};
-use super::row::{Cell, RowBuilder, code, feature, measure, row_id};
+use super::row::{Cell, RowBuilder, clamped, code, feature, measure, row_id, scaled};
 use super::{RowRecord, Summary};
 use crate::dataset::{ROW_ID, Schema};
+
+/// `value` of column `name` if it is finite.
+fn finite(name: &str, value: f64) -> Result<f64, String> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(format!("{name} = {value} is not finite"))
+    }
+}
+
+/// Every value of a float column without nulls, as f64: what the typed
+/// columns of a registered file usually are, read by a tight loop instead
+/// of value by value through [`Typed`].
+fn floats(array: &dyn Array) -> Option<std::borrow::Cow<'_, [f64]>> {
+    if array.null_count() > 0 {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Float64 => Some(array.as_primitive::<Float64Type>().values().as_ref().into()),
+        DataType::Float32 => Some(
+            array
+                .as_primitive::<Float32Type>()
+                .values()
+                .iter()
+                .map(|&value| f64::from(value))
+                .collect::<Vec<f64>>()
+                .into(),
+        ),
+        _ => None,
+    }
+}
 
 /// A value of a typed column: a number, text or a 0/1 label as Arrow holds
 /// it.
@@ -72,11 +103,7 @@ impl<'a> Typed<'a> {
                 None => return Err(format!("{name} is a column of {other}, not of numbers")),
             },
         };
-        if value.is_finite() {
-            Ok(value)
-        } else {
-            Err(format!("{name} = {value} is not finite"))
-        }
+        finite(name, value)
     }
 
     /// A string column's value.
@@ -231,13 +258,15 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
                 cell(array, row).label(name)
             })?))
         } else if let Some(column) = schema.features.iter().find(|c| c.name == name) {
-            Arc::new(Float32Array::from(each(rows, |row| {
-                feature(column, cell(array, row))
-            })?))
+            Arc::new(Float32Array::from(match floats(array) {
+                Some(values) => each(rows, |row| scaled(column, finite(name, values[row])?))?,
+                None => each(rows, |row| feature(column, cell(array, row)))?,
+            }))
         } else if let Some(column) = schema.measures.iter().find(|c| c.name == name) {
-            Arc::new(Float64Array::from(each(rows, |row| {
-                measure(column, cell(array, row))
-            })?))
+            Arc::new(Float64Array::from(match floats(array) {
+                Some(values) => each(rows, |row| Ok(clamped(column, finite(name, values[row])?)))?,
+                None => each(rows, |row| measure(column, cell(array, row)))?,
+            }))
         } else if let Some(dimension) = schema.dimensions.iter().find(|d| d.name == name) {
             Arc::new(UInt32Array::from(each(rows, |row| {
                 code(dimension, cell(array, row))

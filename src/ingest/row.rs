@@ -165,7 +165,12 @@ pub(super) fn row_id(cell: Cell<'_>) -> Result<&str, String> {
 
 /// A feature's value, within its declared bounds, scaled as stored.
 pub(super) fn feature(column: &BoundedColumn, cell: Cell<'_>) -> Result<f32, String> {
-    let value = cell.number(&column.name)?;
+    scaled(column, cell.number(&column.name)?)
+}
+
+/// A feature's finite value, within its declared bounds, scaled as
+/// stored.
+pub(super) fn scaled(column: &BoundedColumn, value: f64) -> Result<f32, String> {
     if value < column.min || value > column.max {
         return Err(format!(
             "{} = {value} is outside its declared bounds [{}, {}]",
@@ -182,14 +187,16 @@ pub(super) fn feature(column: &BoundedColumn, cell: Cell<'_>) -> Result<f32, Str
 
 /// A measure's value, clamped to its declared bounds.
 pub(super) fn measure(column: &BoundedColumn, cell: Cell<'_>) -> Result<f64, String> {
-    let value = cell.number(&column.name)?;
-    Ok(
-        if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
-            value
-        } else {
-            value.clamp(column.min, column.max)
-        },
-    )
+    Ok(clamped(column, cell.number(&column.name)?))
+}
+
+/// A measure's finite value, clamped to its declared bounds.
+pub(super) fn clamped(column: &BoundedColumn, value: f64) -> f64 {
+    if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
+        value
+    } else {
+        value.clamp(column.min, column.max)
+    }
 }
 
 /// A dimension's value as the index of its declared value.

@@ -69,33 +69,30 @@ fn values<'b, T: 'static + Array>(batch: &'b RecordBatch, name: &str) -> Result<
 }
 
 impl Columns {
-    /// The run as a batch of [`batch_schema`].
-    pub fn to_batch(&self) -> Result<RecordBatch, String> {
+    /// The run as a batch of [`batch_schema`], its buffers moved, not
+    /// copied (but for the ids' ends, as Arrow's 32-bit offsets).
+    pub fn into_batch(self) -> Result<RecordBatch, String> {
         let shape = self.shape;
-        let ends = self
-            .id_ends
-            .iter()
-            .map(|&end| i32::try_from(end))
+        let offsets = std::iter::once(Ok(0))
+            .chain(self.id_ends.iter().map(|&end| i32::try_from(end)))
             .collect::<Result<Vec<i32>, _>>()
             .map_err(|_| "a block of ids too long for Arrow".to_owned())?;
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(
-            std::iter::once(0).chain(ends).collect::<Vec<i32>>(),
-        ));
-        let ids = StringArray::try_new(offsets, Buffer::from(self.ids.as_bytes()), None)
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+        let ids = StringArray::try_new(offsets, Buffer::from_vec(self.ids.into_bytes()), None)
             .map_err(|error| error.to_string())?;
         let mut columns: Vec<ArrayRef> = vec![Arc::new(ids)];
         if shape.features > 0 {
-            let values = Float32Array::from(self.features.clone());
+            let values = Float32Array::from(self.features);
             columns.push(listed(shape.features, Arc::new(values))?);
         }
         if shape.dimensions > 0 {
-            let values = UInt32Array::from(self.dimensions.clone());
+            let values = UInt32Array::from(self.dimensions);
             columns.push(listed(shape.dimensions, Arc::new(values))?);
         }
         if self.outcomes {
-            columns.push(Arc::new(UInt8Array::from(self.labels.clone())));
+            columns.push(Arc::new(UInt8Array::from(self.labels)));
             if shape.measures > 0 {
-                let values = Float64Array::from(self.measures.clone());
+                let values = Float64Array::from(self.measures);
                 columns.push(listed(shape.measures, Arc::new(values))?);
             }
         }
