@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use convert::blocks_to_files;
-pub use read::stream;
+pub use read::{Needed, stream};
 pub use run::sum;
 pub use source::{Located, SourceError, manifest, sha256_of, unchanged};
 pub use summed::Summed;

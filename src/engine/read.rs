@@ -73,8 +73,8 @@ fn verify(dir: &DataDir, file: &VersionFile) -> Result<(), StoreError> {
     }
 }
 
-/// A reader of `file`'s batches: of `columns`, or of every column of a
-/// file dpgate wrote and, of a registered file, of those of its part.
+/// A reader of `file`'s batches: of `columns`, or of the columns of its
+/// part that `names` holds.
 fn reader(
     dir: &DataDir,
     file: &VersionFile,
@@ -84,16 +84,11 @@ fn reader(
 ) -> Result<ParquetRecordBatchReader, StoreError> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(open(dir, file)?)
         .map_err(|error| corrupt(&file.path, error))?;
-    let part = file.registered().then(|| names.of_part(file.part));
-    let columns = columns.or(part.as_deref());
-    let builder = match columns {
-        Some(names) => {
-            let mask = ProjectionMask::columns(builder.parquet_schema(), names.iter().copied());
-            builder.with_projection(mask)
-        }
-        None => builder,
-    };
+    let part = names.of_part(file.part);
+    let columns = columns.unwrap_or(&part);
+    let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
     builder
+        .with_projection(mask)
         .with_batch_size(batch_rows)
         .build()
         .map_err(|error| corrupt(&file.path, error))
@@ -290,9 +285,29 @@ impl Names {
     }
 }
 
+/// Which columns a [`stream`] reads besides the row ids and dimension
+/// codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needed {
+    /// Labels and measures: else no outcomes file is opened.
+    pub outcomes: bool,
+    /// Features: else its blocks hold none (a shape of no features).
+    pub features: bool,
+}
+
+impl Needed {
+    /// Every column, outcomes only if `outcomes`.
+    pub fn all(outcomes: bool) -> Needed {
+        Needed {
+            outcomes,
+            features: true,
+        }
+    }
+}
+
 /// Streams the rows of `files` (a snapshot's manifest) in blocks of
-/// `block_rows` (the last may be shorter), with the outcomes only if
-/// `outcomes` (else no outcomes file is opened), on a blocking thread
+/// `block_rows` (the last may be shorter), of the columns `needed` names
+/// (with no outcomes, no outcomes file is opened), on a blocking thread
 /// that runs one block ahead of the consumer. Every file read is checked
 /// against the manifest: its size before it is opened, its SHA-256 (on
 /// the other core, while its rows are decoded) before the stream goes on
@@ -303,20 +318,25 @@ pub fn stream(
     dir: Arc<DataDir>,
     files: Vec<VersionFile>,
     schema: Schema,
-    outcomes: bool,
+    needed: Needed,
     block_rows: usize,
 ) -> BlockStream {
     let (sender, receiver) = tokio::sync::mpsc::channel(1);
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        let read = Reading {
+        let (mut names, mut shape) = (Names::of(&schema), Shape::of(&schema));
+        if !needed.features {
+            names.features.clear();
+            shape.features = 0;
+        }
+        let reading = Reading {
             dir: &dir,
             schema: &schema,
-            names: &Names::of(&schema),
-            shape: Shape::of(&schema),
+            names: &names,
+            shape,
         };
-        if let Err(error) = read.send_blocks(&files, outcomes, block_rows, &sender) {
+        if let Err(error) = reading.send_blocks(&files, needed.outcomes, block_rows, &sender) {
             let _ = sender.blocking_send(Err(error));
         }
     });

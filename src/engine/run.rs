@@ -20,8 +20,8 @@ use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::{SessionConfig, SessionContext, col};
 use futures_util::StreamExt;
 
-use super::DataDir;
 use super::summed::{Summed, SumsOf, decode};
+use super::{DataDir, Needed};
 use crate::dataset::{Schema, VersionFile};
 use crate::snapshots::{STREAM_ROWS, Shape, batch_schema};
 use crate::store::StoreError;
@@ -33,6 +33,7 @@ struct FileRows {
     dir: Arc<DataDir>,
     files: Vec<VersionFile>,
     schema: Schema,
+    features: bool,
     batch: SchemaRef,
 }
 
@@ -46,7 +47,10 @@ impl PartitionStream for FileRows {
             self.dir.clone(),
             self.files.clone(),
             self.schema.clone(),
-            true,
+            Needed {
+                outcomes: true,
+                features: self.features,
+            },
             STREAM_ROWS,
         );
         let batches = blocks.map(|block| {
@@ -65,6 +69,7 @@ fn partitions(
     dir: &Arc<DataDir>,
     files: Vec<VersionFile>,
     schema: &Schema,
+    features: bool,
     batch: &SchemaRef,
 ) -> Vec<Arc<dyn PartitionStream>> {
     let mut parts: Vec<Vec<VersionFile>> = Vec::new();
@@ -87,6 +92,7 @@ fn partitions(
                 dir: dir.clone(),
                 files,
                 schema: schema.clone(),
+                features,
                 batch: batch.clone(),
             }) as Arc<dyn PartitionStream>
         })
@@ -115,10 +121,13 @@ pub async fn sum<S: Summed>(
             detail: format!("files of {recorded} rows for a version of {rows}"),
         });
     }
-    let shape = Shape::of(schema);
+    let mut shape = Shape::of(schema);
+    if !S::READS_FEATURES {
+        shape.features = 0;
+    }
     let batch = batch_schema(shape, true);
-    let table = StreamingTable::try_new(batch.clone(), partitions(&dir, files, schema, &batch))
-        .map_err(engine_error)?;
+    let parts = partitions(&dir, files, schema, S::READS_FEATURES, &batch);
+    let table = StreamingTable::try_new(batch.clone(), parts).map_err(engine_error)?;
     let context = SessionContext::new_with_config(
         SessionConfig::new().with_target_partitions(threads.max(1)),
     );

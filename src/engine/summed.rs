@@ -20,6 +20,10 @@ use crate::snapshots::{Columns, Pass, Shape};
 /// A pass whose state is a fixed number of exact sums: a part over some
 /// rows is absorbed into another by adding its sums.
 pub trait Summed: Pass + Clone + Sync {
+    /// Whether it reads the features: a pass that does not is handed
+    /// blocks of no features, and their columns are never decoded.
+    const READS_FEATURES: bool = true;
+
     /// The sums so far, always as many.
     fn sums(&self) -> Vec<i128>;
 

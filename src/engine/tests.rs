@@ -86,6 +86,19 @@ pub(super) async fn append(
         .expect("committed")
 }
 
+/// A fixture holding one upload of rows `0..rows`: its record and its
+/// manifest, outcomes included.
+pub(super) async fn uploaded(rows: usize) -> (Fixture, DatasetRecord, Vec<VersionFile>) {
+    let fixture = fixture().await;
+    let record = append(&fixture, &dataset(&fixture).await, 0, rows).await;
+    let files = fixture
+        .store
+        .version_files(record.id, record.n_rows, true)
+        .await
+        .unwrap();
+    (fixture, record, files)
+}
+
 pub(super) async fn read(
     fixture: &Fixture,
     record: &DatasetRecord,
@@ -101,7 +114,7 @@ pub(super) async fn read(
         fixture.data.clone(),
         files,
         record.schema.clone(),
-        outcomes,
+        Needed::all(outcomes),
         block_rows,
     )
     .collect()
@@ -120,13 +133,7 @@ fn metadata(fixture: &Fixture, file: &VersionFile) -> parquet::file::metadata::P
 /// file's metadata; the public inputs keep Parquet's statistics.
 #[tokio::test]
 async fn outcomes_are_written_without_statistics_indexes_or_filters() {
-    let fixture = fixture().await;
-    let record = append(&fixture, &dataset(&fixture).await, 0, 70_000).await;
-    let files = fixture
-        .store
-        .version_files(record.id, record.n_rows, true)
-        .await
-        .unwrap();
+    let (fixture, _, files) = uploaded(70_000).await;
     let parts: Vec<FilePart> = files.iter().map(|file| file.part).collect();
     assert_eq!(parts, [FilePart::Inputs, FilePart::Outcomes]);
     let outcomes = metadata(&fixture, &files[1]);
@@ -205,13 +212,7 @@ async fn versions_read_back_in_order_and_inputs_alone_open_no_outcomes() {
 /// its last block.
 #[tokio::test]
 async fn a_changed_file_is_never_read_to_the_end() {
-    let fixture = fixture().await;
-    let record = append(&fixture, &dataset(&fixture).await, 0, 2_000).await;
-    let files = fixture
-        .store
-        .version_files(record.id, record.n_rows, true)
-        .await
-        .unwrap();
+    let (fixture, record, files) = uploaded(2_000).await;
     let outcomes = fixture.data.root().join(&files[1].path);
     let original = std::fs::read(&outcomes).unwrap();
 

@@ -363,7 +363,7 @@ impl Snapshots {
             self.data.clone(),
             files,
             dataset.schema.clone(),
-            outcomes,
+            engine::Needed::all(outcomes),
             block_rows,
         ))
     }

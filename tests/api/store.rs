@@ -78,7 +78,7 @@ async fn blocks(
         data.clone(),
         files,
         dataset.schema.clone(),
-        outcomes,
+        engine::Needed::all(outcomes),
         block_rows,
     )
     .map(Result::unwrap)

@@ -382,6 +382,8 @@ impl Pass for Tallying {
 }
 
 impl Summed for Tallying {
+    const READS_FEATURES: bool = false;
+
     fn sums(&self) -> Vec<i128> {
         self.tally.sums.clone()
     }
