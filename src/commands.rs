@@ -87,7 +87,8 @@ fn mint(keys: &crate::auth::Keys, token: &Token) -> anyhow::Result<String> {
 }
 
 /// The data directory, created if missing, with any uploads the database
-/// still holds as blocks written out into it.
+/// still holds as blocks written out into it, and files no manifest
+/// records (a day old or more) removed from it.
 async fn open_data(database: &Database, store: &dyn Store) -> anyhow::Result<Arc<DataDir>> {
     let root = database.data_dir();
     std::fs::create_dir_all(&root)
@@ -96,6 +97,9 @@ async fn open_data(database: &Database, store: &dyn Store) -> anyhow::Result<Arc
     engine::blocks_to_files(store, &data)
         .await
         .context("writing stored blocks out as files")?;
+    engine::sweep(store, &data, engine::GRACE)
+        .await
+        .context("removing files no manifest records")?;
     Ok(data)
 }
 

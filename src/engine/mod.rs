@@ -17,6 +17,7 @@ mod read;
 mod run;
 mod source;
 mod summed;
+mod sweep;
 mod upload;
 mod write;
 
@@ -30,6 +31,7 @@ pub use source::{Located, SourceError, manifest, sha256_of, unchanged};
 pub use summed::Summed;
 #[cfg(test)]
 pub(crate) use summed::summed_in_parts;
+pub use sweep::{GRACE, sweep};
 pub use upload::Upload;
 
 use crate::store::StoreError;

@@ -376,3 +376,49 @@ fn a_registered_manifest_pins_each_files_metadata() {
         Err(crate::store::StoreError::Changed(detail)) if detail.contains("bytes")
     ));
 }
+
+/// The sweep removes a file no manifest records once it is older than the
+/// grace period, and nothing else: not a recorded file however old, not
+/// an unrecorded one still young (an upload another replica is writing).
+#[tokio::test]
+async fn the_sweep_removes_old_unrecorded_files_alone() {
+    let (fixture, record, files) = uploaded(2_000).await;
+    let folder = fixture.data.root().join(record.id.to_string());
+    let two_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(48 * 3600);
+    let age = |path: &std::path::Path| {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(two_days_ago)
+            .unwrap();
+    };
+    let stray = |version: u64| folder.join(format!("{version:020}-0123456789ab-outcomes.parquet"));
+    let (old, young) = (stray(0), stray(1));
+    // Not a name dpgate gives its files: the operator's, however old.
+    let foreign = folder.join("part-0.parquet");
+    for stray in [&old, &young, &foreign] {
+        std::fs::write(stray, b"PAR1").unwrap();
+    }
+    age(&old);
+    age(&foreign);
+    // dpgate's own files are named as the sweep knows them.
+    assert!(files.iter().all(|file| {
+        let name = file.path.rsplit('/').next().unwrap_or_default();
+        super::sweep::dpgate_named(name)
+    }));
+    for file in &files {
+        age(&fixture.data.root().join(&file.path));
+    }
+    let removed = sweep(fixture.store.as_ref(), &fixture.data, GRACE)
+        .await
+        .unwrap();
+    assert_eq!(removed, 1);
+    assert!(!old.exists() && young.exists() && foreign.exists());
+    assert!(
+        read(&fixture, &record, true, 500)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
+}
