@@ -117,6 +117,7 @@ impl<S: Summed> AggregateUDFImpl for SumsOf<S> {
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(Summing {
+            width: self.prototype.sums().len(),
             pass: self.prototype.clone(),
             schema: self.schema.clone(),
             shape: self.shape,
@@ -136,6 +137,8 @@ impl<S: Summed> AggregateUDFImpl for SumsOf<S> {
 /// One partition's part of a [`SumsOf`].
 struct Summing<S> {
     pass: S,
+    /// How many sums the pass holds (DataFusion asks the size often).
+    width: usize,
     schema: SchemaRef,
     shape: Shape,
     outcomes: bool,
@@ -159,7 +162,7 @@ impl<S: Summed> Accumulator for Summing<S> {
     }
 
     fn size(&self) -> usize {
-        size_of::<Self>() + 16 * self.pass.sums().len()
+        size_of::<Self>() + 16 * self.width
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {

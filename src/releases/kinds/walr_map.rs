@@ -269,6 +269,14 @@ impl MappedSums {
         self.grid.exact(self.sums, self.labels)
     }
 
+    /// Adds another part's sums and count of labels.
+    fn absorb(&mut self, sums: &[i128], labels: u64) {
+        for (sum, part) in self.sums.iter_mut().zip(sums) {
+            *sum += part;
+        }
+        self.labels += labels;
+    }
+
     /// Adds Σ yᵢ·u(xᵢ) and Σ yᵢ over rows given as (label, features).
     pub fn add_rows<'a>(&mut self, rows: impl Iterator<Item = (u8, &'a [f32])>) {
         let k = self.map.k();
@@ -293,10 +301,7 @@ impl Pass for MappedSums {
             (part.sums, part.labels)
         });
         for (sums, labels) in parts {
-            for (sum, part) in self.sums.iter_mut().zip(sums) {
-                *sum += part;
-            }
-            self.labels += labels;
+            self.absorb(&sums, labels);
         }
         Ok(())
     }
@@ -317,10 +322,8 @@ impl Summed for MappedSums {
         if sums.len() != self.sums.len() {
             return Err(format!("{} sums for {}", sums.len(), self.sums.len()));
         }
-        for (sum, part) in self.sums.iter_mut().zip(sums) {
-            *sum += part;
-        }
-        self.labels += u64::try_from(labels).map_err(|_| "a negative count of labels")?;
+        let labels = u64::try_from(labels).map_err(|_| "a negative count of labels")?;
+        self.absorb(sums, labels);
         Ok(())
     }
 }
