@@ -25,10 +25,10 @@ use dpgate::dp::{Delta, Epsilon, Mechanism, OsNoise, SelectionRule};
 use dpgate::releases::kinds::dp_gd::Descent;
 use dpgate::releases::kinds::dp_sgd::Sgd;
 use dpgate::releases::kinds::frank_wolfe::fit_label;
-use dpgate::releases::kinds::gradients::{FeatureMap, Grid, Identity, LogisticLabels};
+use dpgate::releases::kinds::gradients::{FeatureMap, Gradients, Grid, Identity, Logistic};
 use dpgate::releases::kinds::projection::Projection;
 use dpgate::releases::pacing::StepNoise;
-use dpgate::snapshots::Columns;
+use dpgate::snapshots::{Columns, Pass};
 use dpgate_client::types::Iterate;
 use rand::seq::SliceRandom;
 
@@ -168,7 +168,6 @@ fn logistic_pass(c: &mut Criterion) {
     let n = rows().min(100_000);
     let data = dpgate_learn::synthetic::logistic_data(n, FEATURES, 7);
     let columns = Columns::of_labelled(data.x.view(), &data.y);
-    let labels = LogisticLabels(columns.labels());
     let grid = Grid::new(1.0, 1.0, FEATURES + 1, true).unwrap();
     let mut group = c.benchmark_group("logistic_pass");
     group.throughput(Throughput::Elements(n as u64));
@@ -184,7 +183,11 @@ fn logistic_pass(c: &mut Criterion) {
         ("tiny theta", at(0.0, 1e-300)),
     ] {
         group.bench_function(format!("{name}, {n} rows × {FEATURES}"), |b| {
-            b.iter(|| grid.total(&columns, &labels, &theta, true));
+            b.iter(|| {
+                let mut pass = Gradients::at(&grid, Logistic, &theta, true);
+                pass.visit(&columns).unwrap();
+                pass.total()
+            });
         });
     }
     group.finish();

@@ -28,9 +28,9 @@ pub use convert::blocks_to_files;
 pub use read::{Needed, stream};
 pub use run::sum;
 pub use source::{Located, SourceError, manifest, sha256_of, unchanged};
-pub use summed::Summed;
 #[cfg(test)]
 pub(crate) use summed::summed_in_parts;
+pub use summed::{Summed, add_exact};
 pub use sweep::{GRACE, sweep};
 pub use upload::Upload;
 

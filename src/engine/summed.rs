@@ -31,6 +31,18 @@ pub trait Summed: Pass + Clone + Sync {
     fn add_sums(&mut self, sums: &[i128]) -> Result<(), String>;
 }
 
+/// Adds `part` to `total`, sum by sum: a part of another length is
+/// refused.
+pub fn add_exact(total: &mut [i128], part: &[i128]) -> Result<(), String> {
+    if part.len() != total.len() {
+        return Err(format!("{} sums for {}", part.len(), total.len()));
+    }
+    for (sum, value) in total.iter_mut().zip(part) {
+        *sum += value;
+    }
+    Ok(())
+}
+
 /// Sums as bytes: 16 little-endian bytes each.
 pub fn encode(sums: &[i128]) -> Vec<u8> {
     sums.iter().flat_map(|sum| sum.to_le_bytes()).collect()

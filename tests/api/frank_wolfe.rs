@@ -14,7 +14,9 @@ use reqwest::{Method, StatusCode};
 use uuid::Uuid;
 
 use crate::bad_input::{expect, snapshot};
-use crate::helpers::{TestApp, ads_dataset, backends, spawn_app};
+use crate::helpers::{
+    TestApp, ads_dataset, backends, backends_and_caches, spawn_app, spawn_app_caching,
+};
 use crate::learners::{each_invalid, priced_then_released};
 
 /// Rows of [`ads_dataset`] whose measure is value = 30·f0 + 4·f1 + 40 +
@@ -98,10 +100,12 @@ async fn last_entry(app: &TestApp, dataset: Uuid) -> serde_json::Value {
     serde_json::to_value(ledger.last().unwrap()).unwrap()
 }
 
+/// In memory, and with no snapshot held, where every step is a pass of
+/// the engine over each participant's files.
 #[tokio::test]
 async fn frank_wolfe_fits_over_its_sources_and_debits_every_one() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
+    for (backend, cache_bytes) in backends_and_caches() {
+        let app = spawn_app_caching(backend, cache_bytes).await;
         let target = regression(&app, "target", 1, 3.0).await;
         let first = regression(&app, "first", 2, 3.0).await;
         let second = regression(&app, "second", 3, 3.0).await;
@@ -210,6 +214,11 @@ async fn frank_wolfe_fits_over_its_sources_and_debits_every_one() {
             entry["loss"]["parts"][0]["each"]["mechanism"],
             "bounded_range"
         );
+        if cache_bytes == 0 {
+            let reads = app.snapshots.take_reads();
+            assert_eq!(reads.loads, 0, "{reads:?}");
+            assert!(reads.outcome_files >= 3 * 50, "{reads:?}");
+        }
         app.finish().await;
     }
 }

@@ -18,7 +18,8 @@ use uuid::Uuid;
 use crate::bad_input::{expect, snapshot};
 use crate::counting::Counting;
 use crate::helpers::{
-    Backend, TestApp, ads_dataset, ads_rows, backends, spawn_app, spawn_app_over, unavailable,
+    Backend, TestApp, ads_dataset, ads_rows, backends, backends_and_caches, spawn_app,
+    spawn_app_caching, spawn_app_over, unavailable,
 };
 use crate::learners::{each_invalid, priced_then_released};
 
@@ -398,11 +399,13 @@ async fn a_session_costs_once_what_separate_calls_cost_many_times_on_a_basic_led
     }
 }
 
+/// In memory, and with no snapshot held, where each call is one pass of
+/// the engine over the version's files.
 #[tokio::test]
 async fn calls_are_within_a_few_sigma_of_the_exact_gradient_on_the_priced_snapshot() {
     let rows: Vec<_> = (0..N).map(row).collect();
-    for backend in backends() {
-        let app = spawn_app(backend).await;
+    for (backend, cache_bytes) in backends_and_caches() {
+        let app = spawn_app_caching(backend, cache_bytes).await;
         let dataset = dataset(&app, "ads", "rdp", 1000.0, 1e-6).await;
         let analyst = app.analyst("ana", &[dataset]);
         let theta = vec![0.5, -1.0, 2.0];
@@ -432,7 +435,7 @@ async fn calls_are_within_a_few_sigma_of_the_exact_gradient_on_the_priced_snapsh
             for (got, want) in made.gradient.as_ref().unwrap().iter().zip(&want) {
                 assert!(
                     (got - want).abs() < 6.0 * made.sigma + release.noise.grid,
-                    "{loss:?} on {target}: {got} vs {want} (σ = {})",
+                    "{loss:?} on {target}, cache {cache_bytes}: {got} vs {want} (σ = {})",
                     made.sigma
                 );
             }
@@ -471,8 +474,11 @@ async fn calls_are_within_a_few_sigma_of_the_exact_gradient_on_the_priced_snapsh
         for (got, want) in made.gradient.iter().zip(&want) {
             assert!(
                 (got - want).abs() < 6.0 * sigma + opened.noise.grid,
-                "{got} vs {want} (σ = {sigma})"
+                "cache {cache_bytes}: {got} vs {want} (σ = {sigma})"
             );
+        }
+        if cache_bytes == 0 {
+            assert_eq!(app.snapshots.take_reads().loads, 0, "nothing held");
         }
         app.finish().await;
     }

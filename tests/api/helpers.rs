@@ -115,6 +115,24 @@ pub async fn spawn_app_with(backend: Backend, limits: Limits) -> TestApp {
     spawn_app_over(backend, limits, |store| store).await
 }
 
+/// Each backend under test, with the default snapshot cache and with none
+/// (where every pass over the rows is the engine's, over the files).
+pub fn backends_and_caches() -> Vec<(Backend, u64)> {
+    backends()
+        .into_iter()
+        .flat_map(|backend| [(backend, Limits::default().cache_bytes), (backend, 0)])
+        .collect()
+}
+
+/// The app on `backend` holding at most `cache_bytes` of snapshots.
+pub async fn spawn_app_caching(backend: Backend, cache_bytes: u64) -> TestApp {
+    let limits = Limits {
+        cache_bytes,
+        ..Limits::default()
+    };
+    spawn_app_with(backend, limits).await
+}
+
 /// [`spawn_app_with`] serving through `wrap` of the real store (a
 /// decorator that counts its calls, say).
 pub async fn spawn_app_over(

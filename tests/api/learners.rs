@@ -2,7 +2,6 @@
 //! composed steps, trained on the snapshot, released in raw units; and
 //! every bad setting refused before anything is spent.
 
-use dpgate::app::Limits;
 use dpgate::releases::kinds::gradients::FeatureMap;
 use dpgate::releases::kinds::projection::Projection;
 use dpgate_client::types::{
@@ -13,7 +12,7 @@ use dpgate_client::{ReleaseOptions, UploadFormat};
 use reqwest::{Method, StatusCode};
 
 use crate::bad_input::{expect, snapshot};
-use crate::helpers::{TestApp, backends, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, backends, spawn_app, spawn_app_caching};
 use crate::models::{N, RANGES, auc, dataset_request, rows, truth};
 
 fn dp_gd(epsilon: f64, params: DpGdParams) -> ReleaseRequest {
@@ -35,6 +34,18 @@ fn defaults() -> DpGdParams {
         radius: None,
         output: Iterate::Last,
     }
+}
+
+/// 300 steps at α = 3 and ε = 1: enough to reach the generating model.
+fn long_descent() -> ReleaseRequest {
+    dp_gd(
+        1.0,
+        DpGdParams {
+            steps: 300,
+            learning_rate: 3.0,
+            ..defaults()
+        },
+    )
 }
 
 fn trained(release: &Release) -> &DpGdResult {
@@ -92,14 +103,7 @@ async fn dp_gd_trains_a_model_priced_exactly_and_warm_starts_from_it() {
         let app = spawn_app(backend).await;
         let dataset = synthetic(&app, &csv).await;
         let analyst = app.analyst("ana", &[dataset]);
-        let request = dp_gd(
-            1.0,
-            DpGdParams {
-                steps: 300,
-                learning_rate: 3.0,
-                ..defaults()
-            },
-        );
+        let request = long_descent();
         let release = priced_then_released(&analyst, dataset, &request).await;
         assert_eq!(release.kind, "model/dp-gd");
         // C = 1 < √5: Δ = 2C/N, on the grid of the sums (its integer
@@ -217,34 +221,38 @@ async fn dp_gd_refuses_bad_settings_before_spending_anything() {
     refused_without_spending(r#""kind": "model/dp-gd", "epsilon": 1"#, &cases).await;
 }
 
+/// With no snapshot held, every DP-GD step is one pass of the engine over
+/// the version's files, and the model is as good as in memory; DP-SGD,
+/// which samples rows, still needs them held.
 #[tokio::test]
-async fn the_iterative_learners_need_the_snapshot_in_memory() {
-    let (csv, _, _) = rows();
+async fn dp_gd_passes_over_the_files_when_no_snapshot_is_held() {
+    let (csv, raw, labels) = rows();
     for backend in backends() {
-        let limits = Limits {
-            cache_bytes: 0,
-            ..Limits::default()
-        };
-        let app = spawn_app_with(backend, limits).await;
+        let app = spawn_app_caching(backend, 0).await;
         let dataset = synthetic(&app, &csv).await;
+        let analyst = app.analyst("ana", &[dataset]);
+        app.snapshots.take_reads();
+        let request = long_descent();
+        let release = priced_then_released(&analyst, dataset, &request).await;
+        let reads = app.snapshots.take_reads();
+        // One upload, so one outcomes file, opened once a step.
+        assert_eq!((reads.loads, reads.outcome_files), (0, 300), "{reads:?}");
+        let (score, truth) = (model_auc(trained(&release), &raw, &labels), truth());
+        assert!(score > truth - 0.01, "AUC {score}, truth {truth}");
+
         let before = snapshot(&app, dataset).await;
         let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset]);
-        for (kind, body) in [
-            ("dp-gd", dp_gd(1.0, defaults())),
-            ("dp-sgd", dp_sgd(1.0, sgd_defaults())),
-        ] {
-            let request = app
-                .raw(Method::POST, &format!("/v1/datasets/{dataset}/releases"))
-                .bearer_auth(&token)
-                .json(&body);
-            expect(
-                request,
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-input",
-                &format!("{kind} with no snapshot cache"),
-            )
-            .await;
-        }
+        let request = app
+            .raw(Method::POST, &format!("/v1/datasets/{dataset}/releases"))
+            .bearer_auth(&token)
+            .json(&dp_sgd(1.0, sgd_defaults()));
+        expect(
+            request,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-input",
+            "dp-sgd with no snapshot cache",
+        )
+        .await;
         assert_eq!(snapshot(&app, dataset).await, before);
         app.finish().await;
     }

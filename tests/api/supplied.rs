@@ -5,7 +5,9 @@ use dpgate_client::types::{
 };
 use dpgate_client::{ReleaseOptions, UploadFormat};
 
-use crate::helpers::{ads_dataset, ads_rows, backends, spawn_app};
+use crate::helpers::{
+    ads_dataset, ads_rows, backends, backends_and_caches, spawn_app, spawn_app_caching,
+};
 
 fn supplied(rows: &[(&str, &[f64])]) -> ReleaseRequest {
     ReleaseRequest {
@@ -26,10 +28,12 @@ fn supplied(rows: &[(&str, &[f64])]) -> ReleaseRequest {
     }
 }
 
+/// In memory (rows found by id), and with no snapshot held (the labels
+/// joined by a pass of the engine over the version's files).
 #[tokio::test]
 async fn supplied_vectors_replace_the_stored_features_of_their_rows() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
+    for (backend, cache_bytes) in backends_and_caches() {
+        let app = spawn_app_caching(backend, cache_bytes).await;
         let dataset = app
             .dataset(ads_dataset("ads", "label", "basic", 100.0))
             .await;
@@ -96,6 +100,10 @@ async fn supplied_vectors_replace_the_stored_features_of_their_rows() {
         let intercept = result.noisy_intercept.unwrap();
         assert!((intercept - 1.0 / 3.0).abs() < 10.0 * release.sigma);
         assert_eq!(app.admin.ledger(id).await.unwrap().len(), 2);
+        if cache_bytes == 0 {
+            let reads = app.snapshots.take_reads();
+            assert_eq!((reads.loads, reads.outcome_files), (0, 1), "{reads:?}");
+        }
         app.finish().await;
     }
 }

@@ -25,9 +25,9 @@
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DpGdParams, Iterate, PrivacyUnit, ReleaseKind};
 
-use super::gradients::{Grid, LogisticLabels};
+use super::gradients::{Gradients, Grid, Logistic};
 use super::iterative::{
-    MAX_MAGNITUDE, check_step, check_work, learn_on, require_in_memory, require_signal, unfold,
+    MAX_MAGNITUDE, RowPasses, check_step, check_work, learn_by_passes, require_signal, unfold,
     within,
 };
 use crate::dataset::{DatasetRecord, Schema};
@@ -36,7 +36,6 @@ use crate::dp::{DpError, Mechanism};
 use crate::releases::pacing::StepNoise;
 use crate::releases::plan::require_rows;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
-use crate::snapshots::Columns;
 
 /// Most steps a release may take.
 pub const MAX_STEPS: u32 = 10_000;
@@ -73,24 +72,23 @@ impl Descent {
         Grid::new(self.clip, 1.0, k + usize::from(self.fit_intercept), true)
     }
 
-    /// T steps from θ₀ on `columns`: `release(t, s)` gives step t's
-    /// released sum for the exact one s, normalised on [`Descent::grid`]
-    /// (the noise, in production); the gradient is that times C′/N.
-    /// The last iterate, or the mean of θ₁ … θ_T.
+    /// T steps from θ₀ on `rows`: `release(t, s)` gives step t's released
+    /// sum for the exact one s, normalised on [`Descent::grid`] (the
+    /// noise, in production); the gradient is that times C′/N. The last
+    /// iterate, or the mean of θ₁ … θ_T.
     pub fn run(
         &self,
-        columns: &Columns,
+        rows: &impl RowPasses,
         mut release: impl FnMut(usize, &Fixed) -> Result<Vec<f64>, DpError>,
-    ) -> Result<Vec<f64>, DpError> {
-        let grid = self.grid(columns.shape().features)?;
-        let unit = grid.clip() / columns.len() as f64;
+    ) -> Result<Vec<f64>, Failure> {
+        let grid = self.grid(self.start.len() - usize::from(self.fit_intercept))?;
+        let unit = grid.clip() / rows.count() as f64;
         let mut theta = self.start.clone();
         project(&mut theta, self.radius);
         let mut total = vec![0.0; theta.len()];
-        let loss = LogisticLabels(columns.labels());
         for step in 0..self.steps as usize {
-            let exact = grid.total(columns, &loss, &theta, self.fit_intercept);
-            let released = release(step, &exact)?;
+            let pass = Gradients::at(&grid, Logistic, &theta, self.fit_intercept);
+            let released = release(step, &rows.sum(pass)?.total())?;
             for (weight, sum) in theta.iter_mut().zip(released) {
                 *weight -= self.learning_rate * (sum * unit + self.lambda * *weight);
             }
@@ -297,10 +295,6 @@ impl Planned for DpGd {
         &self.price
     }
 
-    async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
-        require_in_memory(snapshot)
-    }
-
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let DpGd {
             mechanism,
@@ -312,9 +306,9 @@ impl Planned for DpGd {
         } = *self;
         let (ran, sigma) = (descent.clone(), mechanism.noise_scale() * unit);
         let noise_multiplier = mechanism.noise_scale() / mechanism.accounted_sensitivity();
-        let theta = learn_on(snapshot, move |columns| {
+        let theta = learn_by_passes(snapshot, move |rows| {
             let mut noise = StepNoise::new(&mechanism, u64::from(ran.steps));
-            ran.run(columns, |_, exact| {
+            ran.run(rows, |_, exact| {
                 let drawn = noise.next().ok_or(DpError::NoSteps)?;
                 mechanism.add_fixed(exact, &drawn)
             })

@@ -5,7 +5,8 @@ use crate::dp::{Delta, Epsilon, classic_sigma, gaussian_epsilon};
 use crate::releases::kinds::test_rows::{
     Tightness, columns_of, distance, neighbours, normal, random_row,
 };
-use crate::releases::kinds::test_rows::{exactly_within, units_apart_squared};
+use crate::releases::kinds::test_rows::{exactly_within, gradient_total, units_apart_squared};
+use crate::snapshots::Columns;
 use ndarray::Array2;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -156,14 +157,7 @@ fn neighbouring_datasets_move_each_clipped_gradient_by_at_most_the_sensitivity()
             .collect();
         let grid = descent(clip, intercept).grid(k).unwrap();
         let declared = sensitivity(unit, &grid, k, max_norm_squared, intercept);
-        let total = |columns: &Columns| {
-            grid.total(
-                columns,
-                &LogisticLabels(columns.labels()),
-                &theta,
-                intercept,
-            )
-        };
+        let total = |columns: &Columns| gradient_total(&grid, Logistic, columns, &theta, intercept);
         // On the exact sums' integers, with no rounding allowed.
         let apart = units_apart_squared(&total(&original), &total(&moved));
         let what = || format!("pair {pair} ({unit:?}, k = {k}, N = {n}, C = {clip})");
@@ -185,7 +179,6 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
     // Row 1: x = 0.5, y = 1; row 2: x = 1, y = 0; θ = 0, so σ(θᵀu) = ½.
     let rows = vec![(vec![0.5], 1), (vec![1.0], 0)];
     let columns = columns_of(&rows, 1);
-    let loss = LogisticLabels(columns.labels());
     let clip = 0.5;
     let first = -0.5 * (clip / (0.5 * 1.25f64.sqrt()));
     let second = 0.5 * (clip / (0.5 * 2f64.sqrt()));
@@ -194,8 +187,7 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
     // (the ball's margin) and two units of its value on the grid.
     let grid = descent(clip, true).grid(1).unwrap();
     assert_eq!(grid.clip(), clip);
-    let mean: Vec<f64> = grid
-        .total(&columns, &loss, &[0.0, 0.0], true)
+    let mean: Vec<f64> = gradient_total(&grid, Logistic, &columns, &[0.0, 0.0], true)
         .to_f64()
         .into_iter()
         .map(|sum| sum * grid.clip() / 2.0)
@@ -211,7 +203,7 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
     let grid = descent(1.0, true).grid(1).unwrap();
     assert_eq!(grid.clip(), 1.0);
     assert_eq!(
-        grid.total(&columns, &loss, &[0.0, 0.0], true),
+        gradient_total(&grid, Logistic, &columns, &[0.0, 0.0], true),
         Fixed::normalised(vec![0, 1 << 38])
     );
     // θ₁ = θ₀ − α(s·C′/N + λθ₀), and the average of one step is that step.
@@ -225,7 +217,7 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
         fit_intercept: true,
         start: vec![1.0, -1.0],
     };
-    let exact = grid.total(&columns, &loss, &[1.0, -1.0], true).to_f64();
+    let exact = gradient_total(&grid, Logistic, &columns, &[1.0, -1.0], true).to_f64();
     let theta = descent.run(&columns, |_, s| Ok(s.to_f64())).unwrap();
     let unit = 1.0 / 2.0;
     assert_eq!(

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DebiasParams, FrankWolfeParams, PrivacyUnit, Selection};
 
-use super::iterative::{check_work, within};
+use super::iterative::{RowPasses, SnapshotRows, check_work, learned, within};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::{FRACTION_BITS, Fixed};
 use crate::dp::region::{Region, accumulate};
@@ -44,10 +44,11 @@ use crate::dp::{
     Charge, Delta, DpError, Epsilon, OsNoise, PrivacyLoss, SelectionRule, Selector,
     per_step_epsilon,
 };
+use crate::engine::{Summed, add_exact};
 use crate::releases::pacing;
 use crate::releases::plan::require_rows;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
-use crate::snapshots::Columns;
+use crate::snapshots::{Columns, Pass};
 
 /// Most steps a stage may take.
 pub const MAX_STEPS: u32 = 1000;
@@ -235,18 +236,18 @@ impl Stage {
     /// `steps` steps from `centre` over `data`; `select` picks the index
     /// of a vertex from the exact normalised scores (privately, in
     /// production).
-    fn run(
+    fn run<R: RowPasses>(
         &self,
-        data: &[Participant],
+        data: &[Participant<R>],
         fit: &Fit,
         centre: &[f64],
         mut select: impl FnMut(&Fixed) -> Result<usize, DpError>,
-    ) -> Result<Vec<f64>, DpError> {
+    ) -> Result<Vec<f64>, Failure> {
         let dims = centre.len();
         let mut theta = centre.to_vec();
         let mut scores = Fixed::normalised(vec![0; 2 * dims]);
         for step in 1..=self.steps {
-            let sums = gradient(data, fit, &theta, &self.region);
+            let sums = gradient(data, fit, &theta, &self.region)?;
             for (index, sum) in sums.into_iter().enumerate() {
                 scores.units[index] = sum;
                 scores.units[dims + index] = -sum;
@@ -268,12 +269,12 @@ impl Stage {
     /// exponential mechanism's rejections depend on the scores) does not
     /// show: the deadline covers the rejections' tail at the worst scores
     /// ([`Selector::allowance`]).
-    fn run_private(
+    fn run_private<R: RowPasses>(
         &self,
-        data: &[Participant],
+        data: &[Participant<R>],
         fit: &Fit,
         centre: &[f64],
-    ) -> Result<Vec<f64>, DpError> {
+    ) -> Result<Vec<f64>, Failure> {
         let candidates = 2 * centre.len();
         let mut meter = pacing::Meter::new(pacing::budget_of_selections(
             &self.selector,
@@ -313,7 +314,7 @@ pub fn fit_label<R: rand::Rng + ?Sized>(
     };
     let stage = Stage::price(rule, budget, (steps, radius, radius + 1.0), (n, dims), true)?;
     let data = [Participant {
-        columns,
+        rows: columns,
         outcome: Outcome::Label,
     }];
     stage
@@ -364,48 +365,86 @@ struct Fit {
 }
 
 /// A participating dataset's rows and where its target is.
-struct Participant {
-    columns: Arc<Columns>,
+struct Participant<R> {
+    rows: R,
     outcome: Outcome,
 }
 
 /// N·∇L(θ) = Σ(θᵀuᵢ − y′ᵢ)·uᵢ over every participant's rows, each row's
 /// terms on `region`'s grid ([`Stage`]), summed exactly in grid units: the
-/// same integers in any order, on any number of threads.
-fn gradient(data: &[Participant], fit: &Fit, theta: &[f64], region: &Region) -> Vec<i128> {
-    let dims = theta.len();
-    let offset = usize::from(fit.intercept);
-    let mut total = vec![0; dims];
+/// same integers in any order, on any number of threads or partitions.
+fn gradient<R: RowPasses>(
+    data: &[Participant<R>],
+    fit: &Fit,
+    theta: &[f64],
+    region: &Region,
+) -> Result<Vec<i128>, Failure> {
+    let mut total = vec![0; theta.len()];
     for participant in data {
-        let columns = &participant.columns;
-        let parts = columns.chunks(|rows| {
+        let pass = Terms {
+            fit: fit.clone(),
+            outcome: participant.outcome,
+            theta: theta.to_vec(),
+            region: region.clone(),
+            sums: vec![0; theta.len()],
+        };
+        let part = participant.rows.sum(pass)?.sums;
+        add_exact(&mut total, &part).map_err(Failure::Corrupt)?;
+    }
+    Ok(total)
+}
+
+/// Σ(θᵀuᵢ − y′ᵢ)·uᵢ over the rows a pass visits, each row's terms on
+/// `region`'s grid: a summed pass, so the engine runs it over files too.
+#[derive(Clone)]
+struct Terms {
+    fit: Fit,
+    outcome: Outcome,
+    theta: Vec<f64>,
+    region: Region,
+    sums: Vec<i128>,
+}
+
+impl Pass for Terms {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        let dims = self.theta.len();
+        let offset = usize::from(self.fit.intercept);
+        let parts = block.chunks(|rows| {
             let mut sum = vec![0; dims];
             let (mut u, mut terms, mut units) = (vec![1.0; dims], vec![0.0; dims], vec![0; dims]);
             for row in rows {
-                for (slot, &x) in u[offset..].iter_mut().zip(columns.features(row)) {
+                for (slot, &x) in u[offset..].iter_mut().zip(block.features(row)) {
                     *slot = 2.0 * f64::from(x) - 1.0;
                 }
-                let y = match participant.outcome {
-                    Outcome::Label => f64::from(columns.labels()[row]),
-                    Outcome::Measure(index) => columns.row(row).measures[index],
+                let y = match self.outcome {
+                    Outcome::Label => f64::from(block.labels()[row]),
+                    Outcome::Measure(index) => block.row(row).measures[index],
                 };
-                let target = (y - fit.target.centre) / fit.target.scale;
-                let residual = u.iter().zip(theta).map(|(a, b)| a * b).sum::<f64>() - target;
+                let target = (y - self.fit.target.centre) / self.fit.target.scale;
+                let residual = u.iter().zip(&self.theta).map(|(a, b)| a * b).sum::<f64>() - target;
                 for (term, value) in terms.iter_mut().zip(&u) {
                     *term = residual * value;
                 }
-                region.snap(&terms, &mut units);
+                self.region.snap(&terms, &mut units);
                 accumulate(&mut sum, &units, 1);
             }
             sum
         });
         for part in parts {
-            for (slot, value) in total.iter_mut().zip(part) {
-                *slot += value;
-            }
+            add_exact(&mut self.sums, &part)?;
         }
+        Ok(())
     }
-    total
+}
+
+impl Summed for Terms {
+    fn sums(&self) -> Vec<i128> {
+        self.sums.clone()
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        add_exact(&mut self.sums, sums)
+    }
 }
 
 /// Checks the request's settings against their public bounds.
@@ -633,20 +672,6 @@ impl Planned for FrankWolfe {
         self.source_charge.clone()
     }
 
-    async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
-        let all = std::iter::once(snapshot.dataset())
-            .chain(self.sources.iter().map(|(source, _)| source));
-        if snapshot.fit_together(all) {
-            Ok(())
-        } else {
-            Err(ReleaseError::Invalid(
-                "the dataset and its sources together are larger than the snapshot cache \
-                 (DPGATE_CACHE_BYTES), and Frank-Wolfe passes over all their rows at every step"
-                    .to_owned(),
-            ))
-        }
-    }
-
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let FrankWolfe {
             fit,
@@ -659,33 +684,39 @@ impl Planned for FrankWolfe {
             selection,
             ..
         } = *self;
+        // Held in memory only if every participant fits at once; else
+        // every pass is the engine's, over the files.
+        let hold = snapshot.fit_together(
+            std::iter::once(snapshot.dataset()).chain(sources.iter().map(|(source, _)| source)),
+        );
+        let siblings: Vec<Snapshot> = sources
+            .iter()
+            .map(|(source, _)| snapshot.sibling(source.clone()))
+            .collect();
         let mut data = vec![Participant {
-            columns: snapshot.columns().await?.ok_or(Failure::Unheld)?,
+            rows: SnapshotRows::of(snapshot, hold).await?,
             outcome,
         }];
-        for (source, outcome) in &sources {
-            let columns = snapshot.sibling(source.clone()).columns().await?;
+        for (sibling, (_, outcome)) in siblings.into_iter().zip(&sources) {
             data.push(Participant {
-                columns: columns.ok_or(Failure::Unheld)?,
+                rows: SnapshotRows::of(sibling, hold).await?,
                 outcome: *outcome,
             });
         }
         let run = (fit.clone(), first.clone(), debias.clone());
         let dims = schema.k() + usize::from(fit.intercept);
-        let span = tracing::Span::current();
-        let theta = tokio::task::spawn_blocking(move || {
-            let _entered = span.enter();
+        let theta = learned(move || {
             let (fit, first, debias) = run;
             let theta = first.run_private(&data, &fit, &vec![0.0; dims])?;
             match debias {
-                None => Ok::<_, DpError>(theta),
+                None => Ok(theta),
                 Some(second) => {
                     data.truncate(1);
                     second.run_private(&data, &fit, &theta)
                 }
             }
         })
-        .await??;
+        .await?;
         let (weights, intercept) = unfold(&theta, &schema, fit.intercept, &fit.target);
         Ok(api::ReleaseResult::FrankWolfe(api::FrankWolfeResult {
             weights,

@@ -1,6 +1,7 @@
 use super::*;
 use crate::dataset::tests::record;
 use crate::dp::reference;
+use crate::engine::summed_in_parts;
 use crate::releases::kinds::test_rows::{Tightness, normal};
 use crate::snapshots::{CHUNK_ROWS, OwnedRow, Shape};
 use rand::rngs::ChaCha8Rng;
@@ -263,10 +264,10 @@ fn regression_rows(
         .collect()
 }
 
-fn participant(rows: &[OwnedRow], outcome: Outcome) -> Participant {
+fn participant(rows: &[OwnedRow], outcome: Outcome) -> Participant<Columns> {
     let shape = Shape::of(&record().schema);
     Participant {
-        columns: Arc::new(Columns::of_rows(shape, rows)),
+        rows: Columns::of_rows(shape, rows),
         outcome,
     }
 }
@@ -375,7 +376,7 @@ fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitiv
             stage.sensitivity
         );
         let sums = |rows: &[OwnedRow]| -> Vec<i128> {
-            gradient(&[participant(rows, outcome)], &fit, &theta, &stage.region)
+            gradient(&[participant(rows, outcome)], &fit, &theta, &stage.region).unwrap()
         };
         let (a, b) = (sums(&rows), sums(&neighbour));
         let gap = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
@@ -452,25 +453,43 @@ fn exact_scores_are_the_same_integers_whatever_the_order_of_the_rows() {
         [0.0, 0.0, -1.0],
         [0.3137, -0.2718, 0.1414],
     ] {
-        let exact = gradient(&data, &fit, &theta, &stage.region);
+        let exact = gradient(&data, &fit, &theta, &stage.region).unwrap();
         assert!(
             exact.iter().all(|&sum| sum != 0),
             "θ = {theta:?}: {exact:?}"
         );
         assert_eq!(
-            gradient(&shuffled, &fit, &theta, &stage.region),
+            gradient(&shuffled, &fit, &theta, &stage.region).unwrap(),
             exact,
             "θ = {theta:?}: shuffled rows"
         );
         assert_eq!(
-            gradient(&swapped, &fit, &theta, &stage.region),
+            gradient(&swapped, &fit, &theta, &stage.region).unwrap(),
             exact,
             "θ = {theta:?}: participants swapped"
         );
         assert_eq!(
-            gradient(&merged, &fit, &theta, &stage.region),
+            gradient(&merged, &fit, &theta, &stage.region).unwrap(),
             exact,
             "θ = {theta:?}: one participant"
+        );
+        // As the engine sums them: a pass per partition, added up.
+        let shape = Shape::of(&record().schema);
+        let parts: Vec<Columns> = together
+            .chunks(1_001)
+            .map(|part| Columns::of_rows(shape, part))
+            .collect();
+        let fresh = Terms {
+            fit: fit.clone(),
+            outcome,
+            theta: theta.to_vec(),
+            region: stage.region.clone(),
+            sums: vec![0; 3],
+        };
+        assert_eq!(
+            summed_in_parts(&fresh, &parts).sums,
+            exact,
+            "θ = {theta:?}: in parts"
         );
         let in_order = [first.clone(), second.clone()].concat();
         float_differs |= float_sums(&in_order, &theta) != float_sums(&together, &theta);

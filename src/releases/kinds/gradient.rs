@@ -23,11 +23,10 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams, PrivacyUnit};
 
 use super::dp_gd::{self, Reach, Rows};
-use super::gradients::{Grid, Residual};
-use super::iterative::{MAX_MAGNITUDE, check_work, require_in_memory, require_signal, within};
+use super::gradients::{Gradients, Grid, Loss, Residual};
+use super::iterative::{MAX_MAGNITUDE, check_work, require_signal, within};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::constant_time::logistic;
-use crate::dp::fixed::Fixed;
 use crate::dp::{self, Epsilon, Mechanism, PrivacyLoss, per_step_epsilon};
 use crate::releases::plan::{noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
@@ -83,12 +82,15 @@ impl Fit {
     pub fn grid(&self, schema: &Schema) -> Result<Grid, dp::DpError> {
         Grid::new(self.clip, self.reach().largest, self.dims(schema), true)
     }
+}
 
-    /// The exact sum of the clipped gradients at `theta` over `columns`,
-    /// normalised on `grid` (the mean is that times C′/N).
-    pub fn exact(&self, grid: &Grid, columns: &Columns, theta: &[f64]) -> Fixed {
-        let outcomes = Outcomes { fit: self, columns };
-        grid.total(columns, &outcomes, theta, self.fit_intercept)
+/// The rows' residuals under the fit: a block's [`Outcomes`].
+impl Loss for Fit {
+    fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b {
+        Outcomes {
+            fit: self,
+            columns: block,
+        }
     }
 }
 
@@ -282,16 +284,11 @@ impl Terms {
         }
     }
 
-    /// The released gradient at `theta` on `snapshot` (held in memory).
+    /// The released gradient at `theta` on `snapshot`: one summed pass,
+    /// over the snapshot in memory or by the engine over its files.
     async fn call(&self, snapshot: &Snapshot, theta: Vec<f64>) -> Result<Vec<f64>, Failure> {
-        let columns = snapshot.columns().await?.ok_or(Failure::Unheld)?;
-        let (fit, grid) = (self.fit.clone(), self.grid.clone());
-        let span = tracing::Span::current();
-        let exact = tokio::task::spawn_blocking(move || {
-            let _entered = span.enter();
-            fit.exact(&grid, &columns, &theta)
-        })
-        .await?;
+        let pass = Gradients::at(&self.grid, self.fit.clone(), &theta, self.fit.fit_intercept);
+        let exact = snapshot.sum(pass).await?.total();
         let noisy = noise_fixed(self.mechanism.clone(), exact).await?;
         Ok(noisy.into_iter().map(|sum| sum * self.unit).collect())
     }
@@ -413,10 +410,6 @@ pub fn plan(
 impl Planned for Gradient {
     fn price(&self) -> &Price {
         &self.price
-    }
-
-    async fn vet(&mut self, snapshot: &Snapshot) -> Result<(), ReleaseError> {
-        require_in_memory(snapshot)
     }
 
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {

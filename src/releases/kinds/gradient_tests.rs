@@ -1,10 +1,12 @@
 use super::*;
 use crate::dataset::tests::record;
+use crate::dp::fixed::Fixed;
 use crate::dp::reference::{self, assert_close};
 use crate::dp::{Accountant, Budget, Charge, Composition, Delta};
-use crate::releases::kinds::gradients::Identity;
+use crate::engine::summed_in_parts;
+use crate::releases::kinds::gradients::{Gradients, Identity};
 use crate::releases::kinds::test_rows::{Tightness, columns_of, neighbours, normal, random_row};
-use crate::releases::kinds::test_rows::{exactly_within, units_apart_squared};
+use crate::releases::kinds::test_rows::{exactly_within, gradient_total, units_apart_squared};
 use api::PrivacyUnit;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -152,8 +154,8 @@ fn neighbouring_datasets_move_the_clipped_gradient_by_at_most_the_sensitivity() 
         let declared = dp_gd::clipped_sensitivity(unit, &grid, &rows, fit.reach());
         // On the exact sums' integers, with no rounding allowed.
         let apart = units_apart_squared(
-            &fit.exact(&grid, &original, &theta),
-            &fit.exact(&grid, &moved, &theta),
+            &gradient_total(&grid, fit.clone(), &original, &theta, intercept),
+            &gradient_total(&grid, fit.clone(), &moved, &theta, intercept),
         );
         let what =
             || format!("pair {pair} ({unit:?}, {loss:?} {values:?}, k = {k}, N = {n}, C = {clip})");
@@ -191,7 +193,7 @@ fn one_call_is_the_mean_of_the_clipped_gradients_by_hand() {
     assert_eq!(grid.clip(), 1.0);
     let mean = |fit: &Fit, grid: &Grid, theta: &[f64]| -> Vec<f64> {
         let unit = grid.clip() / 2.0;
-        let exact = fit.exact(grid, &columns, theta);
+        let exact = gradient_total(grid, fit.clone(), &columns, theta, fit.fit_intercept);
         exact.to_f64().into_iter().map(|sum| sum * unit).collect()
     };
     let got = mean(&squared, &grid, &theta);
@@ -254,7 +256,7 @@ fn the_exact_sum_is_the_same_integers_in_any_order_and_chunking() {
     ] {
         let fit = label_fit(loss, values, 0.7, true);
         let grid = fit.grid(&schema(k)).unwrap();
-        let exact = fit.exact(&grid, &columns, &theta);
+        let exact = gradient_total(&grid, fit.clone(), &columns, &theta, true);
         assert_eq!(exact.exponent, -40);
         assert!(exact.units.iter().all(|&units| units != 0), "{exact:?}");
         let outcomes = Outcomes {
@@ -290,6 +292,14 @@ fn the_exact_sum_is_the_same_integers_in_any_order_and_chunking() {
             }
         }
         assert_eq!(Fixed::normalised(chunked), exact, "{loss:?}: chunked");
+        // As the engine sums them: a pass per partition, added up.
+        let parts: Vec<Columns> = rows.chunks(4_999).map(|part| columns_of(part, k)).collect();
+        let fresh = Gradients::at(&grid, fit.clone(), &theta, true);
+        assert_eq!(
+            summed_in_parts(&fresh, &parts).total(),
+            exact,
+            "{loss:?}: in parts"
+        );
     }
 }
 

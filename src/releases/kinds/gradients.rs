@@ -20,7 +20,8 @@ use crate::dp::DpError;
 use crate::dp::constant_time::{flush_tiny, logistic};
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
 use crate::dp::region::{Region, accumulate};
-use crate::snapshots::Columns;
+use crate::engine::{Summed, add_exact};
+use crate::snapshots::{Columns, Pass};
 
 /// A public map of one row's stored features into the space a model is
 /// trained in.
@@ -183,25 +184,78 @@ impl Grid {
         }
         sum
     }
+}
 
-    /// The clipped gradients of every row of `columns` at `theta`, exactly
-    /// summed (chunks on all cores; integers, so their order is moot), as
-    /// the normalised sum Σ clip(gᵢ)/C′.
-    pub fn total(
-        &self,
-        columns: &Columns,
-        loss: &impl Residual,
-        theta: &[f64],
-        intercept: bool,
-    ) -> Fixed {
-        let map = Identity(columns.shape().features);
-        let parts = columns.chunks(|rows| self.sum(columns, rows, &map, loss, theta, intercept));
-        let mut total = vec![0; theta.len()];
-        for part in parts {
-            for (total, part) in total.iter_mut().zip(part) {
-                *total += part;
-            }
+/// The residuals of a block's rows under a loss: what a [`Gradients`]
+/// pass asks each block it visits for.
+pub trait Loss: Clone + Send + Sync + 'static {
+    fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b;
+}
+
+/// The logistic loss on the rows' 0/1 labels ([`LogisticLabels`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Logistic;
+
+impl Loss for Logistic {
+    fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b {
+        LogisticLabels(block.labels())
+    }
+}
+
+/// The clipped gradients at θ of every row a pass visits, exactly summed
+/// on a [`Grid`] (chunks on all cores; integers, so their order is moot):
+/// a summed pass, so the engine runs it over files no snapshot holds, and
+/// a learner's step over 10⁹ rows is one pass of it.
+#[derive(Clone)]
+pub struct Gradients<L> {
+    grid: Grid,
+    loss: L,
+    theta: Vec<f64>,
+    intercept: bool,
+    sums: Vec<i128>,
+}
+
+impl<L: Loss> Gradients<L> {
+    /// No row yet, at `theta` (intercept first when `intercept`).
+    pub fn at(grid: &Grid, loss: L, theta: &[f64], intercept: bool) -> Self {
+        Gradients {
+            grid: grid.clone(),
+            loss,
+            theta: theta.to_vec(),
+            intercept,
+            sums: vec![0; theta.len()],
         }
-        Fixed::normalised(total)
+    }
+
+    /// The normalised sum Σ clip(gᵢ)/C′ of the rows visited.
+    pub fn total(self) -> Fixed {
+        Fixed::normalised(self.sums)
+    }
+}
+
+impl<L: Loss> Pass for Gradients<L> {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        let map = Identity(block.shape().features);
+        let parts = {
+            let loss = self.loss.on(block);
+            block.chunks(|rows| {
+                self.grid
+                    .sum(block, rows, &map, &loss, &self.theta, self.intercept)
+            })
+        };
+        for part in parts {
+            add_exact(&mut self.sums, &part)?;
+        }
+        Ok(())
+    }
+}
+
+impl<L: Loss> Summed for Gradients<L> {
+    fn sums(&self) -> Vec<i128> {
+        self.sums.clone()
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        add_exact(&mut self.sums, sums)
     }
 }

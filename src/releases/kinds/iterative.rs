@@ -2,10 +2,13 @@
 //! public bounds on their settings, the cap on their work, and the mapping
 //! of their weights back to raw feature units.
 
+use std::sync::Arc;
+
 use dpgate_api_types::PrivacyUnit;
 
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::DpError;
+use crate::engine::Summed;
 use crate::releases::{Failure, ReleaseError, Snapshot};
 use crate::snapshots::Columns;
 
@@ -119,10 +122,98 @@ pub async fn learn_on(
     learn: impl FnOnce(&Columns) -> Result<Vec<f64>, DpError> + Send + 'static,
 ) -> Result<Vec<f64>, Failure> {
     let columns = snapshot.columns().await?.ok_or(Failure::Unheld)?;
+    learned(move || Ok(learn(&columns)?)).await
+}
+
+/// Runs `learn`, whose every pass over the rows is a summed one, on a
+/// blocking thread in the release's span: the model it trained, refused
+/// if any of it is not finite.
+pub async fn learn_by_passes(
+    snapshot: Snapshot,
+    learn: impl FnOnce(&SnapshotRows) -> Result<Vec<f64>, Failure> + Send + 'static,
+) -> Result<Vec<f64>, Failure> {
+    let rows = SnapshotRows::of(snapshot, true).await?;
+    learned(move || learn(&rows)).await
+}
+
+/// Rows a learner passes over from its blocking thread, every pass a
+/// summed one: what lets one learner's code run in memory or over files.
+pub trait RowPasses {
+    /// N.
+    fn count(&self) -> u64;
+
+    /// `pass` over every row, outcomes included.
+    fn sum<S: Summed>(&self, pass: S) -> Result<S, Failure>;
+}
+
+impl RowPasses for Columns {
+    fn count(&self) -> u64 {
+        self.len() as u64
+    }
+
+    fn sum<S: Summed>(&self, mut pass: S) -> Result<S, Failure> {
+        pass.visit(self).map_err(Failure::Corrupt)?;
+        Ok(pass)
+    }
+}
+
+/// A snapshot's rows, held in memory for the whole release if it may be;
+/// else each pass is the snapshot's own ([`Snapshot::sum`]): run by the
+/// engine over the version's files when the snapshot is too large to
+/// hold, so a dataset no replica can hold is learned on all the same.
+pub struct SnapshotRows {
+    snapshot: Snapshot,
+    columns: Option<Arc<Columns>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SnapshotRows {
+    /// Held for the whole release if `hold` and it fits in memory. Only
+    /// for a release whose debit has committed.
+    pub async fn of(snapshot: Snapshot, hold: bool) -> Result<SnapshotRows, Failure> {
+        Ok(SnapshotRows {
+            columns: match hold {
+                true => snapshot.columns().await?,
+                false => None,
+            },
+            snapshot,
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+}
+
+impl RowPasses for SnapshotRows {
+    fn count(&self) -> u64 {
+        self.snapshot.dataset().n_rows
+    }
+
+    fn sum<S: Summed>(&self, pass: S) -> Result<S, Failure> {
+        match &self.columns {
+            Some(columns) => columns.sum(pass),
+            None => self.runtime.block_on(self.snapshot.sum(pass)),
+        }
+    }
+}
+
+impl<R: RowPasses> RowPasses for Arc<R> {
+    fn count(&self) -> u64 {
+        R::count(self)
+    }
+
+    fn sum<S: Summed>(&self, pass: S) -> Result<S, Failure> {
+        R::sum(self, pass)
+    }
+}
+
+/// Runs `learn` on a blocking thread in the release's span: the model it
+/// trained, refused if any of it is not finite.
+pub async fn learned(
+    learn: impl FnOnce() -> Result<Vec<f64>, Failure> + Send + 'static,
+) -> Result<Vec<f64>, Failure> {
     let span = tracing::Span::current();
     let theta = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        learn(&columns)
+        learn()
     })
     .await??;
     if theta.iter().any(|value| !value.is_finite()) {

@@ -30,10 +30,10 @@ use super::walr_map::{self, Moments, WalrGrid};
 use crate::dataset::DatasetRecord;
 use crate::dp::Mechanism;
 use crate::dp::fixed::Fixed;
+use crate::engine::Summed;
 use crate::releases::plan::{noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
-use crate::snapshots::Pass;
-use crate::snapshots::{Columns, chunked};
+use crate::snapshots::{Columns, Pass, chunked};
 use rayon::prelude::*;
 
 /// Most values (rows × k) one release may supply: 128 MiB as f64.
@@ -159,13 +159,16 @@ impl Supplied {
         }
     }
 
-    /// A join of the stored rows' labels onto the supplied vectors.
-    pub fn join(self: &Arc<Self>) -> Join {
+    /// A join of the stored rows' labels onto the supplied vectors, summed
+    /// through `map` on `grid`.
+    pub fn join(self: &Arc<Self>, map: &FeatureMap, grid: &WalrGrid) -> Join {
         Join {
-            labels: vec![0; self.rows()],
-            found: vec![false; self.rows()],
-            joined: 0,
             supplied: self.clone(),
+            map: map.clone(),
+            grid: grid.clone(),
+            sums: vec![0; self.k],
+            labels: 0,
+            joined: 0,
         }
     }
 
@@ -229,77 +232,110 @@ impl Pass for Presence {
     }
 }
 
-/// The stored labels of the supplied rows, by supplied position.
-#[derive(Debug)]
+/// The join of the stored rows' labels onto the supplied vectors:
+/// Σ yᵢ·u(φ(vᵢ)) and Σ yᵢ over the stored rows whose ids were supplied (vᵢ
+/// the supplied vector, yᵢ the stored label), exactly on the grid, and
+/// how many rows joined. A summed pass that reads no stored feature, so
+/// the engine runs it over files no snapshot holds.
+#[derive(Clone)]
 pub struct Join {
     supplied: Arc<Supplied>,
-    labels: Vec<u8>,
-    found: Vec<bool>,
-    joined: usize,
+    map: FeatureMap,
+    grid: WalrGrid,
+    sums: Vec<i128>,
+    labels: u64,
+    joined: u64,
 }
 
 impl Join {
-    /// Takes a stored row's label if its row was supplied.
-    pub fn add(&mut self, row_id: &str, label: u8) {
-        let Some(&position) = self.supplied.index.get(row_id) else {
-            return;
-        };
-        self.labels[position] = label;
-        if !self.found[position] {
-            self.found[position] = true;
-            self.joined += 1;
+    /// The sums over `rows`, given as (supplied position, stored label).
+    fn part(&self, rows: impl Iterator<Item = (usize, u8)>) -> (Vec<i128>, u64, u64) {
+        let k = self.supplied.k;
+        let (mut sums, mut v, mut units) = (vec![0; k], vec![0.0; k], vec![0; k]);
+        let (mut labels, mut joined) = (0, 0);
+        for (position, label) in rows {
+            let x = self.supplied.vector(position);
+            self.grid
+                .add(&self.map, (x, label), (&mut v, &mut units), &mut sums);
+            labels += u64::from(label);
+            joined += 1;
         }
+        (sums, labels, joined)
     }
 
-    /// Takes every supplied row's label from a snapshot held in memory.
+    fn absorb(&mut self, (sums, labels, joined): (Vec<i128>, u64, u64)) {
+        for (sum, part) in self.sums.iter_mut().zip(sums) {
+            *sum += part;
+        }
+        self.labels += labels;
+        self.joined += joined;
+    }
+
+    /// Joins every supplied row to a snapshot held in memory, found by id
+    /// (a binary search each, on all cores), not by a pass over its rows.
     pub fn look_up(&mut self, columns: &Columns) {
         let labels = columns.labels();
-        for (position, stored) in self.supplied.positions(columns) {
-            if let Some(row) = stored {
-                self.labels[position] = labels[row];
-                self.found[position] = true;
-                self.joined += 1;
-            }
+        let found: Vec<(usize, u8)> = self
+            .supplied
+            .positions(columns)
+            .into_iter()
+            .filter_map(|(position, stored)| stored.map(|row| (position, labels[row])))
+            .collect();
+        let parts = chunked(found.len(), |at| self.part(found[at].iter().copied()));
+        for part in parts {
+            self.absorb(part);
         }
     }
 
-    /// The exact sums Σ yᵢ·u(φ(vᵢ)) and Σ yᵢ·A on `grid`
-    /// ([`WalrGrid::exact`]); an error if not every supplied row was
-    /// joined.
-    pub fn exact(self, map: &FeatureMap, grid: &WalrGrid) -> Result<Fixed, String> {
-        let supplied = &self.supplied;
-        let (n, k) = (supplied.rows(), supplied.k);
+    /// The exact sums Σ yᵢ·u(φ(vᵢ)) and Σ yᵢ·A on the grid
+    /// ([`WalrGrid::exact`]); an error unless every supplied row joined
+    /// exactly once.
+    pub fn exact(self) -> Result<Fixed, String> {
+        let n = self.supplied.rows() as u64;
         if self.joined != n {
             return Err(format!("{} of {n} supplied rows joined", self.joined));
         }
-        let parts = chunked(n, |positions| {
-            let (mut sums, mut v, mut units) = (vec![0; k], vec![0.0; k], vec![0; k]);
-            let mut labels = 0u64;
-            for position in positions {
-                let label = self.labels[position];
-                let x = supplied.vector(position);
-                grid.add(map, (x, label), (&mut v, &mut units), &mut sums);
-                labels += u64::from(label);
-            }
-            (sums, labels)
-        });
-        let (mut sums, mut labels) = (vec![0; k], 0);
-        for (part, count) in parts {
-            for (sum, value) in sums.iter_mut().zip(part) {
-                *sum += value;
-            }
-            labels += count;
-        }
-        Ok(grid.exact(sums, labels))
+        Ok(self.grid.exact(self.sums, self.labels))
     }
 }
 
 impl Pass for Join {
     fn visit(&mut self, block: &Columns) -> Result<(), String> {
         let labels = block.labels();
-        for (row, &label) in labels.iter().enumerate() {
-            self.add(block.id(row), label);
+        let index = &self.supplied.index;
+        let parts = block.chunks(|rows| {
+            self.part(rows.filter_map(|row| {
+                index
+                    .get(block.id(row))
+                    .map(|&position| (position, labels[row]))
+            }))
+        });
+        for part in parts {
+            self.absorb(part);
         }
+        Ok(())
+    }
+}
+
+/// The sums, then Σ yᵢ and the rows joined.
+impl Summed for Join {
+    const READS_FEATURES: bool = false;
+
+    fn sums(&self) -> Vec<i128> {
+        let mut sums = self.sums.clone();
+        sums.extend([i128::from(self.labels), i128::from(self.joined)]);
+        sums
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        let [sums @ .., labels, joined] = sums else {
+            return Err("no sums to add".to_owned());
+        };
+        if sums.len() != self.sums.len() {
+            return Err(format!("{} sums for {}", sums.len(), self.sums.len()));
+        }
+        let count = |value: &i128| u64::try_from(*value).map_err(|_| "a negative count");
+        self.absorb((sums.to_vec(), count(labels)?, count(joined)?));
         Ok(())
     }
 }
@@ -373,18 +409,21 @@ impl Planned for SuppliedWalr {
     }
 
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
-        let join = match snapshot.columns().await? {
+        let join = self.rows.join(&self.map, &self.grid);
+        let joined = match snapshot.columns().await? {
             Some(columns) => {
-                let mut join = self.rows.join();
-                join.look_up(&columns);
-                join
+                let span = tracing::Span::current();
+                tokio::task::spawn_blocking(move || {
+                    let _entered = span.enter();
+                    let mut join = join;
+                    join.look_up(&columns);
+                    join
+                })
+                .await?
             }
-            None => snapshot.scan(self.rows.join()).await?,
+            None => snapshot.sum(join).await?,
         };
-        let (grid, map) = (self.grid.clone(), self.map.clone());
-        let exact = tokio::task::spawn_blocking(move || join.exact(&map, &grid))
-            .await?
-            .map_err(Failure::Corrupt)?;
+        let exact = joined.exact().map_err(Failure::Corrupt)?;
         let noisy = noise_fixed(self.mechanism, exact).await?;
         let n = self.rows.rows() as f64;
         let mean = noisy.into_iter().map(|sum| sum / n).collect();
@@ -399,6 +438,8 @@ impl Planned for SuppliedWalr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::summed_in_parts;
+    use crate::snapshots::{OwnedRow, Shape};
 
     fn row(id: &str, x: &[f64]) -> SuppliedRow {
         SuppliedRow {
@@ -453,11 +494,18 @@ mod tests {
             2f64.sqrt().next_up()
         );
         assert_eq!(supplied.dims(true), 3);
-        let mut join = supplied.join();
-        for (id, label) in [("a", 1), ("b", 1), ("c", 0), ("d", 1)] {
-            join.add(id, label);
-        }
-        let exact = join.exact(&identity, &with).unwrap();
+        let shape = Shape::of(&crate::dataset::tests::record().schema);
+        let rows = [("a", 1), ("b", 1), ("c", 0), ("d", 1)].map(|(id, label)| OwnedRow {
+            id: id.to_owned(),
+            features: vec![0.0, 0.0],
+            label,
+            measures: vec![0.0],
+            dimensions: vec![0],
+        });
+        let stored = Columns::of_rows(shape, &rows);
+        let mut join = supplied.join(&identity, &with);
+        join.visit(&stored).unwrap();
+        let exact = join.exact().unwrap();
         let one = 1i128 << 40;
         // 0.2 is not a multiple of 2⁻⁴⁰: its units are rounded, once.
         let fifth = (0.2 * 2f64.powi(40)).round() as i128;
@@ -465,9 +513,21 @@ mod tests {
             exact,
             Fixed::normalised(vec![fifth + one, 2 * one, 2 * one])
         );
-        let mut partial = supplied.join();
-        partial.add("a", 1);
-        assert!(partial.exact(&identity, &without).is_err());
+        // Looked up by id in memory, and summed in parts as the engine
+        // does, the same integers.
+        let mut looked_up = supplied.join(&identity, &with);
+        looked_up.look_up(&stored);
+        assert_eq!(looked_up.exact().unwrap(), exact);
+        let parts: Vec<Columns> = rows
+            .chunks(1)
+            .map(|row| Columns::of_rows(shape, row))
+            .collect();
+        let fresh = supplied.join(&identity, &with);
+        assert_eq!(summed_in_parts(&fresh, &parts).exact().unwrap(), exact);
+        // A supplied row not stored is refused.
+        let mut partial = supplied.join(&identity, &without);
+        partial.visit(&Columns::of_rows(shape, &rows[..1])).unwrap();
+        assert!(partial.exact().is_err());
     }
 
     #[test]

@@ -6,8 +6,9 @@ use rand::rngs::ChaCha8Rng;
 
 use dpgate_api_types::PrivacyUnit;
 
+use super::gradients::{Gradients, Grid, Loss};
 use crate::dp::fixed::Fixed;
-use crate::snapshots::Columns;
+use crate::snapshots::{Columns, Pass};
 
 /// A standard normal draw (Box–Muller): test data, not noise.
 pub fn normal(rng: &mut ChaCha8Rng) -> f64 {
@@ -132,4 +133,18 @@ pub fn exactly_within(distance_squared: u128, declared: f64) -> bool {
         square >> (-shift).min(127)
     };
     distance_squared <= bound
+}
+
+/// The exact normalised sum of the clipped gradients at `theta` of every
+/// row of `columns` on `grid`, as a learner's pass sums it.
+pub fn gradient_total<L: Loss>(
+    grid: &Grid,
+    loss: L,
+    columns: &Columns,
+    theta: &[f64],
+    intercept: bool,
+) -> Fixed {
+    let mut pass = Gradients::at(grid, loss, theta, intercept);
+    pass.visit(columns).expect("a pass over rows in memory");
+    pass.total()
 }
