@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# A WALR release (map auto) and an aggregate (count and mean of the measure
-# by both dimensions) over a Parquet directory registered in place, against
-# DuckDB's SQL for the same sums over the same files, timed side by side
-# with farm-bench (tools library). The server streams every pass from the
+# A WALR release (map auto), an aggregate (count and mean of the measure
+# by both dimensions) and a DP-GD release of STEPS steps (default 5), over a
+# Parquet directory registered in place, against DuckDB's SQL for the same
+# sums over the same files (for DP-GD, STEPS queries of the clipped
+# logistic gradients' sum), timed side by side with farm-bench (tools
+# library). The server streams every pass from the
 # files through the engine (DPGATE_CACHE_BYTES=0: nothing is held in
 # memory), as it must for a dataset larger than memory; DuckDB reads the
 # files with read_parquet. Prints the server's peak RSS. Needs python3 with
@@ -57,6 +59,8 @@ SH
 }
 release walr '{"kind": "walr", "epsilon": 1, "delta": 1e-9, "map": "auto"}'
 release aggregate '{"kind": "aggregate", "epsilon": 1, "delta": 1e-9, "statistics": ["count", "mean:value"], "group_by": ["d1", "d2"]}'
+STEPS="${STEPS:-5}"
+release dp_gd '{"kind": "model/dp-gd", "epsilon": 1, "delta": 1e-9, "steps": '"$STEPS"', "clip": 1}'
 
 sums=$(python3 -c 'print(", ".join([f"SUM(converted * x{j})" for j in range(1, 33)] + ["SUM(converted)"]))')
 cat >"$WORK/walr.py" <<PY
@@ -67,9 +71,28 @@ cat >"$WORK/aggregate.py" <<PY
 import duckdb
 duckdb.connect().execute("SELECT d1, d2, COUNT(*), AVG(value) FROM read_parquet('$SRC/*.parquet') GROUP BY d1, d2").fetchall()
 PY
+# One DP-GD step: every row's gradient (σ(θᵀu) − y)·u, u = (1, x), clipped
+# to norm 1, summed; at a θ of no special value, as the steps' θ vary.
+gradient=$(python3 - "$SRC" <<'PY'
+import sys
+k, files = 32, f"'{sys.argv[1]}/*.parquet'"
+z = "0.1 + " + " + ".join(f"{0.01 * j:.2f} * x{j}" for j in range(1, k + 1))
+norm = "sqrt(1 + " + " + ".join(f"x{j} * x{j}" for j in range(1, k + 1)) + ")"
+xs = ", ".join(f"x{j}" for j in range(1, k + 1))
+inner = f"SELECT {xs}, 1 / (1 + exp(-({z}))) - converted AS r, {norm} AS n FROM read_parquet({files})"
+f = "r * least(1, 1 / (abs(r) * n))"
+print(f"SELECT SUM({f})" + "".join(f", SUM({f} * x{j})" for j in range(1, k + 1)) + f" FROM ({inner})")
+PY
+)
+cat >"$WORK/dp_gd.py" <<PY
+import duckdb
+connection = duckdb.connect()
+for _ in range($STEPS):
+    connection.execute("""$gradient""").fetchall()
+PY
 # farm-bench starts commands without a shell: name the interpreter that has duckdb.
 PYTHON=$(python3 -c 'import sys; print(sys.executable)')
-for kind in walr aggregate; do
+for kind in walr aggregate dp_gd; do
     "$PYTHON" "$WORK/$kind.py"
     echo "== $kind: dpgate (engine over the files) vs DuckDB (read_parquet)"
     farm-bench -n "${RUNS:-5}" --timeout 3600 --vs "$PYTHON $WORK/$kind.py" -- "$WORK/$kind"

@@ -89,14 +89,15 @@ pub fn require_signal(
     Ok(())
 }
 
-/// Every step passes over the rows again: the snapshot must fit in memory.
+/// DP-SGD's batches are sampled rows, read from the snapshot in memory:
+/// it must fit.
 pub fn require_in_memory(snapshot: &Snapshot) -> Result<(), ReleaseError> {
     if snapshot.fits() {
         Ok(())
     } else {
         Err(ReleaseError::Invalid(
             "the dataset is larger than the snapshot cache (DPGATE_CACHE_BYTES), \
-             and an iterative learner passes over all its rows many times"
+             and DP-SGD samples its batches from the rows held in memory"
                 .to_owned(),
         ))
     }

@@ -20,8 +20,9 @@ pub struct Case {
     /// gradient session and WALR over the stored features without a map,
     /// which is made from sums kept at upload, do not).
     pub reads: bool,
-    /// Whether it passes over the rows many times, so needs them in memory
-    /// (refused as invalid input without a snapshot cache).
+    /// Whether it needs the rows in memory (DP-SGD, whose batches are
+    /// sampled rows): refused as invalid input without a snapshot cache.
+    /// The other learners pass over the files when none is held.
     pub in_memory: bool,
 }
 
@@ -34,7 +35,7 @@ fn case(name: &'static str, request: ReleaseRequest) -> Case {
     }
 }
 
-fn iterative(name: &'static str, request: ReleaseRequest) -> Case {
+fn held(name: &'static str, request: ReleaseRequest) -> Case {
     Case {
         in_memory: true,
         ..case(name, request)
@@ -232,8 +233,8 @@ pub fn every_release(unit: &str) -> Vec<Case> {
                 }),
             ),
         ),
-        iterative("dp-gd", request(some, delta, dp_gd(None))),
-        iterative(
+        case("dp-gd", request(some, delta, dp_gd(None))),
+        case(
             "dp-gd warm start",
             request(
                 some,
@@ -244,8 +245,8 @@ pub fn every_release(unit: &str) -> Vec<Case> {
                 })),
             ),
         ),
-        iterative("dp-sgd", request(some, None, dp_sgd(None))),
-        iterative(
+        held("dp-sgd", request(some, None, dp_sgd(None))),
+        held(
             "dp-sgd projected",
             request(
                 some,
@@ -256,11 +257,11 @@ pub fn every_release(unit: &str) -> Vec<Case> {
                 })),
             ),
         ),
-        iterative("frank-wolfe", frank_wolfe(Vec::new())),
-        iterative("gradient", gradient(Some(vec![0.1, -0.2, 0.3]), None)),
+        case("frank-wolfe", frank_wolfe(Vec::new())),
+        case("gradient", gradient(Some(vec![0.1, -0.2, 0.3]), None)),
         Case {
             reads: false,
-            ..iterative("gradient session", gradient(None, Some(10)))
+            ..case("gradient session", gradient(None, Some(10)))
         },
     ];
     if unit == "label" {
