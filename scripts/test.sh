@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Every suite, in one command (the README's; .ci/run calls it): the Rust
-# tests (and the Postgres ones when TEST_POSTGRES_URL is set), a short
+# tests (and the Postgres ones when TEST_POSTGRES_URL is set; those of
+# data in an object store against moto's S3 server), a short
 # privacy audit of the cheap release kinds, the API fuzzed from outside,
 # the admin console in headless Chromium, and last the audit's mutation
 # test (a build with known privacy faults, so it runs after everything
 # that uses target/debug/dpgate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# moto's S3 server, for the tests of data in an object store.
+bash scripts/moto.sh
+export PATH="$PWD/target/moto-venv/bin:$PATH"
 
 log=$(mktemp)
 cargo test --workspace 2>&1 | tee "$log"

@@ -90,10 +90,19 @@ fn mint(keys: &crate::auth::Keys, token: &Token) -> anyhow::Result<String> {
 /// still holds as blocks written out into it, and files no manifest
 /// records (a day old or more) removed from it.
 async fn open_data(database: &Database, store: &dyn Store) -> anyhow::Result<Arc<DataDir>> {
-    let root = database.data_dir();
-    std::fs::create_dir_all(&root)
-        .with_context(|| format!("creating the data directory {}", root.display()))?;
-    let data = Arc::new(DataDir::new(root).with_roots(database.data_roots.clone()));
+    let location = database.data_dir();
+    let roots = database
+        .data_roots
+        .iter()
+        .map(|root| engine::Root::parse(root))
+        .collect::<Result<Vec<_>, _>>()
+        .context("DPGATE_DATA_ROOTS")?;
+    let data = DataDir::at(&location).context("DPGATE_DATA_DIR")?;
+    if let Some(root) = data.root() {
+        std::fs::create_dir_all(root)
+            .with_context(|| format!("creating the data directory {}", root.display()))?;
+    }
+    let data = Arc::new(data.with_roots(roots));
     engine::blocks_to_files(store, &data)
         .await
         .context("writing stored blocks out as files")?;
@@ -148,7 +157,7 @@ async fn serve_command(
     tracing::info!(
         addr = %listener.local_addr()?,
         database = %redact_url(&database.database_url),
-        data = %data.root().display(),
+        data = %data.location(),
         "dpgate listening"
     );
     app::serve(listener, metrics, AppState::new(store, data, keys, limits)).await

@@ -39,21 +39,22 @@ pub struct Database {
     /// A file holding the signing secret (created if missing).
     #[arg(long, env = "DPGATE_KEY_FILE", global = true)]
     pub key_file: Option<PathBuf>,
-    /// Where datasets' Parquet files live (default: beside the SQLite
-    /// file, `FILE-data/`; with Postgres, `dpgate-data/` here). Replicas
-    /// of one database share it.
+    /// Where datasets' Parquet files live: a directory, or an object
+    /// store's (`s3://bucket/prefix`, configured by the `AWS_*`
+    /// variables). Default: beside the SQLite file, `FILE-data/`; with
+    /// Postgres, `dpgate-data/` here. Replicas of one database share it.
     #[arg(long, env = "DPGATE_DATA_DIR", global = true)]
-    pub data_dir: Option<PathBuf>,
-    /// Directories whose Parquet files may be registered in place
-    /// (`source.uri`), comma-separated; none by default, which turns
-    /// registration off.
+    pub data_dir: Option<String>,
+    /// Directories (paths, or object store prefixes `s3://bucket/prefix`)
+    /// whose Parquet files may be registered in place (`source.uri`),
+    /// comma-separated; none by default, which turns registration off.
     #[arg(long, env = "DPGATE_DATA_ROOTS", value_delimiter = ',', global = true)]
-    pub data_roots: Vec<PathBuf>,
+    pub data_roots: Vec<String>,
 }
 
 impl Database {
     /// The data directory, set or defaulted.
-    pub fn data_dir(&self) -> PathBuf {
+    pub fn data_dir(&self) -> String {
         self.data_dir
             .clone()
             .unwrap_or_else(|| crate::engine::DataDir::default_for(&self.database_url))

@@ -328,8 +328,8 @@ pub struct VersionFile {
     /// Its place among the version's files (an upload writes one of each
     /// part; a registered directory may hold many).
     pub seq: u64,
-    /// Relative to the data directory, or the `file://` URI of a file
-    /// registered in place.
+    /// Relative to the data directory, or the URI (`file://`, `s3://`) of
+    /// a file registered in place.
     pub path: String,
     pub rows: u64,
     pub bytes: u64,
@@ -338,6 +338,10 @@ pub struct VersionFile {
     /// Of a file registered in place: its modification time then, in
     /// nanoseconds since the Unix epoch.
     pub modified_ns: Option<i64>,
+    /// Of a file registered in place: its entity tag then, which changes
+    /// with its bytes (an object store's, or one derived from a local
+    /// file's metadata).
+    pub etag: Option<String>,
 }
 
 impl VersionFile {

@@ -105,13 +105,14 @@ pub struct CreateDataset {
 }
 
 /// Parquet data registered in place: the files stay where they are, and
-/// dpgate records their size, modification time and SHA-256, refusing to
-/// compute on a file that no longer matches.
+/// dpgate records their size, modification time, entity tag and SHA-256,
+/// refusing to compute on a file that no longer matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Source {
-    /// `file:///…`: a directory (its `*.parquet` files, in name order) or
-    /// one Parquet file, under one of the operator's `DPGATE_DATA_ROOTS`.
+    /// `file:///…` or `s3://bucket/…`: a directory (its `*.parquet` files,
+    /// in name order) or one Parquet file, under one of the operator's
+    /// `DPGATE_DATA_ROOTS`.
     /// Columns are named as the schema's (`row_id`, the label, features,
     /// measures, dimensions), typed as in a Parquet upload.
     #[schema(example = "file:///srv/campaigns/2026-11/")]

@@ -49,7 +49,7 @@ pub async fn create(
     // that a bad one leaves nothing behind.
     let read = match &request.source {
         Some(source) => {
-            let located = rows::located(&state, source)?;
+            let located = rows::located(&state, source).await?;
             let span = tracing::info_span!("ingest", dataset = %record.id);
             Some(
                 rows::read_rows(&state, &record, Rows::Source(located), None)

@@ -55,7 +55,7 @@ async fn rows_of(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Ro
                 ApiError::PayloadTooLarge(format!("JSON bodies are limited to {limit} bytes"))
             })?;
             let request: RegisterRows = super::body::parse(&bytes)?;
-            return located(state, &request.source).map(Rows::Source);
+            return located(state, &request.source).await.map(Rows::Source);
         }
         _ => Format::Ndjson,
     };
@@ -74,11 +74,12 @@ async fn rows_of(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Ro
 }
 
 /// The files of `source`.
-pub(super) fn located(state: &AppState, source: &Source) -> Result<Vec<Located>, ApiError> {
+pub(super) async fn located(state: &AppState, source: &Source) -> Result<Vec<Located>, ApiError> {
     state
         .snapshots
         .data()
         .locate(&source.uri)
+        .await
         .map_err(source_error)
 }
 
@@ -345,6 +346,7 @@ pub(super) async fn commit_source(session: Upload, read: &Read) -> Result<Datase
         &read.hashes.sha256,
         session.version(),
     )
+    .await
     .map_err(source_error)?;
     Ok(session
         .commit_registered(rows, &stats_of(&read.summary)?, &files)
@@ -409,17 +411,20 @@ pub(super) async fn read_rows(
             (Some((body, limit)), None, parser)
         }
         Rows::Source(located) => {
-            let opened: Result<Vec<_>, _> = located.iter().map(Located::open).collect();
-            let opened = opened?;
+            let files = located.clone();
             let parser = tokio::task::spawn_blocking(move || {
                 let _entered = span.enter();
+                let opened = files.iter().map(Located::open).collect();
                 let parsed = ingest::parse_files(opened, &schema, |batch| keeper.take(batch));
                 (parsed, keeper.added)
             });
             // The files are hashed on the other core while they are read.
             let hashing = tokio::task::spawn_blocking(move || {
-                let sha256: Result<Vec<String>, _> =
-                    located.iter().map(engine::sha256_of).collect();
+                let runtime = tokio::runtime::Handle::current();
+                let sha256: Result<Vec<String>, _> = located
+                    .iter()
+                    .map(|file| runtime.block_on(file.sha256()))
+                    .collect();
                 sha256.map(|sha256| Hashes { located, sha256 })
             });
             (None, Some(hashing), parser)

@@ -36,9 +36,7 @@ pub async fn blocks_to_files(store: &dyn Store, dir: &Arc<DataDir>) -> Result<u6
                 tokio::task::spawn_blocking(move || writer.write(&block).map(|()| writer)).await,
             )??;
         }
-        let folder = dir.clone();
-        let (files, written) =
-            joined(tokio::task::spawn_blocking(move || writer.finish(&folder)).await)??;
+        let (files, written) = joined(tokio::task::spawn_blocking(move || writer.finish()).await)??;
         if store.blocks_to_files(id, version, &files).await? {
             written.keep();
             converted += 1;

@@ -13,6 +13,7 @@
 //! outcome never opens that file.
 
 mod convert;
+mod objects;
 mod read;
 mod run;
 mod source;
@@ -22,12 +23,17 @@ mod upload;
 mod write;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
+use url::Url;
+
 pub use convert::blocks_to_files;
+pub use objects::{Object, ObjectReader, Stamp};
 pub use read::{Needed, stream};
 pub use run::sum;
-pub use source::{Located, SourceError, manifest, sha256_of, unchanged};
+pub use source::{Located, Root, SourceError, manifest, unchanged};
 #[cfg(test)]
 pub(crate) use summed::summed_in_parts;
 pub use summed::{Summed, add_exact};
@@ -36,45 +42,89 @@ pub use upload::Upload;
 
 use crate::store::StoreError;
 
-/// Where dataset files live, and how many outcome files were opened.
+/// Where dataset files live, where they may be registered from, and how
+/// many outcome files were opened.
 #[derive(Debug)]
 pub struct DataDir {
-    root: PathBuf,
+    /// A directory's URL, `/`-terminated: `file:///…/` or an object
+    /// store's (`s3://bucket/prefix/`).
+    location: Url,
+    /// The same, when it is on local disk.
+    local: Option<PathBuf>,
     /// Where data may be registered in place from (none by default).
-    roots: Vec<PathBuf>,
+    roots: Vec<Root>,
+    stores: DefaultObjectStoreRegistry,
     outcome_opens: AtomicU64,
 }
 
 impl DataDir {
+    /// The data directory at `root` on local disk.
     pub fn new(root: PathBuf) -> DataDir {
+        let root = std::path::absolute(&root).unwrap_or(root);
+        let location = Url::from_directory_path(&root)
+            .unwrap_or_else(|()| Url::parse("file:///").expect("a constant URL"));
         DataDir {
-            root,
+            location,
+            local: Some(root),
             roots: Vec::new(),
+            stores: DefaultObjectStoreRegistry::new(),
             outcome_opens: AtomicU64::new(0),
+        }
+    }
+
+    /// The data directory at `location`: a local path, or an object
+    /// store's URL (`s3://bucket/prefix`).
+    pub fn at(location: &str) -> Result<DataDir, SourceError> {
+        match remote_url(location)? {
+            None => {
+                let path = match Url::parse(location) {
+                    Ok(url) if url.scheme() == "file" => url.to_file_path().map_err(|()| {
+                        SourceError::Invalid(format!("{location:?} is not a local path"))
+                    })?,
+                    _ => PathBuf::from(location),
+                };
+                Ok(DataDir::new(path))
+            }
+            Some(url) => Ok(DataDir {
+                location: url,
+                local: None,
+                roots: Vec::new(),
+                stores: DefaultObjectStoreRegistry::new(),
+                outcome_opens: AtomicU64::new(0),
+            }),
         }
     }
 
     /// The directory for `database_url` unless one is set: beside a SQLite
     /// file (`dpgate.db` keeps its files in `dpgate.db-data/`, as SQLite
     /// keeps `dpgate.db-wal`), else `dpgate-data` in the working directory.
-    pub fn default_for(database_url: &str) -> PathBuf {
+    pub fn default_for(database_url: &str) -> String {
         let file = database_url
             .strip_prefix("sqlite://")
             .or_else(|| database_url.strip_prefix("sqlite:"))
             .map(|rest| rest.split('?').next().unwrap_or(rest))
             .filter(|file| !file.is_empty() && !file.contains(":memory:"));
         match file {
-            Some(file) => PathBuf::from(format!("{file}-data")),
-            None => PathBuf::from("dpgate-data"),
+            Some(file) => format!("{file}-data"),
+            None => "dpgate-data".to_owned(),
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The directory on local disk, unless it is in an object store.
+    pub fn root(&self) -> Option<&Path> {
+        self.local.as_deref()
     }
 
-    fn path(&self, relative: &str) -> PathBuf {
-        self.root.join(relative)
+    /// Where it is, as a URL.
+    pub fn location(&self) -> &Url {
+        &self.location
+    }
+
+    /// Uses `store` for objects under `url` (an object store's root,
+    /// `s3://bucket`) instead of one configured from the environment.
+    pub fn with_store(self, url: &Url, store: Arc<dyn object_store::ObjectStore>) -> DataDir {
+        self.stores.register(url.clone(), store);
+        self
     }
 
     /// Outcome files opened since the last call (which resets it): what
@@ -86,6 +136,33 @@ impl DataDir {
     fn opened_outcomes(&self) {
         self.outcome_opens.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// The URL of `location` if it names an object store's directory
+/// (`/`-terminated), `None` if it is a local path.
+fn remote_url(location: &str) -> Result<Option<Url>, SourceError> {
+    let Some((scheme, _)) = location.split_once("://") else {
+        return Ok(None);
+    };
+    if scheme == "file" {
+        return Ok(None);
+    }
+    if scheme != "s3" {
+        return Err(SourceError::Invalid(format!(
+            "{location:?}: only local paths, file:// and s3:// URLs are supported"
+        )));
+    }
+    let mut url = Url::parse(location)
+        .map_err(|error| SourceError::Invalid(format!("{location:?}: {error}")))?;
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(SourceError::Invalid(format!(
+            "{location:?} names no bucket"
+        )));
+    }
+    if !url.path().ends_with('/') {
+        url.set_path(&format!("{}/", url.path()));
+    }
+    Ok(Some(url))
 }
 
 /// A blocking file task's result, its panic or cancellation a file error.

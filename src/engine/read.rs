@@ -1,18 +1,17 @@
 //! Reading a version's files back as blocks of rows.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::Read;
 use std::sync::Arc;
 
 use arrow_array::{
     Array, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
 };
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
-use sha2::{Digest, Sha256};
+use parquet::errors::ParquetError;
+use tokio::runtime::Handle;
 
-use super::source::{changed, full_path};
+use super::objects::{Batches, Object};
+use super::source::differs;
 use super::{DataDir, io_error};
 use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
 use crate::ingest::stored_columns;
@@ -30,40 +29,30 @@ fn corrupt(path: &str, detail: impl std::fmt::Display) -> StoreError {
     }
 }
 
-/// Opens a recorded file after checking its metadata against the
-/// manifest: a file that was replaced, truncated, removed or (registered
-/// in place) modified is refused before a byte of it is read.
-fn open(dir: &DataDir, file: &VersionFile) -> Result<File, StoreError> {
-    if let Some(why) = changed(dir, file) {
+/// A recorded file, after checking its metadata against the manifest: a
+/// file that was replaced, truncated, removed or (registered in place)
+/// modified is refused before a byte of it is read. On a blocking thread
+/// of the runtime.
+fn open(dir: &DataDir, file: &VersionFile) -> Result<Object, StoreError> {
+    let object = dir.object_of(file)?;
+    let stamp = runtime()?.block_on(object.stamp())?;
+    if let Some(why) = differs(file, &stamp) {
         return Err(StoreError::Changed(why));
     }
-    let full = full_path(dir, file)?;
-    let opened = File::open(&full).map_err(|error| io_error(full.display(), error))?;
     if file.part == FilePart::Outcomes {
         dir.opened_outcomes();
     }
-    Ok(opened)
+    Ok(object)
 }
 
-/// The SHA-256 of the file at `path`, lowercase hex.
-pub(super) fn sha256(path: &std::path::Path) -> Result<String, StoreError> {
-    let mut hash = Sha256::new();
-    let mut reader = File::open(path).map_err(|error| io_error(path.display(), error))?;
-    let mut buffer = vec![0; 1 << 20];
-    loop {
-        match reader.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(read) => hash.update(&buffer[..read]),
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(io_error(path.display(), error)),
-        }
-    }
-    Ok(hex::encode(hash.finalize()))
+fn runtime() -> Result<Handle, StoreError> {
+    Handle::try_current().map_err(|error| io_error("reading files", error))
 }
 
-/// Checks the whole file's SHA-256 against the manifest.
-fn verify(dir: &DataDir, file: &VersionFile) -> Result<(), StoreError> {
-    if sha256(&full_path(dir, file)?)? == file.sha256 {
+/// Checks the whole file's SHA-256 against the manifest, waiting on
+/// `handle`'s runtime.
+fn verify(dir: &DataDir, file: &VersionFile, handle: &Handle) -> Result<(), StoreError> {
+    if handle.block_on(dir.object_of(file)?.sha256())? == file.sha256 {
         Ok(())
     } else {
         Err(StoreError::Changed(format!(
@@ -81,16 +70,13 @@ fn reader(
     names: &Names,
     batch_rows: usize,
     columns: Option<&[&str]>,
-) -> Result<ParquetRecordBatchReader, StoreError> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(open(dir, file)?)
-        .map_err(|error| corrupt(&file.path, error))?;
+) -> Result<Batches, StoreError> {
     let part = names.of_part(file.part);
     let columns = columns.unwrap_or(&part);
-    let mask = ProjectionMask::columns(builder.parquet_schema(), columns.iter().copied());
-    builder
-        .with_projection(mask)
-        .with_batch_size(batch_rows)
-        .build()
+    open(dir, file)?
+        .batches(file.bytes, batch_rows, |schema| {
+            ProjectionMask::columns(schema, columns.iter().copied())
+        })
         .map_err(|error| corrupt(&file.path, error))
 }
 
@@ -99,7 +85,7 @@ fn reader(
 fn encoded(
     file: &VersionFile,
     schema: &Schema,
-    batch: Result<RecordBatch, arrow_schema::ArrowError>,
+    batch: Result<RecordBatch, ParquetError>,
 ) -> Result<RecordBatch, StoreError> {
     let batch = batch.map_err(|error| corrupt(&file.path, error))?;
     if !file.registered() {
@@ -381,11 +367,14 @@ impl Reading<'_> {
                 .transpose()?;
             // The hashes are checked on the other core while this one decodes
             // (a registered file, both parts of the version, once).
+            let handle = runtime()?;
             let read = std::thread::scope(|scope| {
                 let hashing = scope.spawn(|| {
-                    verify(dir, version.inputs)?;
+                    verify(dir, version.inputs, &handle)?;
                     match version.outcomes {
-                        Some(file) if file.path != version.inputs.path => verify(dir, file),
+                        Some(file) if file.path != version.inputs.path => {
+                            verify(dir, file, &handle)
+                        }
                         _ => Ok(()),
                     }
                 });

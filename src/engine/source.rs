@@ -1,15 +1,18 @@
 //! Data registered in place: the operator's Parquet files, read where they
-//! are. Only files under one of the operator's roots (`DPGATE_DATA_ROOTS`)
-//! may be registered, after symbolic links are resolved, so a caller
-//! cannot name a file the operator did not offer. The manifest records each
-//! file's size, modification time and SHA-256 as registered: a release
-//! checks the first two before its debit ([`unchanged`]), and a read
-//! checks all three, so a changed file is never computed on.
+//! are, on local disk or in an object store. Only files under one of the
+//! operator's roots (`DPGATE_DATA_ROOTS`) may be registered (local ones
+//! after symbolic links are resolved), so a caller cannot name a file the
+//! operator did not offer. The manifest records each file's size,
+//! modification time, entity tag and SHA-256 as registered: a release
+//! checks the first three before its debit ([`unchanged`]), and a read
+//! checks them all, so a changed file is never computed on.
 
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
-use super::{DataDir, io_error};
+use url::Url;
+
+use super::objects::{Object, ObjectReader, Stamp, stamp_of};
+use super::{DataDir, remote_url};
 use crate::dataset::{FilePart, VersionFile};
 use crate::ingest::SourceFile;
 use crate::store::StoreError;
@@ -25,66 +28,84 @@ pub enum SourceError {
     Invalid(String),
 }
 
-/// A file of a source, as found.
+/// A place the operator lets data be registered from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Root {
+    /// A directory on local disk.
+    Local(PathBuf),
+    /// A prefix in an object store, `/`-terminated
+    /// (`s3://bucket/prefix/`).
+    Remote(Url),
+}
+
+impl Root {
+    /// A root as `DPGATE_DATA_ROOTS` lists it: a local path, a `file://`
+    /// URL or an object store's (`s3://bucket/prefix`).
+    pub fn parse(text: &str) -> Result<Root, SourceError> {
+        match remote_url(text)? {
+            Some(url) => Ok(Root::Remote(url)),
+            None => match Url::parse(text) {
+                Ok(url) if url.scheme() == "file" => url
+                    .to_file_path()
+                    .map(Root::Local)
+                    .map_err(|()| SourceError::Invalid(format!("{text:?} is not a local path"))),
+                _ => Ok(Root::Local(PathBuf::from(text))),
+            },
+        }
+    }
+}
+
+impl From<PathBuf> for Root {
+    fn from(path: PathBuf) -> Root {
+        Root::Local(path)
+    }
+}
+
+/// A file of a source, as found.
+#[derive(Debug, Clone)]
 pub struct Located {
     /// Its name in the registered directory (or the file's own name).
     pub name: String,
     /// Canonical: no link, no `..`.
-    pub path: PathBuf,
-    pub bytes: u64,
-    pub modified_ns: i64,
+    pub object: Object,
+    pub stamp: Stamp,
 }
 
 impl Located {
-    fn of(path: PathBuf) -> Result<Located, SourceError> {
-        let name = path
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (bytes, modified_ns) = metadata(&path).map_err(|error| {
-            SourceError::Invalid(format!("cannot read {}: {error}", path.display()))
-        })?;
-        Ok(Located {
-            name,
-            path,
-            bytes,
-            modified_ns,
-        })
+    pub fn url(&self) -> &Url {
+        self.object.url()
     }
 
-    pub fn open(&self) -> Result<SourceFile, StoreError> {
-        let file = std::fs::File::open(&self.path).map_err(|error| io_error(&self.name, error))?;
-        Ok(SourceFile {
+    /// Its Parquet footer, read: on a blocking thread of the runtime.
+    pub fn open(&self) -> SourceFile<ObjectReader> {
+        SourceFile {
             name: self.name.clone(),
-            file,
-        })
+            parquet: self.object.parquet(self.stamp.bytes),
+        }
+    }
+
+    /// The SHA-256 of its bytes, lowercase hex.
+    pub async fn sha256(&self) -> Result<String, StoreError> {
+        self.object.sha256().await
     }
 }
 
-/// A file's size and modification time (nanoseconds since the epoch).
-fn metadata(path: &Path) -> std::io::Result<(u64, i64)> {
-    let metadata = std::fs::metadata(path)?;
-    let modified = metadata
-        .modified()?
-        .duration_since(UNIX_EPOCH)
-        .map_err(std::io::Error::other)?;
-    let nanos = i64::try_from(modified.as_nanos()).map_err(std::io::Error::other)?;
-    Ok((metadata.len(), nanos))
+fn is_parquet(name: &str) -> bool {
+    name.ends_with(".parquet")
 }
 
 impl DataDir {
-    /// This data directory, with `roots` the directories whose Parquet
-    /// files may be registered in place.
-    pub fn with_roots(mut self, roots: Vec<PathBuf>) -> DataDir {
+    /// This data directory, with `roots` the places whose Parquet files
+    /// may be registered in place.
+    pub fn with_roots(mut self, roots: Vec<Root>) -> DataDir {
         self.roots = roots;
         self
     }
 
-    /// The files of the source at `uri`: a `file://` URI of a Parquet file,
-    /// or of a directory (its regular `*.parquet` files, in name order),
-    /// under one of the roots.
-    pub fn locate(&self, uri: &str) -> Result<Vec<Located>, SourceError> {
+    /// The files of the source at `uri`: a `file://` or `s3://` URI of a
+    /// Parquet file, or of a directory (its `*.parquet` files, in name
+    /// order; not those of its subdirectories), under one of the roots.
+    pub async fn locate(&self, uri: &str) -> Result<Vec<Located>, SourceError> {
         if self.roots.is_empty() {
             return Err(SourceError::Forbidden(
                 "registering data in place is off: the operator lists the directories it may \
@@ -92,54 +113,17 @@ impl DataDir {
                     .to_owned(),
             ));
         }
-        let parsed = url::Url::parse(uri)
+        let parsed = Url::parse(uri)
             .map_err(|error| SourceError::Invalid(format!("source.uri {uri:?}: {error}")))?;
-        if parsed.scheme() != "file" {
-            return Err(SourceError::Invalid(format!(
-                "source.uri {uri:?}: only file:// URIs can be registered"
-            )));
-        }
-        let path = parsed.to_file_path().map_err(|()| {
-            SourceError::Invalid(format!("source.uri {uri:?} is not a local path"))
-        })?;
-        let path = path
-            .canonicalize()
-            .map_err(|error| SourceError::Invalid(format!("source.uri {uri:?}: {error}")))?;
-        let root = self.root_of(&path).ok_or_else(|| {
-            SourceError::Forbidden(format!(
-                "source.uri {uri:?} is not under any directory DPGATE_DATA_ROOTS allows"
-            ))
-        })?;
-        if !path.is_dir() {
-            return Ok(vec![Located::of(path)?]);
-        }
-        let listed = std::fs::read_dir(&path)
-            .map_err(|error| SourceError::Invalid(format!("source.uri {uri:?}: {error}")))?;
-        let mut files = Vec::new();
-        for entry in listed {
-            let entry = entry
-                .map_err(|error| SourceError::Invalid(format!("source.uri {uri:?}: {error}")))?;
-            let file = entry.path();
-            if file
-                .extension()
-                .is_none_or(|extension| extension != "parquet")
-            {
-                continue;
-            }
-            // A link out of the root is refused, not followed.
-            let file = file
-                .canonicalize()
-                .map_err(|error| SourceError::Invalid(format!("{}: {error}", file.display())))?;
-            if !file.starts_with(&root) {
-                return Err(SourceError::Forbidden(format!(
-                    "{} links out of the allowed directories",
-                    entry.path().display()
+        let mut files = match parsed.scheme() {
+            "file" => self.locate_local(uri, &parsed).await?,
+            "s3" => self.locate_remote(uri, parsed).await?,
+            _ => {
+                return Err(SourceError::Invalid(format!(
+                    "source.uri {uri:?}: only file:// and s3:// URIs can be registered"
                 )));
             }
-            if file.is_file() {
-                files.push(Located::of(file)?);
-            }
-        }
+        };
         if files.is_empty() {
             return Err(SourceError::Invalid(format!(
                 "source.uri {uri:?} holds no *.parquet file"
@@ -149,20 +133,127 @@ impl DataDir {
         Ok(files)
     }
 
-    /// The allowed root `path` is under, canonical.
+    async fn locate_local(&self, uri: &str, parsed: &Url) -> Result<Vec<Located>, SourceError> {
+        let invalid = |error: &dyn std::fmt::Display| {
+            SourceError::Invalid(format!("source.uri {uri:?}: {error}"))
+        };
+        let path = parsed.to_file_path().map_err(|()| {
+            SourceError::Invalid(format!("source.uri {uri:?} is not a local path"))
+        })?;
+        let path = path.canonicalize().map_err(|error| invalid(&error))?;
+        let root = self.root_of(&path).ok_or_else(|| outside(uri))?;
+        let mut paths = Vec::new();
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).map_err(|error| invalid(&error))? {
+                let entry = entry.map_err(|error| invalid(&error))?;
+                if !is_parquet(&entry.file_name().to_string_lossy()) {
+                    continue;
+                }
+                // A link out of the root is refused, not followed.
+                let file = entry.path().canonicalize().map_err(|error| {
+                    SourceError::Invalid(format!("{}: {error}", entry.path().display()))
+                })?;
+                if !file.starts_with(&root) {
+                    return Err(SourceError::Forbidden(format!(
+                        "{} links out of the allowed directories",
+                        entry.path().display()
+                    )));
+                }
+                if file.is_file() {
+                    paths.push(file);
+                }
+            }
+        } else {
+            paths.push(path);
+        }
+        let mut files = Vec::with_capacity(paths.len());
+        for path in paths {
+            let url = Url::from_file_path(&path).map_err(|()| {
+                SourceError::Invalid(format!("{} has no file URI", path.display()))
+            })?;
+            let object = self.object(&url).map_err(|error| invalid(&error))?;
+            let stamp = object.stamp().await.map_err(|error| invalid(&error))?;
+            let name = path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            files.push(Located {
+                name,
+                object,
+                stamp,
+            });
+        }
+        Ok(files)
+    }
+
+    /// An object store's source: the object `uri` names, or the objects
+    /// directly under it.
+    async fn locate_remote(&self, uri: &str, parsed: Url) -> Result<Vec<Located>, SourceError> {
+        let invalid = |error: &dyn std::fmt::Display| {
+            SourceError::Invalid(format!("source.uri {uri:?}: {error}"))
+        };
+        let under = |root: &Root| match root {
+            Root::Remote(root) => {
+                root.host_str() == parsed.host_str()
+                    && (parsed.path().starts_with(root.path())
+                        || format!("{}/", parsed.path()) == root.path())
+            }
+            Root::Local(_) => false,
+        };
+        if !self.roots.iter().any(under) {
+            return Err(outside(uri));
+        }
+        let object = self.object(&parsed).map_err(|error| invalid(&error))?;
+        if is_parquet(parsed.path())
+            && let Ok(stamp) = object.stamp().await
+        {
+            let name = object.path().filename().unwrap_or_default().to_owned();
+            return Ok(vec![Located {
+                name,
+                object,
+                stamp,
+            }]);
+        }
+        let listed = object
+            .store()
+            .list_with_delimiter(Some(object.path()))
+            .await
+            .map_err(|error| invalid(&error))?;
+        Ok(listed
+            .objects
+            .iter()
+            .filter(|meta| meta.location.filename().is_some_and(is_parquet))
+            .map(|meta| Located {
+                name: meta.location.filename().unwrap_or_default().to_owned(),
+                object: object.at(meta.location.clone()),
+                stamp: stamp_of(meta),
+            })
+            .collect())
+    }
+
+    /// The allowed local root `path` is under, canonical.
     fn root_of(&self, path: &Path) -> Option<PathBuf> {
         self.roots
             .iter()
-            .filter_map(|root| root.canonicalize().ok())
+            .filter_map(|root| match root {
+                Root::Local(root) => root.canonicalize().ok(),
+                Root::Remote(_) => None,
+            })
             .find(|root| path.starts_with(root))
     }
 }
 
+fn outside(uri: &str) -> SourceError {
+    SourceError::Forbidden(format!(
+        "source.uri {uri:?} is not under any directory DPGATE_DATA_ROOTS allows"
+    ))
+}
+
 /// The manifest's records of `files` as version `version` of a dataset,
 /// `rows` and `sha256` each file's: every file as the version's inputs and
-/// as its outcomes. A file whose size or modification time changed since
-/// it was located is refused (it changed while it was read).
-pub fn manifest(
+/// as its outcomes. A file whose metadata changed since it was located is
+/// refused (it changed while it was read).
+pub async fn manifest(
     files: &[Located],
     rows: &[u64],
     sha256: &[String],
@@ -170,82 +261,69 @@ pub fn manifest(
 ) -> Result<Vec<VersionFile>, SourceError> {
     let mut records = Vec::with_capacity(2 * files.len());
     for (seq, ((file, &rows), sha256)) in files.iter().zip(rows).zip(sha256).enumerate() {
-        if metadata(&file.path).ok() != Some((file.bytes, file.modified_ns)) {
+        if file.object.stamp().await.ok().as_ref() != Some(&file.stamp) {
             return Err(SourceError::Invalid(format!(
                 "{} changed while it was registered",
                 file.name
             )));
         }
-        let path = url::Url::from_file_path(&file.path)
-            .map_err(|()| SourceError::Invalid(format!("{} has no file URI", file.name)))?;
         for part in [FilePart::Inputs, FilePart::Outcomes] {
             records.push(VersionFile {
                 version,
                 part,
                 seq: seq as u64,
-                path: path.to_string(),
+                path: file.url().to_string(),
                 rows,
-                bytes: file.bytes,
+                bytes: file.stamp.bytes,
                 sha256: sha256.clone(),
-                modified_ns: Some(file.modified_ns),
+                modified_ns: Some(file.stamp.modified_ns),
+                etag: file.stamp.etag.clone(),
             });
         }
     }
     Ok(records)
 }
 
-/// Where a recorded file is.
-pub(super) fn full_path(dir: &DataDir, file: &VersionFile) -> Result<PathBuf, StoreError> {
-    if !file.registered() {
-        return Ok(dir.path(&file.path));
+/// Why `stamp` (a recorded file's metadata now) is not what the manifest
+/// recorded, or `None`: the size, and a registered file's modification
+/// time and entity tag.
+pub(super) fn differs(file: &VersionFile, stamp: &Stamp) -> Option<String> {
+    if stamp.bytes != file.bytes {
+        return Some(format!(
+            "{} is {} bytes where the manifest recorded {}",
+            file.path, stamp.bytes, file.bytes
+        ));
     }
-    url::Url::parse(&file.path)
-        .ok()
-        .and_then(|uri| uri.to_file_path().ok())
-        .ok_or_else(|| StoreError::Corrupt {
-            what: "dataset file",
-            detail: format!("{} is not a file URI", file.path),
-        })
+    let modified = file
+        .modified_ns
+        .is_some_and(|recorded| recorded != stamp.modified_ns);
+    let retagged = file.etag.is_some() && file.etag != stamp.etag;
+    (modified || retagged).then(|| format!("{} was modified after it was registered", file.path))
 }
 
-/// Why `file` no longer matches its record, from its metadata alone
-/// (size, and the modification time of a registered file), or `None`.
-pub(super) fn changed(dir: &DataDir, file: &VersionFile) -> Option<String> {
-    let path = match full_path(dir, file) {
-        Ok(path) => path,
+/// Why `file` no longer matches its record, from its metadata alone, or
+/// `None`.
+async fn changed(dir: &DataDir, file: &VersionFile) -> Option<String> {
+    let object = match dir.object_of(file) {
+        Ok(object) => object,
         Err(error) => return Some(error.to_string()),
     };
-    match metadata(&path) {
-        Err(error) => Some(format!("{}: {error}", file.path)),
-        Ok((bytes, _)) if bytes != file.bytes => Some(format!(
-            "{} is {bytes} bytes where the manifest recorded {}",
-            file.path, file.bytes
-        )),
-        Ok((_, modified))
-            if file
-                .modified_ns
-                .is_some_and(|recorded| recorded != modified) =>
-        {
-            Some(format!(
-                "{} was modified after it was registered",
-                file.path
-            ))
-        }
-        Ok(_) => None,
+    match object.stamp().await {
+        Err(error) => Some(error.to_string()),
+        Ok(stamp) => differs(file, &stamp),
     }
 }
 
 /// Checks every file of a snapshot against its record from metadata alone,
 /// reading none of it: what a release does before its debit, so that a
 /// file changed since it was recorded costs nothing.
-pub fn unchanged(dir: &DataDir, files: &[VersionFile]) -> Result<(), StoreError> {
-    match files.iter().find_map(|file| changed(dir, file)) {
-        Some(why) => Err(StoreError::Changed(why)),
-        None => Ok(()),
+pub async fn unchanged(dir: &DataDir, files: &[VersionFile]) -> Result<(), StoreError> {
+    // A few at a time: an object store answers each in a round trip.
+    for some in files.chunks(16) {
+        let changes = futures_util::future::join_all(some.iter().map(|file| changed(dir, file)));
+        if let Some(why) = changes.await.into_iter().flatten().next() {
+            return Err(StoreError::Changed(why));
+        }
     }
-}
-
-/// The SHA-256 of a located file's bytes, lowercase hex.
-pub fn sha256_of(file: &Located) -> Result<String, StoreError> {
-    super::read::sha256(&file.path)
+    Ok(())
 }

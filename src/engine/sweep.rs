@@ -1,16 +1,19 @@
-//! Files in the data directory that no manifest records: left by an
-//! upload whose commit failed in a way that leaves its outcome unknown
-//! (its files are kept then, since a recorded file that is gone is worse
-//! than an unrecorded one), or by a process that died mid-upload. Nothing
-//! reads them; the sweep at start-up removes those older than a grace
-//! period that no upload still being written, on any replica, reaches.
+//! Files in the data directory (on local disk or in an object store) that
+//! no manifest records: left by an upload whose commit failed in a way
+//! that leaves its outcome unknown (its files are kept then, since a
+//! recorded file that is gone is worse than an unrecorded one), or by a
+//! process that died mid-upload. Nothing reads them; the sweep at start-up
+//! removes those older than a grace period that no upload still being
+//! written, on any replica, reaches.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{DataDir, io_error, joined};
+use futures_util::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use super::{DataDir, io_error};
 use crate::store::{Store, StoreError};
 
 /// How old an unrecorded file must be to be removed: far beyond the
@@ -37,10 +40,31 @@ pub async fn sweep(
     let cutoff = SystemTime::now()
         .checked_sub(grace)
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    let dir = dir.clone();
-    joined(
-        tokio::task::spawn_blocking(move || remove_unrecorded(dir.root(), &recorded, cutoff)).await,
-    )?
+    // dpgate's files are `DATASET/NAME.parquet` in the directory, recorded
+    // by that relative path.
+    let home = dir.object_at("")?;
+    let failed = |error: object_store::Error| io_error(home.url(), error);
+    let mut listing = home.store().list(Some(home.path()));
+    let mut removed = 0;
+    while let Some(meta) = listing.next().await {
+        let meta = meta.map_err(failed)?;
+        let Some(parts) = meta.location.prefix_match(home.path()) else {
+            continue;
+        };
+        let parts: Vec<String> = parts.map(|part| part.as_ref().to_owned()).collect();
+        let [folder, name] = parts.as_slice() else {
+            continue;
+        };
+        let relative = format!("{folder}/{name}");
+        let stale = SystemTime::from(meta.last_modified) < cutoff;
+        let ours = uuid::Uuid::parse_str(folder).is_ok() && dpgate_named(name);
+        if ours && stale && !recorded.contains(&relative) {
+            home.store().delete(&meta.location).await.map_err(failed)?;
+            tracing::info!(file = %relative, "removed a file no manifest records");
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Whether `name` is one dpgate gives its files,
@@ -60,44 +84,4 @@ pub(super) fn dpgate_named(name: &str) -> bool {
         && tag.len() == 12
         && tag.bytes().all(|byte| byte.is_ascii_hexdigit())
         && (part == "inputs" || part == "outcomes")
-}
-
-/// The work of [`sweep`]: dpgate's files are `DATASET/NAME.parquet` under
-/// `root`, recorded by that relative path.
-fn remove_unrecorded(
-    root: &Path,
-    recorded: &HashSet<String>,
-    cutoff: SystemTime,
-) -> Result<u64, StoreError> {
-    let entries =
-        |dir: &Path| std::fs::read_dir(dir).map_err(|error| io_error(dir.display(), error));
-    let mut removed = 0;
-    for folder in entries(root)? {
-        let folder = folder.map_err(|error| io_error(root.display(), error))?;
-        if !folder.file_type().is_ok_and(|kind| kind.is_dir()) {
-            continue;
-        }
-        let folder_path = folder.path();
-        for file in entries(&folder_path)? {
-            let file = file.map_err(|error| io_error(folder_path.display(), error))?;
-            let path = file.path();
-            let relative = format!(
-                "{}/{}",
-                folder.file_name().to_string_lossy(),
-                file.file_name().to_string_lossy()
-            );
-            let stale = file
-                .metadata()
-                .and_then(|metadata| metadata.modified())
-                .is_ok_and(|modified| modified < cutoff);
-            let ours = uuid::Uuid::parse_str(&folder.file_name().to_string_lossy()).is_ok()
-                && dpgate_named(&file.file_name().to_string_lossy());
-            if ours && stale && !recorded.contains(&relative) {
-                std::fs::remove_file(&path).map_err(|error| io_error(path.display(), error))?;
-                tracing::info!(file = %relative, "removed a file no manifest records");
-                removed += 1;
-            }
-        }
-    }
-    Ok(removed)
 }

@@ -122,7 +122,7 @@ pub(super) async fn read(
 }
 
 fn metadata(fixture: &Fixture, file: &VersionFile) -> parquet::file::metadata::ParquetMetaData {
-    let opened = std::fs::File::open(fixture.data.root().join(&file.path)).expect("opens");
+    let opened = std::fs::File::open(fixture.data.root().unwrap().join(&file.path)).expect("opens");
     SerializedFileReader::new(opened)
         .expect("a Parquet file")
         .metadata()
@@ -164,7 +164,7 @@ async fn outcomes_are_written_without_statistics_indexes_or_filters() {
     assert_eq!(names, ["y", "spend"]);
     assert_eq!(
         files[0].bytes,
-        std::fs::metadata(fixture.data.root().join(&files[0].path))
+        std::fs::metadata(fixture.data.root().unwrap().join(&files[0].path))
             .unwrap()
             .len()
     );
@@ -213,7 +213,7 @@ async fn versions_read_back_in_order_and_inputs_alone_open_no_outcomes() {
 #[tokio::test]
 async fn a_changed_file_is_never_read_to_the_end() {
     let (fixture, record, files) = uploaded(2_000).await;
-    let outcomes = fixture.data.root().join(&files[1].path);
+    let outcomes = fixture.data.root().unwrap().join(&files[1].path);
     let original = std::fs::read(&outcomes).unwrap();
 
     let mut flipped = original.clone();
@@ -261,7 +261,7 @@ async fn an_abandoned_upload_leaves_no_file() {
         .await
         .unwrap();
     upload.insert((0..10).map(row).collect()).await.unwrap();
-    let folder = fixture.data.root().join(record.id.to_string());
+    let folder = fixture.data.root().unwrap().join(record.id.to_string());
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 2);
     drop(upload);
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
@@ -289,18 +289,14 @@ fn the_default_directory_sits_beside_the_sqlite_file() {
         ("postgres://db/dpgate", "dpgate-data"),
     ];
     for (url, expected) in cases {
-        assert_eq!(
-            DataDir::default_for(url),
-            std::path::PathBuf::from(expected),
-            "{url}"
-        );
+        assert_eq!(DataDir::default_for(url), expected, "{url}");
     }
 }
 
-/// Sources are located only under the roots, only as `file://` URIs, and
-/// a directory's Parquet files only, in name order.
-#[test]
-fn sources_are_located_under_the_roots_alone() {
+/// Sources are located only under the roots, only as `file://` (or
+/// `s3://`) URIs, and a directory's Parquet files only, in name order.
+#[tokio::test]
+async fn sources_are_located_under_the_roots_alone() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("set")).unwrap();
@@ -312,49 +308,57 @@ fn sources_are_located_under_the_roots_alone() {
 
     let closed = DataDir::new(dir.path().join("data"));
     assert!(matches!(
-        closed.locate(&uri(&root.join("set"))),
+        closed.locate(&uri(&root.join("set"))).await,
         Err(SourceError::Forbidden(detail)) if detail.contains("DPGATE_DATA_ROOTS")
     ));
 
-    let open = DataDir::new(dir.path().join("data")).with_roots(vec![root.clone()]);
-    let files = open.locate(&uri(&root.join("set"))).unwrap();
+    let open = DataDir::new(dir.path().join("data")).with_roots(vec![root.clone().into()]);
+    let files = open.locate(&uri(&root.join("set"))).await.unwrap();
     let names: Vec<&str> = files.iter().map(|file| file.name.as_str()).collect();
     assert_eq!(names, ["a.parquet", "b.parquet"]);
-    assert_eq!(files[0].bytes, "a.parquet".len() as u64);
+    assert_eq!(files[0].stamp.bytes, "a.parquet".len() as u64);
+    assert!(files[0].stamp.etag.is_some());
 
     let one = open
         .locate(&uri(&root.join("set").join("b.parquet")))
+        .await
         .unwrap();
     assert_eq!(one.len(), 1);
     assert_eq!(one[0].name, "b.parquet");
 
     for refused in [
-        "s3://bucket/prefix/",
+        "http://host/prefix/",
         "not a uri",
         &uri(&root.join("absent")),
     ] {
         assert!(
-            matches!(open.locate(refused), Err(SourceError::Invalid(_))),
+            matches!(open.locate(refused).await, Err(SourceError::Invalid(_))),
             "{refused}"
         );
     }
-    assert!(matches!(
-        open.locate(&uri(dir.path())),
-        Err(SourceError::Forbidden(_))
-    ));
+    for outside in [uri(dir.path()), "s3://bucket/prefix/".to_owned()] {
+        assert!(
+            matches!(open.locate(&outside).await, Err(SourceError::Forbidden(_))),
+            "{outside}"
+        );
+    }
 }
 
 /// The manifest lists each registered file as inputs and outcomes, and
 /// refuses one that changed since it was located.
-#[test]
-fn a_registered_manifest_pins_each_files_metadata() {
+#[tokio::test]
+async fn a_registered_manifest_pins_each_files_metadata() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.parquet"), "one").unwrap();
-    let data = DataDir::new(dir.path().join("data")).with_roots(vec![dir.path().to_path_buf()]);
+    let data =
+        DataDir::new(dir.path().join("data")).with_roots(vec![dir.path().to_path_buf().into()]);
     let located = data
         .locate(url::Url::from_file_path(dir.path()).unwrap().as_ref())
+        .await
         .unwrap();
-    let records = manifest(&located, &[3], &["hash".to_owned()], 7).unwrap();
+    let records = manifest(&located, &[3], &["hash".to_owned()], 7)
+        .await
+        .unwrap();
     assert_eq!(records.len(), 2);
     assert_eq!(
         records.iter().map(|file| file.part).collect::<Vec<_>>(),
@@ -364,15 +368,15 @@ fn a_registered_manifest_pins_each_files_metadata() {
         && file.version == 7
         && file.rows == 3
         && file.path.starts_with("file:///")));
-    assert!(unchanged(&data, &records).is_ok());
+    assert!(unchanged(&data, &records).await.is_ok());
 
     std::fs::write(dir.path().join("a.parquet"), "two!").unwrap();
     assert!(matches!(
-        manifest(&located, &[3], &["hash".to_owned()], 7),
+        manifest(&located, &[3], &["hash".to_owned()], 7).await,
         Err(SourceError::Invalid(detail)) if detail.contains("changed while")
     ));
     assert!(matches!(
-        unchanged(&data, &records),
+        unchanged(&data, &records).await,
         Err(crate::store::StoreError::Changed(detail)) if detail.contains("bytes")
     ));
 }
@@ -383,7 +387,7 @@ fn a_registered_manifest_pins_each_files_metadata() {
 #[tokio::test]
 async fn the_sweep_removes_old_unrecorded_files_alone() {
     let (fixture, record, files) = uploaded(2_000).await;
-    let folder = fixture.data.root().join(record.id.to_string());
+    let folder = fixture.data.root().unwrap().join(record.id.to_string());
     let two_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(48 * 3600);
     let age = |path: &std::path::Path| {
         std::fs::File::options()
@@ -408,7 +412,7 @@ async fn the_sweep_removes_old_unrecorded_files_alone() {
         super::sweep::dpgate_named(name)
     }));
     for file in &files {
-        age(&fixture.data.root().join(&file.path));
+        age(&fixture.data.root().unwrap().join(&file.path));
     }
     let removed = sweep(fixture.store.as_ref(), &fixture.data, GRACE)
         .await

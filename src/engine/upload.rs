@@ -114,16 +114,12 @@ impl Upload {
     /// sums, and commits: the new version exists from here, files and all.
     pub async fn commit(self, rows: u64, stats: &WalrStats) -> Result<DatasetRecord, StoreError> {
         let Upload {
-            session,
-            dir,
-            writer,
-            ..
+            session, writer, ..
         } = self;
         let Some(writer) = writer else {
             return session.commit(rows, stats, &[]).await;
         };
-        let (files, written) =
-            joined(tokio::task::spawn_blocking(move || writer.finish(&dir)).await)??;
+        let (files, written) = joined(tokio::task::spawn_blocking(move || writer.finish()).await)??;
         let committed = session.commit(rows, stats, &files).await;
         // Whether a commit that failed reached the database is not always
         // known: its files stay (unrecorded files are harmless, recorded

@@ -1,4 +1,5 @@
-//! Writing one upload's two files, hashed as they are written.
+//! Writing one upload's two files, hashed as they are written, to the
+//! data directory on local disk or in an object store.
 
 use std::fs::File;
 use std::io::Write;
@@ -9,13 +10,16 @@ use arrow_array::{
     ArrayRef, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
 };
 use arrow_schema::{DataType, Field, Schema as ArrowSchema};
+use object_store::{ObjectStoreExt, WriteMultipart};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use sha2::{Digest, Sha256};
+use tokio::runtime::Handle;
 use uuid::Uuid;
 
+use super::objects::Object;
 use super::{DataDir, io_error};
 use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
 use crate::snapshots::{Columns, STREAM_ROWS};
@@ -82,23 +86,64 @@ pub(super) fn properties(part: FilePart) -> WriterProperties {
     .build()
 }
 
+/// Where a file's bytes go: a file in a local data directory, or an
+/// object store's multipart upload (completed when the file is closed, so
+/// the object appears whole or not at all).
+enum Sink {
+    Local(File),
+    Remote {
+        upload: WriteMultipart,
+        handle: Handle,
+    },
+}
+
+/// Parts of a remote file in flight at once.
+const UPLOADS_IN_FLIGHT: usize = 4;
+
 /// A file being written, its bytes hashed and counted on the way out.
 struct Hashed {
-    file: File,
+    sink: Sink,
     hash: Sha256,
     bytes: u64,
 }
 
 impl Write for Hashed {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let written = self.file.write(buf)?;
+        let written = match &mut self.sink {
+            Sink::Local(file) => file.write(buf)?,
+            Sink::Remote { upload, handle } => {
+                handle
+                    .block_on(upload.wait_for_capacity(UPLOADS_IN_FLIGHT))
+                    .map_err(std::io::Error::other)?;
+                upload.write(buf);
+                buf.len()
+            }
+        };
         self.hash.update(&buf[..written]);
         self.bytes += written as u64;
         Ok(written)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.file.flush()
+        match &mut self.sink {
+            Sink::Local(file) => file.flush(),
+            Sink::Remote { .. } => Ok(()),
+        }
+    }
+}
+
+impl Hashed {
+    /// Closes the file: flushed to disk, or its upload completed.
+    fn close(self, path: &str) -> Result<(u64, String), StoreError> {
+        match self.sink {
+            Sink::Local(file) => file.sync_all().map_err(|error| io_error(path, error))?,
+            Sink::Remote { upload, handle } => {
+                handle
+                    .block_on(upload.finish())
+                    .map_err(|error| io_error(path, error))?;
+            }
+        }
+        Ok((self.bytes, hex::encode(self.hash.finalize())))
     }
 }
 
@@ -107,12 +152,14 @@ impl Write for Hashed {
 #[derive(Debug, Default)]
 pub struct Written {
     paths: Vec<PathBuf>,
+    objects: Vec<Object>,
 }
 
 impl Written {
     /// The manifest now records them.
     pub fn keep(mut self) {
         self.paths.clear();
+        self.objects.clear();
     }
 }
 
@@ -124,6 +171,18 @@ impl Drop for Written {
             {
                 tracing::warn!(path = %path.display(), %error, "an unrecorded file was not removed");
             }
+        }
+        // An object store's are removed in the background (a drop cannot
+        // wait); one left behind is the start-up sweep's.
+        let Ok(handle) = Handle::try_current() else {
+            return;
+        };
+        for object in std::mem::take(&mut self.objects) {
+            handle.spawn(async move {
+                if let Err(error) = object.store().delete(object.path()).await {
+                    tracing::warn!(url = %object.url(), %error, "an unrecorded file was not removed");
+                }
+            });
         }
     }
 }
@@ -141,13 +200,16 @@ pub(super) struct VersionWriter {
     version: u64,
     rows: u64,
     written: Written,
+    /// The folder, on local disk, whose new names a close makes durable.
+    folder: Option<PathBuf>,
 }
 
 impl VersionWriter {
     /// Creates the files of dataset `dataset`'s upload at `version` (its
     /// row count before). Their names carry a random tag: a file of an
     /// upload that failed, or of a process that raced this one, is never
-    /// overwritten or taken for this one's.
+    /// overwritten or taken for this one's. On a blocking thread of the
+    /// runtime.
     pub(super) fn create(
         dir: &DataDir,
         dataset: Uuid,
@@ -155,23 +217,44 @@ impl VersionWriter {
         schema: &Schema,
     ) -> Result<VersionWriter, StoreError> {
         let folder = dataset.to_string();
-        std::fs::create_dir_all(dir.path(&folder))
-            .map_err(|error| io_error(dir.path(&folder).display(), error))?;
+        let local = dir.root().map(|root| root.join(&folder));
+        if let Some(local) = &local {
+            std::fs::create_dir_all(local).map_err(|error| io_error(local.display(), error))?;
+        }
         let tag = &Uuid::new_v4().simple().to_string()[..12];
         let schemas = file_schemas(schema);
         let mut written = Written::default();
         let mut open = |part: FilePart, schema: &Arc<ArrowSchema>| {
-            let path = format!("{folder}/{version:020}-{tag}-{}.parquet", part.as_str());
-            let full = dir.path(&path);
-            let file = File::create_new(&full).map_err(|error| io_error(full.display(), error))?;
-            written.paths.push(full.clone());
+            let name = format!("{version:020}-{tag}-{}.parquet", part.as_str());
+            let path = format!("{folder}/{name}");
+            let sink = match &local {
+                Some(local) => {
+                    let full = local.join(&name);
+                    let file =
+                        File::create_new(&full).map_err(|error| io_error(full.display(), error))?;
+                    written.paths.push(full);
+                    Sink::Local(file)
+                }
+                None => {
+                    let object = dir.object_at(&path)?;
+                    let handle = Handle::try_current().map_err(|error| io_error(&path, error))?;
+                    let upload = handle
+                        .block_on(object.store().put_multipart(object.path()))
+                        .map_err(|error| io_error(object.url(), error))?;
+                    written.objects.push(object);
+                    Sink::Remote {
+                        upload: WriteMultipart::new(upload),
+                        handle,
+                    }
+                }
+            };
             let sink = Hashed {
-                file,
+                sink,
                 hash: Sha256::new(),
                 bytes: 0,
             };
             let writer = ArrowWriter::try_new(sink, schema.clone(), Some(properties(part)))
-                .map_err(|error| io_error(full.display(), error))?;
+                .map_err(|error| io_error(&path, error))?;
             Ok::<_, StoreError>(Part { writer, path })
         };
         let inputs = open(FilePart::Inputs, &schemas.0)?;
@@ -183,6 +266,7 @@ impl VersionWriter {
             version,
             rows: 0,
             written,
+            folder: local,
         })
     }
 
@@ -203,10 +287,10 @@ impl VersionWriter {
         Ok(())
     }
 
-    /// Closes both files, flushed to disk, and describes them for the
-    /// manifest; they are removed when the returned guard drops unless
-    /// it is kept.
-    pub(super) fn finish(self, dir: &DataDir) -> Result<(Vec<VersionFile>, Written), StoreError> {
+    /// Closes both files, flushed to disk or uploaded, and describes them
+    /// for the manifest; they are removed when the returned guard drops
+    /// unless it is kept.
+    pub(super) fn finish(self) -> Result<(Vec<VersionFile>, Written), StoreError> {
         let mut files = Vec::with_capacity(2);
         for (part, kind) in [
             (self.inputs, FilePart::Inputs),
@@ -216,25 +300,24 @@ impl VersionWriter {
                 .writer
                 .into_inner()
                 .map_err(|error| io_error(&part.path, error))?;
-            sink.file
-                .sync_all()
-                .map_err(|error| io_error(&part.path, error))?;
+            let (bytes, sha256) = sink.close(&part.path)?;
             files.push(VersionFile {
                 version: self.version,
                 part: kind,
                 seq: 0,
                 path: part.path,
                 rows: self.rows,
-                bytes: sink.bytes,
-                sha256: hex::encode(sink.hash.finalize()),
+                bytes,
+                sha256,
                 modified_ns: None,
+                etag: None,
             });
         }
-        if let Some(folder) = files[0].path.split('/').next() {
+        if let Some(folder) = &self.folder {
             // The new names must survive a crash once the manifest has them.
-            File::open(dir.path(folder))
+            File::open(folder)
                 .and_then(|folder| folder.sync_all())
-                .map_err(|error| io_error(folder, error))?;
+                .map_err(|error| io_error(folder.display(), error))?;
         }
         Ok((files, self.written))
     }

@@ -2,18 +2,22 @@
 //! file order, checked as a Parquet body's are, each bad row named by its
 //! file and its row number in it.
 
+use arrow_schema::ArrowError;
 use dpgate_api_types::LineError;
+use futures_util::StreamExt;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::errors::ParquetError;
 
 use super::row::RowBuilder;
 use super::{BATCH_ROWS, RowRecord, Summary, arrow_format};
 use crate::dataset::Schema;
 
-/// One file of a source: its name in errors, and the file.
-pub struct SourceFile {
+/// One file of a source: its name in errors, and its footer as read
+/// (or why it could not be).
+pub struct SourceFile<R> {
     pub name: String,
-    pub file: std::fs::File,
+    pub parquet: Result<ParquetRecordBatchStreamBuilder<R>, ParquetError>,
 }
 
 /// A whole file's problem, reported as its row 1.
@@ -61,8 +65,9 @@ impl FileRows {
 /// Reads `files` as one upload (their row ids unique across all of them),
 /// handing batches of valid rows to `sink`, rows numbered across the
 /// files (see [`FileRows::locate`]). Only the schema's columns are read.
-pub fn parse_files(
-    files: Vec<SourceFile>,
+/// On a blocking thread of the runtime, which fetches the files' bytes.
+pub fn parse_files<R: AsyncFileReader + Unpin + Send + 'static>(
+    files: Vec<SourceFile<R>>,
     schema: &Schema,
     sink: impl FnMut(Vec<RowRecord>) -> bool,
 ) -> std::io::Result<(Summary, FileRows)> {
@@ -70,8 +75,9 @@ pub fn parse_files(
     let mut readers = Vec::with_capacity(files.len());
     let mut located = FileRows::default();
     let mut total = 0u64;
-    for SourceFile { name, file } in files {
-        let builder = match ParquetRecordBatchReaderBuilder::try_new(file) {
+    let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+    for SourceFile { name, parquet } in files {
+        let builder = match parquet {
             Ok(builder) => builder,
             Err(error) => {
                 let reason = format!("the file is not Parquet: {error}");
@@ -99,13 +105,19 @@ pub fn parse_files(
                 return Ok((refused(&name, reason), located));
             }
         };
-        readers.push(reader);
+        let runtime = runtime.clone();
+        let mut reader = reader;
+        readers.push(std::iter::from_fn(move || {
+            runtime
+                .block_on(reader.next())
+                .map(|batch| batch.map_err(ArrowError::from))
+        }));
         located.starts.push((total, name));
         located.counts.push(count);
         total += count;
     }
     let summary = arrow_format::run(
-        Ok::<_, arrow_schema::ArrowError>(readers.into_iter().flatten()),
+        Ok::<_, ArrowError>(readers.into_iter().flatten()),
         "the file cannot be read as Parquet",
         &rows,
         sink,

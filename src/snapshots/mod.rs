@@ -308,10 +308,7 @@ impl Snapshots {
         if files.is_empty() {
             return Ok(());
         }
-        let data = self.data.clone();
-        tokio::task::spawn_blocking(move || engine::unchanged(&data, &files))
-            .await
-            .map_err(|error| StoreError::Files(format!("checking the files failed: {error}")))?
+        engine::unchanged(&self.data, &files).await
     }
 
     /// `pass` over every row of `dataset`'s version, outcomes included,

@@ -330,7 +330,7 @@ macro_rules! common_store {
                 Files::RegisteredInputs => "part = 'inputs' AND modified_ns IS NOT NULL",
             };
             let sql = format!(
-                "SELECT version, part, seq, path, row_count, byte_count, sha256, modified_ns \
+                "SELECT version, part, seq, path, row_count, byte_count, sha256, modified_ns, etag \
                  FROM version_files WHERE dataset_pk = $1 AND version < $2 AND {filter} \
                  ORDER BY version, seq, part"
             );
@@ -371,7 +371,8 @@ macro_rules! common_store {
             for file in files {
                 sqlx::query(
                     "INSERT INTO version_files (dataset_pk, version, part, seq, path, row_count, \
-                     byte_count, sha256, modified_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                     byte_count, sha256, modified_ns, etag) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 )
                 .bind(pk)
                 .bind(signed("file version", file.version)?)
@@ -382,6 +383,7 @@ macro_rules! common_store {
                 .bind(signed("file bytes", file.bytes)?)
                 .bind(&file.sha256)
                 .bind(file.modified_ns)
+                .bind(&file.etag)
                 .execute(&mut *conn)
                 .await
                 .map_err(|error| map_unique(error, || "a version file is already recorded".to_owned()))?;

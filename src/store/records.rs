@@ -74,6 +74,7 @@ pub(super) struct FileRow {
     byte_count: i64,
     sha256: String,
     modified_ns: Option<i64>,
+    etag: Option<String>,
 }
 
 impl FileRow {
@@ -87,6 +88,7 @@ impl FileRow {
             bytes: unsigned("file bytes", self.byte_count)?,
             sha256: self.sha256,
             modified_ns: self.modified_ns,
+            etag: self.etag,
         })
     }
 }

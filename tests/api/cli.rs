@@ -102,6 +102,7 @@ fn free_port() -> std::net::SocketAddr {
 async fn serve(
     database: &str,
     metrics: Option<std::net::SocketAddr>,
+    env: &[(&str, String)],
 ) -> (tokio::process::Child, std::net::SocketAddr) {
     let api = free_port();
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dpgate"));
@@ -116,6 +117,7 @@ async fn serve(
     if let Some(metrics) = metrics {
         command.env("DPGATE_METRICS_ADDR", metrics.to_string());
     }
+    command.envs(env.iter().map(|(key, value)| (key, value)));
     let server = command.spawn().expect("dpgate serve starts");
     for _ in 0..200 {
         let health = reqwest::get(format!("http://{api}/healthz")).await;
@@ -162,7 +164,7 @@ async fn metrics_are_served_only_on_their_own_address() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("served.db").display());
     let metrics = free_port();
-    let (server, api) = serve(&url, Some(metrics)).await;
+    let (server, api) = serve(&url, Some(metrics), &[]).await;
     let http = reqwest::Client::new();
     let get = |address: std::net::SocketAddr, path: &str| {
         http.get(format!("http://{address}{path}")).send()
@@ -256,7 +258,7 @@ async fn metrics_are_served_only_on_their_own_address() {
 async fn a_terminated_server_finishes_the_release_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("served.db").display());
-    let (mut server, api) = serve(&url, None).await;
+    let (mut server, api) = serve(&url, None, &[]).await;
     let admin = client_of(api, Role::Admin, &[]);
     let dataset = seeded(&admin, "rdp", 20_000).await;
     let analyst = client_of(api, Role::Analyst, &[dataset]);
@@ -287,4 +289,34 @@ async fn a_terminated_server_finishes_the_release_in_flight() {
     assert!(verified.status.success());
     let out = String::from_utf8_lossy(&verified.stdout);
     assert_eq!(out, format!("ok      {dataset} (2 entries)\n"));
+}
+
+/// `DPGATE_DATA_DIR` may name a bucket, its client configured by the
+/// usual `AWS_*` variables: uploads are written there as objects and
+/// releases read them.
+#[tokio::test]
+async fn the_data_directory_may_be_a_bucket_configured_by_aws_variables() {
+    let Some(moto) = crate::buckets::moto().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("served.db").display());
+    let mut env: Vec<(&str, String)> = crate::buckets::s3_settings(&moto.endpoint).into();
+    env.push(("DPGATE_DATA_DIR", "s3://dpgate/served".to_owned()));
+    let (server, api) = serve(&url, None, &env).await;
+    let admin = client_of(api, Role::Admin, &[]);
+    let dataset = seeded(&admin, "basic", 50).await;
+    let objects = crate::buckets::listed(moto.bucket().as_ref(), "served").await;
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    assert!(!dir.path().join("served.db-data").exists());
+    let released = client_of(api, Role::Analyst, &[dataset])
+        .release(
+            dataset,
+            &dpgate_client::types::ReleaseRequest::walr(1.0, 1e-7),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(released.release.n, 50);
+    drop(server);
 }

@@ -141,7 +141,7 @@ async fn an_engine_failure_fails_the_release_after_its_debit(
         .await
         .unwrap();
     if let EngineFault::ChangedFile = fault {
-        let outcomes = app.snapshots.data().root().join(&files[1].path);
+        let outcomes = app.snapshots.data().root().unwrap().join(&files[1].path);
         let mut flipped = std::fs::read(&outcomes).unwrap();
         flipped[9_001] ^= 0x01;
         std::fs::write(&outcomes, &flipped).unwrap();

@@ -286,7 +286,7 @@ async fn a_file_changed_after_it_was_written_cuts_the_export_off() {
             .version_files(dataset.id, ROWS as u64, false)
             .await
             .unwrap();
-        let path = app.snapshots.data().root().join(&files[0].path);
+        let path = app.snapshots.data().root().unwrap().join(&files[0].path);
         let mut bytes = std::fs::read(&path).unwrap();
         // A byte of the first column's data, past the 4-byte magic.
         bytes[8] ^= 0x01;

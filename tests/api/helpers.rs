@@ -140,13 +140,19 @@ pub async fn spawn_app_over(
     limits: Limits,
     wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
 ) -> TestApp {
-    spawn(backend, limits, SECRET, wrap).await
+    spawn(backend, limits, SECRET, wrap, None).await
+}
+
+/// [`spawn_app_with`] over the data directory `data` (an object store's,
+/// say) instead of a temporary one.
+pub async fn spawn_app_on(backend: Backend, limits: Limits, data: DataDir) -> TestApp {
+    spawn(backend, limits, SECRET, |store| store, Some(data)).await
 }
 
 /// [`spawn_app`] signing with its own `secret`: a server of another
 /// operator, whose tokens no other test server accepts.
 pub async fn spawn_app_keyed(backend: Backend, secret: &str) -> TestApp {
-    spawn(backend, Limits::default(), secret, |store| store).await
+    spawn(backend, Limits::default(), secret, |store| store, None).await
 }
 
 async fn spawn(
@@ -154,6 +160,7 @@ async fn spawn(
     limits: Limits,
     secret: &str,
     wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
+    data: Option<DataDir>,
 ) -> TestApp {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (database_url, postgres_database) = fresh_database(backend, &dir).await;
@@ -167,7 +174,9 @@ async fn spawn(
         .await
         .expect("a free port");
     let address = format!("http://{}", listener.local_addr().expect("bound"));
-    let data = Arc::new(DataDir::new(dir.path().join("data")).with_roots(vec![sources(&dir)]));
+    let data = Arc::new(data.unwrap_or_else(|| {
+        DataDir::new(dir.path().join("data")).with_roots(vec![sources(&dir).into()])
+    }));
     let state = AppState::new(store.clone(), data, keys.clone(), limits);
     let snapshots = state.snapshots.clone();
     let server = tokio::spawn(async move {
@@ -214,8 +223,8 @@ impl TestApp {
             .await
             .expect("the database opens");
         let data = Arc::new(
-            DataDir::new(self.snapshots.data().root().to_path_buf())
-                .with_roots(vec![sources(&self._dir)]),
+            DataDir::new(self.snapshots.data().root().expect("local").to_path_buf())
+                .with_roots(vec![sources(&self._dir).into()]),
         );
         let state = AppState::new(store, data, self.keys.clone(), Limits::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -8,6 +8,7 @@ mod admission;
 mod aggregates;
 mod auth;
 mod bad_input;
+mod buckets;
 mod budget_admin;
 mod cli;
 mod client_cli;

@@ -33,7 +33,7 @@ fn write(dir: &Path, name: &str, from: usize, count: usize) {
 
 /// A Parquet file without dictionaries: files of as many rows of the same
 /// types are the same size, whatever their values.
-fn plain_parquet(batch: &RecordBatch) -> Vec<u8> {
+pub(crate) fn plain_parquet(batch: &RecordBatch) -> Vec<u8> {
     let properties = parquet::file::properties::WriterProperties::builder()
         .set_dictionary_enabled(false)
         .build();
@@ -125,6 +125,7 @@ async fn a_parquet_directory_is_registered_in_place_and_reads_as_the_same_rows_u
         !app.snapshots
             .data()
             .root()
+            .unwrap()
             .join(registered.id.to_string())
             .exists()
     );
@@ -239,11 +240,10 @@ async fn bad_rows_of_a_source_are_named_by_file_and_row_and_nothing_is_registere
     .await;
     assert!(refused.detail.contains("source.uri"), "{}", refused.detail);
 
-    let s3 = ads_dataset("s3", "label", "basic", 5.0);
-    let mut s3 = s3;
-    s3["source"] = serde_json::json!({"uri": "s3://bucket/prefix/"});
+    let mut http = ads_dataset("http", "label", "basic", 5.0);
+    http["source"] = serde_json::json!({"uri": "http://host/prefix/"});
     problem(
-        post(&app, "/v1/datasets", &s3).await,
+        post(&app, "/v1/datasets", &http).await,
         StatusCode::UNPROCESSABLE_ENTITY,
     )
     .await;
@@ -302,6 +302,10 @@ async fn a_source_outside_the_operators_roots_is_forbidden(#[case] backend: Back
         "{}",
         refused.detail
     );
+    // An object store's prefix the operator did not list.
+    let mut s3 = ads_dataset("s3", "label", "basic", 5.0);
+    s3["source"] = serde_json::json!({"uri": "s3://bucket/prefix/"});
+    problem(post(&app, "/v1/datasets", &s3).await, StatusCode::FORBIDDEN).await;
 
     // `..` and links are resolved before the check.
     let dotted = app.sources().join("..").join("elsewhere");
