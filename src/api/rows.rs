@@ -421,10 +421,8 @@ pub(super) async fn read_rows(
             // The files are hashed on the other core while they are read.
             let hashing = tokio::task::spawn_blocking(move || {
                 let runtime = tokio::runtime::Handle::current();
-                let sha256: Result<Vec<String>, _> = located
-                    .iter()
-                    .map(|file| runtime.block_on(file.sha256()))
-                    .collect();
+                let sha256: Result<Vec<String>, _> =
+                    located.iter().map(|file| file.sha256(&runtime)).collect();
                 sha256.map(|sha256| Hashes { located, sha256 })
             });
             (None, Some(hashing), parser)

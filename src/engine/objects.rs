@@ -6,6 +6,7 @@
 //! asynchronous reader, which fetches a row group's column chunks in a
 //! few ranged requests instead of a seek per page.
 
+use std::io::Read;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -14,7 +15,7 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use object_store::path::Path as ObjectPath;
 use object_store::registry::ObjectStoreRegistry;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::{
@@ -118,18 +119,33 @@ impl Object {
         runtime()?.block_on(ParquetRecordBatchStreamBuilder::new(reader))
     }
 
-    /// The SHA-256 of its bytes, lowercase hex, read as a stream.
-    pub async fn sha256(&self) -> Result<String, StoreError> {
+    /// The SHA-256 of its bytes, lowercase hex: a local file read in
+    /// large blocks, an object store's as it streams in. On a blocking
+    /// thread, waiting on `handle`'s runtime.
+    pub fn sha256(&self, handle: &Handle) -> Result<String, StoreError> {
         let failed = |error| io_error(&self.url, error);
-        let mut chunks = self
-            .store
-            .get(&self.path)
-            .await
-            .map_err(failed)?
-            .into_stream();
+        let got = handle
+            .block_on(self.store.get(&self.path))
+            .map_err(failed)?;
         let mut hash = Sha256::new();
-        while let Some(chunk) = chunks.next().await {
-            hash.update(chunk.map_err(failed)?);
+        match got.payload {
+            // Not `into_stream`, which reads a local file 8 KiB at a time.
+            GetResultPayload::File(mut file, _) => {
+                let mut buffer = vec![0; 1 << 20];
+                loop {
+                    match file.read(&mut buffer) {
+                        Ok(0) => break,
+                        Ok(read) => hash.update(&buffer[..read]),
+                        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(error) => return Err(io_error(&self.url, error)),
+                    }
+                }
+            }
+            GetResultPayload::Stream(mut chunks) => {
+                while let Some(chunk) = handle.block_on(chunks.next()) {
+                    hash.update(chunk.map_err(failed)?);
+                }
+            }
         }
         Ok(hex::encode(hash.finalize()))
     }

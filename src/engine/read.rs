@@ -52,7 +52,7 @@ fn runtime() -> Result<Handle, StoreError> {
 /// Checks the whole file's SHA-256 against the manifest, waiting on
 /// `handle`'s runtime.
 fn verify(dir: &DataDir, file: &VersionFile, handle: &Handle) -> Result<(), StoreError> {
-    if handle.block_on(dir.object_of(file)?.sha256())? == file.sha256 {
+    if dir.object_of(file)?.sha256(handle)? == file.sha256 {
         Ok(())
     } else {
         Err(StoreError::Changed(format!(

@@ -84,9 +84,10 @@ impl Located {
         }
     }
 
-    /// The SHA-256 of its bytes, lowercase hex.
-    pub async fn sha256(&self) -> Result<String, StoreError> {
-        self.object.sha256().await
+    /// The SHA-256 of its bytes, lowercase hex: on a blocking thread of
+    /// `handle`'s runtime.
+    pub fn sha256(&self, handle: &tokio::runtime::Handle) -> Result<String, StoreError> {
+        self.object.sha256(handle)
     }
 }
 
