@@ -2,9 +2,11 @@
 //! disk (`file://`) or in an object store (`s3://bucket/prefix/`, its
 //! endpoint and credentials from the usual `AWS_*` variables). The
 //! readers run on the runtime's blocking threads (a pass decodes there)
-//! and wait there on each fetch; Parquet is read with the crate's
-//! asynchronous reader, which fetches a row group's column chunks in a
-//! few ranged requests instead of a seek per page.
+//! and wait there on each fetch. An object store's Parquet is read with
+//! the crate's asynchronous reader, which fetches a row group's column
+//! chunks in a few ranged requests instead of a seek per page; a local
+//! file's, by the synchronous reader, a page at a time, which holds far
+//! less memory when a writer made its row groups large.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -17,7 +19,9 @@ use object_store::path::Path as ObjectPath;
 use object_store::registry::ObjectStoreRegistry;
 use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
@@ -87,23 +91,44 @@ impl Object {
 
     /// A reader of its Parquet batches of `batch_rows` rows, of the
     /// columns `columns` picks from its schema; it is `bytes` long. On a
-    /// blocking thread of the runtime.
+    /// blocking thread of the runtime. A local file is read page by page
+    /// by Parquet's synchronous reader; an object store's, row group by
+    /// row group, each group's column chunks fetched in one go (so its
+    /// memory is a group's projected columns).
     pub fn batches(
         &self,
         bytes: u64,
         batch_rows: usize,
         columns: impl FnOnce(&parquet::schema::types::SchemaDescriptor) -> ProjectionMask,
     ) -> Result<Batches, ParquetError> {
+        if let Some(path) = self.local_path() {
+            let file = std::fs::File::open(path)
+                .map_err(|error| ParquetError::External(Box::new(error)))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
+            let mask = columns(builder.parquet_schema());
+            let reader = builder
+                .with_projection(mask)
+                .with_batch_size(batch_rows)
+                .build()?;
+            return Ok(Batches::Local(reader));
+        }
         let builder = self.parquet(bytes)?;
         let mask = columns(builder.parquet_schema());
         let stream = builder
             .with_projection(mask)
             .with_batch_size(batch_rows)
             .build()?;
-        Ok(Batches {
+        Ok(Batches::Remote {
             stream,
             handle: runtime()?,
         })
+    }
+
+    /// Its path, if it is a local file.
+    fn local_path(&self) -> Option<std::path::PathBuf> {
+        (self.url.scheme() == "file")
+            .then(|| self.url.to_file_path().ok())
+            .flatten()
     }
 
     /// Its Parquet footer, read; it is `bytes` long. On a blocking thread
@@ -223,18 +248,24 @@ impl AsyncFileReader for ObjectReader {
     }
 }
 
-/// A Parquet file's batches, fetched as they are asked for: an iterator
-/// for a blocking thread.
-pub struct Batches {
-    stream: ParquetRecordBatchStream<ObjectReader>,
-    handle: Handle,
+/// A Parquet file's batches, read as they are asked for: an iterator for
+/// a blocking thread.
+pub enum Batches {
+    Local(ParquetRecordBatchReader),
+    Remote {
+        stream: ParquetRecordBatchStream<ObjectReader>,
+        handle: Handle,
+    },
 }
 
 impl Iterator for Batches {
     type Item = Result<RecordBatch, ParquetError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.handle.block_on(self.stream.next())
+        match self {
+            Batches::Local(reader) => reader.next().map(|batch| batch.map_err(ParquetError::from)),
+            Batches::Remote { stream, handle } => handle.block_on(stream.next()),
+        }
     }
 }
 
