@@ -38,6 +38,7 @@ mod files;
 mod ndjson_format;
 mod pipeline;
 mod row;
+mod row_ids;
 
 use std::io::Read;
 
@@ -49,6 +50,7 @@ pub use arrow_format::stored_columns;
 pub use files::{FileRows, SourceFile, parse_files};
 use pipeline::Pipeline;
 use row::RowBuilder;
+pub use row_ids::{RowIds, fingerprint};
 
 /// Most bad lines reported for one upload.
 pub const MAX_REPORTED_ERRORS: usize = 20;
@@ -109,6 +111,8 @@ pub struct Summary {
     pub rows: u64,
     pub stats: Option<WalrStats>,
     pub errors: Vec<LineError>,
+    /// The rows' ids, to check against those already stored.
+    pub ids: RowIds,
 }
 
 /// A [`Read`] over body chunks arriving on a channel from the async side.
@@ -232,9 +236,8 @@ fn parse_in(
         Format::Csv => match csv_format::open(reader, limit, &rows)? {
             Ok((records, fields)) => pipeline.run(records, &fields, &rows, sink),
             Err(header) => Ok(Summary {
-                rows: 0,
-                stats: None,
                 errors: vec![header],
+                ..Summary::default()
             }),
         },
         Format::Ndjson => {
@@ -245,12 +248,16 @@ fn parse_in(
             arrow_format::stream_batches(reader),
             "the body is not an Arrow IPC stream",
             &rows,
+            0,
+            &|line| format!("row {line}"),
             sink,
         ),
         Format::Parquet => arrow_format::run(
             arrow_format::parquet_batches(reader)?,
             "the body is not a Parquet file",
             &rows,
+            0,
+            &|line| format!("row {line}"),
             sink,
         ),
     }

@@ -98,7 +98,7 @@ fn duplicate_row_ids_in_one_upload_are_refused() {
         summary.errors,
         vec![LineError {
             line: 4,
-            reason: "row_id \"r1\" appears twice in this upload".to_owned(),
+            reason: "row_id repeats the row_id of line 2".to_owned(),
             file: None,
         }]
     );

@@ -1,6 +1,5 @@
 //! `POST /v1/datasets/{id}/rows`: streamed uploads, one transaction each.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -9,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use bytes::Bytes;
 use dpgate_api_types::{
-    ARROW_STREAM, CSV, IngestReport, LineError, NDJSON, PARQUET, Problem, RegisterRows, Source,
+    ARROW_STREAM, CSV, IngestReport, NDJSON, PARQUET, Problem, RegisterRows, Source,
 };
 use futures_util::StreamExt;
 use tracing::Instrument;
@@ -22,7 +21,7 @@ use crate::dataset::DatasetRecord;
 use crate::dataset::WalrStats;
 use crate::engine::{self, Located, SourceError, Upload};
 use crate::error::ApiError;
-use crate::ingest::{self, ChannelReader, FileRows, Format, MAX_REPORTED_ERRORS, RowRecord};
+use crate::ingest::{self, ChannelReader, FileRows, Format, RowRecord};
 use crate::snapshots::{Builder, Columns, Shape, Snapshots};
 
 /// The rows a request brings: its body in the format its media type
@@ -120,45 +119,21 @@ async fn pump(
 }
 
 /// Stores batches as they come (or, of files registered in place, only
-/// checks them), refusing row ids the dataset already has. Without a
-/// session (a dataset not yet created) there is nothing to check against.
+/// takes them). Without a session (a dataset not yet created) they are
+/// only read.
 async fn store_batches(
     mut session: Option<&mut Upload>,
     batches: &mut tokio::sync::mpsc::Receiver<Vec<RowRecord>>,
-    has_rows: bool,
     write: bool,
-) -> Result<Vec<LineError>, ApiError> {
+) -> Result<(), ApiError> {
     while let Some(batch) = batches.recv().await {
-        let Some(session) = session.as_deref_mut() else {
-            continue;
-        };
-        if has_rows {
-            let ids: Vec<&str> = batch.iter().map(|row| row.row_id.as_str()).collect();
-            let existing = session.existing(&ids).await?;
-            if !existing.is_empty() {
-                let lines: HashMap<&str, u64> = batch
-                    .iter()
-                    .map(|row| (row.row_id.as_str(), row.line))
-                    .collect();
-                let mut errors: Vec<LineError> = existing
-                    .iter()
-                    .map(|id| {
-                        LineError::new(
-                            lines.get(id.as_str()).copied().unwrap_or_default(),
-                            format!("row_id {id:?} is already stored"),
-                        )
-                    })
-                    .collect();
-                errors.sort_by_key(|error| error.line);
-                errors.truncate(MAX_REPORTED_ERRORS);
-                return Ok(errors);
-            }
-        }
-        if write {
+        if let Some(session) = session.as_deref_mut()
+            && write
+        {
             session.insert(batch).await?;
         }
     }
-    Ok(Vec::new())
+    Ok(())
 }
 
 /// The snapshot an upload to `dataset` extends, if it is in memory (or
@@ -376,7 +351,7 @@ pub(super) async fn read_rows(
     state: &AppState,
     dataset: &DatasetRecord,
     rows: Rows,
-    session: Option<&mut Upload>,
+    mut session: Option<&mut Upload>,
 ) -> Result<Read, ApiError> {
     let (batch_sender, mut batches) = tokio::sync::mpsc::channel::<Vec<RowRecord>>(2);
     let schema = dataset.schema.clone();
@@ -436,20 +411,22 @@ pub(super) async fn read_rows(
     };
     let (pumped, stored) = tokio::join!(
         pumped,
-        store_batches(session, &mut batches, dataset.n_rows > 0, write),
+        store_batches(session.as_deref_mut(), &mut batches, write),
     );
     let (parsed, added) = parser
         .await
         .map_err(|error| ApiError::Internal(anyhow::anyhow!("the parser failed: {error}")))?;
-    let (summary, files) =
+    let (mut summary, files) =
         parsed.map_err(|error| ApiError::Malformed(format!("reading the rows: {error}")))?;
     pumped?;
-    let duplicates = stored?;
-    let mut lines = if summary.errors.is_empty() {
-        duplicates
-    } else {
-        summary.errors.clone()
-    };
+    stored?;
+    let mut lines = std::mem::take(&mut summary.errors);
+    let ids = std::mem::take(&mut summary.ids);
+    if let Some(session) = session
+        && lines.is_empty()
+    {
+        lines = session.stored(ids).await?;
+    }
     for line in &mut lines {
         files.locate(line);
     }

@@ -1,6 +1,5 @@
 //! Reading a version's files back as blocks of rows.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::{
@@ -8,13 +7,14 @@ use arrow_array::{
 };
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
+use rayon::slice::ParallelSliceMut;
 use tokio::runtime::Handle;
 
 use super::objects::{Batches, Object};
 use super::source::differs;
 use super::{DataDir, io_error};
 use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
-use crate::ingest::stored_columns;
+use crate::ingest::{fingerprint, stored_columns};
 use crate::snapshots::{Builder, Columns, Shape};
 use crate::store::{BlockStream, StoreError};
 
@@ -441,20 +441,22 @@ impl Reading<'_> {
     }
 }
 
-/// Every row id in `files`' inputs: only their `row_id` column is read.
+/// The fingerprints of every row id in `files`' inputs, sorted: only
+/// their `row_id` column is read, and 16 bytes a row kept.
 pub(super) fn row_ids(
     dir: &DataDir,
     files: &[VersionFile],
     schema: &Schema,
-) -> Result<HashSet<Box<str>>, StoreError> {
+) -> Result<Vec<u128>, StoreError> {
     let names = Names::of(schema);
-    let mut ids = HashSet::new();
+    let mut ids = Vec::new();
     for file in files.iter().filter(|file| file.part == FilePart::Inputs) {
         for batch in reader(dir, file, &names, 65_536, Some(&[ROW_ID]))? {
             let batch = encoded(file, schema, batch)?;
             let column = column::<StringArray>(&batch, ROW_ID, &file.path)?;
-            ids.extend(column.iter().flatten().map(Box::from));
+            ids.extend(column.iter().flatten().map(fingerprint));
         }
     }
+    ids.par_sort_unstable();
     Ok(ids)
 }

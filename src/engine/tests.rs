@@ -7,7 +7,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::*;
 use crate::dataset::{DatasetRecord, FilePart, VersionFile, WalrStats};
-use crate::ingest::RowRecord;
+use crate::ingest::{RowIds, RowRecord, fingerprint};
 use crate::snapshots::Columns;
 use crate::store::{NewDataset, SqliteStore, Store};
 
@@ -269,8 +269,16 @@ async fn an_abandoned_upload_leaves_no_file() {
     let mut upload = Upload::begin(fixture.store.as_ref(), fixture.data.clone(), &record)
         .await
         .unwrap();
-    assert_eq!(upload.existing(&["r3", "r10"]).await.unwrap(), ["r3"]);
-    assert!(upload.insert(vec![row(10), row(3)]).await.is_err());
+    let mut ids = RowIds::default();
+    ids.push(fingerprint("r10"), 1);
+    ids.push(fingerprint("r3"), 2);
+    let found = upload.stored(ids).await.unwrap();
+    let found: Vec<(u64, &str)> = found
+        .iter()
+        .map(|error| (error.line, error.reason.as_str()))
+        .collect();
+    assert_eq!(found, [(2, "row_id is already stored")]);
+    upload.insert(vec![row(10)]).await.unwrap();
     drop(upload);
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 2);
     drop(fixture.dir);

@@ -1,14 +1,15 @@
 //! An upload: the store's transaction holds the dataset's write lock while
 //! the new version's files are written; its commit records them.
 
-use std::collections::HashSet;
 use std::sync::Arc;
+
+use dpgate_api_types::LineError;
 
 use super::read::row_ids;
 use super::write::VersionWriter;
 use super::{DataDir, joined};
 use crate::dataset::{DatasetRecord, Schema, VersionFile, WalrStats};
-use crate::ingest::RowRecord;
+use crate::ingest::{MAX_REPORTED_ERRORS, RowIds, RowRecord};
 use crate::snapshots::{Columns, Shape};
 use crate::store::{IngestSession, Store, StoreError};
 
@@ -19,9 +20,6 @@ pub struct Upload {
     dataset: uuid::Uuid,
     schema: Schema,
     writer: Option<VersionWriter>,
-    /// The row ids stored before this upload, read at its first check
-    /// (the lock keeps them current).
-    stored_ids: Option<Arc<HashSet<Box<str>>>>,
 }
 
 impl Upload {
@@ -38,21 +36,7 @@ impl Upload {
             dataset: dataset.id,
             schema: dataset.schema.clone(),
             writer: None,
-            stored_ids: None,
         })
-    }
-
-    async fn stored_ids(&mut self) -> Result<Arc<HashSet<Box<str>>>, StoreError> {
-        if let Some(ids) = &self.stored_ids {
-            return Ok(ids.clone());
-        }
-        let files = self.session.files().await?;
-        let (dir, schema) = (self.dir.clone(), self.schema.clone());
-        let ids = Arc::new(joined(
-            tokio::task::spawn_blocking(move || row_ids(&dir, &files, &schema)).await,
-        )??);
-        self.stored_ids = Some(ids.clone());
-        Ok(ids)
     }
 
     /// The version this upload makes: the dataset's row count before it.
@@ -60,31 +44,27 @@ impl Upload {
         self.session.version()
     }
 
-    /// Which of these row ids the dataset already has.
-    pub async fn existing(&mut self, row_ids: &[&str]) -> Result<Vec<String>, StoreError> {
+    /// The rows of `ids` whose id the dataset already has (read under the
+    /// lock, so current): the first few by line.
+    pub async fn stored(&mut self, ids: RowIds) -> Result<Vec<LineError>, StoreError> {
         if self.session.version() == 0 {
             return Ok(Vec::new());
         }
-        let stored = self.stored_ids().await?;
-        Ok(row_ids
-            .iter()
-            .filter(|id| stored.contains(**id))
-            .map(|id| (*id).to_owned())
-            .collect())
+        let files = self.session.files().await?;
+        let (dir, schema) = (self.dir.clone(), self.schema.clone());
+        joined(
+            tokio::task::spawn_blocking(move || {
+                let stored = row_ids(&dir, &files, &schema)?;
+                let mut ids = ids;
+                Ok(ids.stored(&stored, MAX_REPORTED_ERRORS))
+            })
+            .await,
+        )?
     }
 
-    /// Writes a batch of rows (whose ids are unique among themselves),
-    /// refusing one whose id is already stored.
+    /// Writes a batch of rows; their ids are checked at the end
+    /// ([`Upload::stored`]), before the commit.
     pub async fn insert(&mut self, rows: Vec<RowRecord>) -> Result<(), StoreError> {
-        if self.session.version() > 0 {
-            let stored = self.stored_ids().await?;
-            if let Some(row) = rows.iter().find(|row| stored.contains(row.row_id.as_str())) {
-                return Err(StoreError::Conflict(format!(
-                    "row id {:?} is already stored",
-                    row.row_id
-                )));
-            }
-        }
         let writer = self.writer.take();
         let (dir, dataset, version, schema) = (
             self.dir.clone(),

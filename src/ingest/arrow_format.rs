@@ -3,7 +3,6 @@
 //! each row is checked and encoded by the same [`RowBuilder`] as a CSV
 //! line, and its `line` is its row number in the body, from 1.
 
-use std::hash::BuildHasher;
 use std::io::Read;
 
 use arrow_array::cast::AsArray;
@@ -19,7 +18,7 @@ use arrow_array::{
 use arrow_schema::{ArrowError, DataType};
 use dpgate_api_types::LineError;
 
-use super::collector::{Collector, ParsedRow};
+use super::collector::{Collector, Naming, ParsedRow};
 use super::row::{Cell, RowBuilder, clamped, code, feature, measure, row_id, scaled};
 use super::{RowRecord, Summary};
 use crate::dataset::{ROW_ID, Schema};
@@ -152,9 +151,11 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
     opened: Result<I, ArrowError>,
     unfit: &str,
     rows: &RowBuilder,
+    expected: usize,
+    naming: Naming<'_>,
     sink: impl FnMut(Vec<RowRecord>) -> bool,
 ) -> std::io::Result<Summary> {
-    let mut collector = Collector::new(sink, rows.schema.k());
+    let mut collector = Collector::new(sink, rows.schema.k(), expected, naming);
     let batches = match opened {
         Ok(batches) => batches,
         Err(error) => {
@@ -162,7 +163,6 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
             return Ok(collector.finish());
         }
     };
-    let hasher = std::hash::RandomState::new();
     let mut line = 0u64;
     for batch in batches {
         let batch = match batch {
@@ -191,10 +191,7 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
                 columns[at].map(|array| Cell::Typed(Typed { array, row }))
             });
             collector.push(match built {
-                Ok(record) => Ok(ParsedRow {
-                    id_hash: hasher.hash_one(&record.row_id),
-                    record,
-                }),
+                Ok(record) => Ok(ParsedRow::of(record)),
                 Err(reason) => Err(LineError::new(line, reason)),
             });
             if !collector.more() {

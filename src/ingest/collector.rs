@@ -5,21 +5,35 @@
 
 use dpgate_api_types::LineError;
 
+use super::row_ids::{self, RowIds};
 use super::{BATCH_ROWS, MAX_REPORTED_ERRORS, RowRecord, Summary};
 use crate::dataset::WalrStats;
 
-/// A row as a worker built it, with the hash of its id (hashed on the
+/// A row as a worker built it, with its id's fingerprint (taken on the
 /// worker, so that this serial end does not).
 pub(super) struct ParsedRow {
     pub(super) record: RowRecord,
-    pub(super) id_hash: u64,
+    pub(super) id: u128,
 }
+
+impl ParsedRow {
+    pub(super) fn of(record: RowRecord) -> Self {
+        ParsedRow {
+            id: row_ids::fingerprint(&record.row_id),
+            record,
+        }
+    }
+}
+
+/// How an error names a row another refers to ("line 4", "row 8 of
+/// a.parquet").
+pub(super) type Naming<'a> = &'a dyn Fn(u64) -> String;
 
 /// What one line came to: a row, or why not.
 pub(super) type Parsed = Result<ParsedRow, LineError>;
 
 /// Collects rows into batches for `sink`, and bad lines into errors.
-pub(super) struct Collector<F> {
+pub(super) struct Collector<'a, F> {
     batch: Vec<RowRecord>,
     errors: Vec<LineError>,
     rows: u64,
@@ -30,20 +44,22 @@ pub(super) struct Collector<F> {
     stats: WalrStats,
     /// The row being summed's features, decoded (kept for its allocation).
     features: Vec<f32>,
+    naming: Naming<'a>,
 }
 
-impl<F: FnMut(Vec<RowRecord>) -> bool> Collector<F> {
-    /// For rows of `k` features.
-    pub(super) fn new(sink: F, k: usize) -> Self {
+impl<'a, F: FnMut(Vec<RowRecord>) -> bool> Collector<'a, F> {
+    /// For about `rows` rows of `k` features, whose lines `naming` names.
+    pub(super) fn new(sink: F, k: usize, rows: usize, naming: Naming<'a>) -> Self {
         Collector {
             batch: Vec::with_capacity(BATCH_ROWS),
             errors: Vec::new(),
             rows: 0,
             sink,
             stopped: false,
-            ids: RowIds::default(),
+            ids: RowIds::with_capacity(rows),
             stats: WalrStats::empty(k),
             features: Vec::with_capacity(k),
+            naming,
         }
     }
 
@@ -58,18 +74,11 @@ impl<F: FnMut(Vec<RowRecord>) -> bool> Collector<F> {
 
     /// Takes the next line's row. Call only while [`Collector::more`].
     pub(super) fn push(&mut self, parsed: Parsed) {
-        let ParsedRow { record, id_hash } = match parsed {
+        let ParsedRow { record, id } = match parsed {
             Ok(row) => row,
             Err(error) => return self.error(error),
         };
-        if !self.ids.insert(id_hash, &record.row_id) {
-            let reason = format!("row_id {:?} appears twice in this upload", record.row_id);
-            return self.error(LineError {
-                line: record.line,
-                reason,
-                file: None,
-            });
-        }
+        self.ids.push(id, record.line);
         self.features.clear();
         let (features, _) = record.features.as_chunks();
         self.features
@@ -92,41 +101,20 @@ impl<F: FnMut(Vec<RowRecord>) -> bool> Collector<F> {
         }
     }
 
+    /// The rows' count, sums and ids, or why they are bad: the lines
+    /// already found, and rows whose id an earlier row had.
     pub(super) fn finish(mut self) -> Summary {
         self.flush();
+        let repeats = self.ids.repeated(MAX_REPORTED_ERRORS, self.naming);
+        self.errors.extend(repeats);
+        self.errors.sort_by_key(|error| error.line);
+        self.errors.truncate(MAX_REPORTED_ERRORS);
         let stats = self.errors.is_empty().then_some(self.stats);
         Summary {
             rows: self.rows,
             stats,
             errors: self.errors,
-        }
-    }
-}
-
-/// The row ids of an upload so far: their text one after another in one
-/// buffer (no allocation a row), found by the hash their worker computed.
-#[derive(Default)]
-struct RowIds {
-    text: Vec<u8>,
-    /// Each id's hash and where its text is.
-    table: hashbrown::HashTable<(u64, std::ops::Range<usize>)>,
-}
-
-impl RowIds {
-    /// Adds `id`, whose hash is `hash`; false if it was there already.
-    fn insert(&mut self, hash: u64, id: &str) -> bool {
-        let text = &self.text;
-        let same = |(other, at): &(u64, std::ops::Range<usize>)| {
-            *other == hash && text[at.clone()] == *id.as_bytes()
-        };
-        match self.table.entry(hash, same, |(hash, _)| *hash) {
-            hashbrown::hash_table::Entry::Occupied(_) => false,
-            hashbrown::hash_table::Entry::Vacant(slot) => {
-                let start = self.text.len();
-                self.text.extend_from_slice(id.as_bytes());
-                slot.insert((hash, start..self.text.len()));
-                true
-            }
+            ids: self.ids,
         }
     }
 }

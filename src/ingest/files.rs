@@ -46,18 +46,31 @@ impl FileRows {
         &self.counts
     }
 
+    /// The file and the row number in it of the row numbered `line`
+    /// across all the files.
+    fn find(&self, line: u64) -> Option<(u64, &str)> {
+        let at = self.starts.partition_point(|(before, _)| *before < line);
+        let (before, name) = self.starts.get(at.checked_sub(1)?)?;
+        Some((line - before, name))
+    }
+
     /// Names the file of an error whose line numbers the rows across all
     /// the files, and numbers it within that file.
     pub fn locate(&self, error: &mut LineError) {
         if error.file.is_some() {
             return;
         }
-        let at = self
-            .starts
-            .partition_point(|(before, _)| *before < error.line);
-        if let Some((before, name)) = at.checked_sub(1).and_then(|at| self.starts.get(at)) {
-            error.line -= before;
-            error.file = Some(name.clone());
+        if let Some((line, name)) = self.find(error.line) {
+            error.line = line;
+            error.file = Some(name.to_owned());
+        }
+    }
+
+    /// The row numbered `line` across all the files, as an error names it.
+    fn name(&self, line: u64) -> String {
+        match self.find(line) {
+            Some((line, name)) => format!("row {line} of {name}"),
+            None => format!("row {line}"),
         }
     }
 }
@@ -120,6 +133,8 @@ pub fn parse_files<R: AsyncFileReader + Unpin + Send + 'static>(
         Ok::<_, ArrowError>(readers.into_iter().flatten()),
         "the file cannot be read as Parquet",
         &rows,
+        usize::try_from(total).unwrap_or(0),
+        &|line| located.name(line),
         sink,
     )?;
     Ok((summary, located))

@@ -2,7 +2,7 @@
 //! (kept here, as the reference): random bodies cut into many small chunks
 //! must give the same rows, batches, lines, errors and sums to the bit.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::Read;
 
 use bytes::Bytes;
@@ -64,7 +64,10 @@ fn outcome(summary: Summary, batches: Vec<Vec<RowRecord>>) -> Outcome {
 /// other, each row checked and summed as it comes.
 struct Sequential<'a> {
     rows: RowBuilder<'a>,
-    seen: HashSet<String>,
+    /// Each id's first line.
+    seen: HashMap<String, u64>,
+    /// Rows whose id an earlier line had: reported at the end.
+    repeats: Vec<LineError>,
     stats: WalrStats,
     batch: Vec<RowRecord>,
     outcome: Outcome,
@@ -76,7 +79,8 @@ impl<'a> Sequential<'a> {
     fn new(schema: &'a Schema, accepted: usize) -> Self {
         Sequential {
             rows: RowBuilder::new(schema),
-            seen: HashSet::new(),
+            seen: HashMap::new(),
+            repeats: Vec::new(),
             stats: WalrStats::empty(schema.k()),
             batch: Vec::new(),
             outcome: Outcome {
@@ -100,15 +104,15 @@ impl<'a> Sequential<'a> {
 
     fn push(&mut self, line: u64, row: Result<RowRecord, String>) {
         let row = match row {
-            Ok(row) if !self.seen.insert(row.row_id.clone()) => {
-                return self.error(
-                    line,
-                    format!("row_id {:?} appears twice in this upload", row.row_id),
-                );
-            }
             Ok(row) => row,
             Err(reason) => return self.error(line, reason),
         };
+        if let Some(first) = self.seen.get(&row.row_id) {
+            let reason = format!("row_id repeats the row_id of line {first}");
+            self.repeats.push(LineError::new(line, reason));
+        } else {
+            self.seen.insert(row.row_id.clone(), line);
+        }
         let features: Vec<f32> = row
             .features
             .chunks(4)
@@ -133,6 +137,9 @@ impl<'a> Sequential<'a> {
 
     fn finish(mut self) -> Outcome {
         self.flush();
+        self.outcome.errors.append(&mut self.repeats);
+        self.outcome.errors.sort_by_key(|error| error.line);
+        self.outcome.errors.truncate(MAX_REPORTED_ERRORS);
         if self.outcome.errors.is_empty() {
             self.outcome.stats = Some(bits(&self.stats));
         }

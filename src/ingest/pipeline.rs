@@ -13,7 +13,6 @@
 //! end, though nothing but speed depends on where chunks end.
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
@@ -143,8 +142,8 @@ impl Pipeline {
         rows: &RowBuilder,
         sink: impl FnMut(Vec<RowRecord>) -> bool,
     ) -> io::Result<Summary> {
-        let mut collector = Collector::new(sink, rows.schema.k());
-        let hasher = RandomState::new();
+        let naming = |line| format!("line {line}");
+        let mut collector = Collector::new(sink, rows.schema.k(), 0, &naming);
         let stopped = AtomicBool::new(false);
         let (jobs, queue) = mpsc::channel();
         // Held by the workers alone, so that sending fails once all are gone.
@@ -152,10 +151,10 @@ impl Pipeline {
         let workers = self.workers.max(1);
         std::thread::scope(|scope| {
             for _ in 0..workers {
-                let (queue, hasher, stopped) = (queue.clone(), &hasher, &stopped);
+                let (queue, stopped) = (queue.clone(), &stopped);
                 std::thread::Builder::new()
                     .name("ingest".to_owned())
-                    .spawn_scoped(scope, move || work(&queue, format, rows, hasher, stopped))?;
+                    .spawn_scoped(scope, move || work(&queue, format, rows, stopped))?;
             }
             drop(queue);
             let most = CHUNKS_PER_WORKER * workers;
@@ -256,7 +255,6 @@ fn work(
     queue: &Mutex<Receiver<Job>>,
     format: &impl ParseChunk,
     rows: &RowBuilder,
-    hasher: &RandomState,
     stopped: &AtomicBool,
 ) {
     loop {
@@ -270,10 +268,7 @@ fn work(
         if !stopped.load(Ordering::Relaxed) {
             format.parse(&chunk, rows, &mut |line, row| {
                 parsed.push(match row {
-                    Ok(record) => Ok(ParsedRow {
-                        id_hash: hasher.hash_one(&record.row_id),
-                        record,
-                    }),
+                    Ok(record) => Ok(ParsedRow::of(record)),
                     Err(reason) => Err(LineError::new(line, reason)),
                 });
             });

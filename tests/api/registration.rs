@@ -191,7 +191,10 @@ async fn bad_rows_of_a_source_are_named_by_file_and_row_and_nothing_is_registere
     .await;
     assert_eq!(refused.errors[0].file.as_deref(), Some("b.parquet"));
     assert_eq!(refused.errors[0].line, 1);
-    assert!(refused.errors[0].reason.contains("\"r7\" appears twice"));
+    assert_eq!(
+        refused.errors[0].reason,
+        "row_id repeats the row_id of row 8 of a.parquet"
+    );
 
     let missing = sources.join("missing");
     let no_campaign = RecordBatch::try_from_iter(vec![(

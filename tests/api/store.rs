@@ -7,7 +7,7 @@ use std::sync::Arc;
 use dpgate::dataset::{DatasetRecord, WalrStats};
 use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
 use dpgate::engine::{self, DataDir, Upload};
-use dpgate::ingest::RowRecord;
+use dpgate::ingest::{RowIds, RowRecord, fingerprint};
 use dpgate::snapshots::{BLOCK_ROWS, Columns};
 use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, Finished, NewDataset, Store, StoreError};
 use dpgate_client::types::{CreateDataset, LedgerEvent};
@@ -169,15 +169,19 @@ async fn conformance(store: &dyn Store, data: &Arc<DataDir>) {
         .unwrap();
     assert_eq!((committed.n_rows, &committed.stats), (2, &stats));
     let mut session = upload(store, data, &dataset, &[]).await;
-    let mut existing = session.existing(&["b", "c", "a"]).await.unwrap();
-    existing.sort();
-    assert_eq!(existing, vec!["a", "b"]);
-    // A stored row id is refused, and nothing is stored.
-    let refused = session.insert(vec![row("c", 0), row("a", 1)]).await;
-    assert!(
-        matches!(&refused, Err(StoreError::Conflict(detail)) if detail.contains("\"a\"")),
-        "{refused:?}"
-    );
+    // Stored row ids are found by line, and nothing is stored.
+    let mut ids = RowIds::default();
+    for (line, id) in ["b", "c", "a"].into_iter().enumerate() {
+        ids.push(fingerprint(id), line as u64 + 1);
+    }
+    let found: Vec<u64> = session
+        .stored(ids)
+        .await
+        .unwrap()
+        .iter()
+        .map(|error| error.line)
+        .collect();
+    assert_eq!(found, [1, 3]);
     drop(session);
     assert_eq!(store.dataset(dataset.id).await.unwrap().unwrap().n_rows, 2);
     let stored = blocks(store, data, &dataset, 2, true, 10).await;

@@ -234,7 +234,7 @@ async fn bad_typed_rows_are_refused_by_row_number_and_store_nothing() {
                     replace("row_id", Arc::new(StringArray::from(vec!["r1", "r1"]))),
                 ),
                 2,
-                "appears twice",
+                "repeats the row_id of row 1",
             ),
         ];
         for (case, rows, line, reason) in cases {
