@@ -44,7 +44,7 @@ ID=$(curl -sf -X POST "127.0.0.1:$PORT/v1/datasets" -H "authorization: Bearer $A
                  {"name": "d2", "values": ["s", "t", "u", "v", "w", "x", "y", "z"]}],
   "budget": {"epsilon": 1000000, "delta": 0.5},
   "source": {"uri": "file://'"$SRC"'/"}}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
-echo "registered $ROWS rows in $(echo "$(date +%s.%N) - $started" | bc) s"
+echo "registered $ROWS rows in $(echo "$(date +%s.%N) - $started" | bc) s; server peak RSS so far: $(grep VmHWM /proc/$SERVER/status)"
 ANALYST=$("$BIN" token --role analyst --sub bench --datasets "$ID")
 
 release() {

@@ -1,6 +1,6 @@
 //! Passes over a version's rows run by DataFusion, embedded in the
 //! replica. dpgate builds the plan (never SQL from a caller): a scan of
-//! the version, one partition per file dpgate wrote or registered, and one
+//! the version, a partition a core over the files dpgate wrote or registered, and one
 //! aggregate function, the pass ([`SumsOf`]). DataFusion runs the parts on
 //! every core and adds them up; the files are read by dpgate's reader,
 //! which checks each against the manifest, so a changed file fails the
@@ -26,8 +26,8 @@ use crate::dataset::{Schema, VersionFile};
 use crate::snapshots::{STREAM_ROWS, Shape, batch_schema};
 use crate::store::StoreError;
 
-/// One file's rows (an upload's pair of files, or a file registered in
-/// place): a partition of a plan.
+/// Some files' rows (uploads' pairs of files, or files registered in
+/// place), read one after another: a partition of a plan.
 #[derive(Debug)]
 struct FileRows {
     dir: Arc<DataDir>,
@@ -63,18 +63,24 @@ impl PartitionStream for FileRows {
     }
 }
 
-/// `files` (a version's manifest, outcomes included) split into one
-/// partition per file.
+/// `files` (a version's manifest, outcomes included) split into at most
+/// `threads` partitions, each reading whole files one after another (a
+/// file, or an upload's pair of files, is never split), balanced by rows.
+/// DataFusion runs a plan's partitions all at once, so their count, not
+/// the files', bounds the readers open and the memory they hold: 64 files
+/// read by 64 readers at once on 2 cores held 64 readers' buffers for no
+/// speed. Sums are exact, so any split answers the same.
 fn partitions(
     dir: &Arc<DataDir>,
     files: Vec<VersionFile>,
     schema: &Schema,
     features: bool,
     batch: &SchemaRef,
+    threads: usize,
 ) -> Vec<Arc<dyn PartitionStream>> {
-    let mut parts: Vec<Vec<VersionFile>> = Vec::new();
+    let mut groups: Vec<Vec<VersionFile>> = Vec::new();
     for file in files {
-        match parts.last_mut() {
+        match groups.last_mut() {
             Some(last)
                 if last
                     .iter()
@@ -82,12 +88,24 @@ fn partitions(
             {
                 last.push(file);
             }
-            _ => parts.push(vec![file]),
+            _ => groups.push(vec![file]),
+        }
+    }
+    let rows = |group: &[VersionFile]| group.first().map_or(0, |file| file.rows);
+    // Largest first, each to the partition with the fewest rows so far.
+    groups.sort_by_key(|group| std::cmp::Reverse(rows(group)));
+    let mut parts: Vec<(u64, Vec<VersionFile>)> =
+        vec![(0, Vec::new()); threads.clamp(1, groups.len().max(1))];
+    for group in groups {
+        if let Some(part) = parts.iter_mut().min_by_key(|(rows, _)| *rows) {
+            part.0 += rows(&group);
+            part.1.extend(group);
         }
     }
     parts
         .into_iter()
-        .map(|files| {
+        .filter(|(_, files)| !files.is_empty())
+        .map(|(_, files)| {
             Arc::new(FileRows {
                 dir: dir.clone(),
                 files,
@@ -126,7 +144,7 @@ pub async fn sum<S: Summed>(
         shape.features = 0;
     }
     let batch = batch_schema(shape, true);
-    let parts = partitions(&dir, files, schema, S::READS_FEATURES, &batch);
+    let parts = partitions(&dir, files, schema, S::READS_FEATURES, &batch, threads);
     let table = StreamingTable::try_new(batch.clone(), parts).map_err(engine_error)?;
     let context = SessionContext::new_with_config(
         SessionConfig::new().with_target_partitions(threads.max(1)),

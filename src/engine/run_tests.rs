@@ -102,6 +102,20 @@ async fn sums_are_bit_identical_for_any_partitions_and_file_order() {
         .await
         .unwrap();
     assert_eq!(files.len(), 8, "four uploads, a pair of files each");
+    // As many partitions as threads, never more than the uploads, whole
+    // uploads each.
+    let batch = crate::snapshots::batch_schema(crate::snapshots::Shape::of(&record.schema), true);
+    for (threads, expected) in [(1, 1), (2, 2), (4, 4), (7, 4)] {
+        let parts = partitions(
+            &fixture.data,
+            files.clone(),
+            &record.schema,
+            true,
+            &batch,
+            threads,
+        );
+        assert_eq!(parts.len(), expected, "{threads} threads");
+    }
     // The uploads' pairs of files in reverse and in a shuffled order.
     let pairs: Vec<Vec<_>> = files.chunks(2).map(<[_]>::to_vec).collect();
     let orders = [
