@@ -54,7 +54,6 @@ impl Entry {
 #[derive(Debug, Default)]
 pub struct RowIds {
     entries: Vec<Entry>,
-    sorted: bool,
 }
 
 impl RowIds {
@@ -62,7 +61,6 @@ impl RowIds {
     pub fn with_capacity(rows: usize) -> Self {
         RowIds {
             entries: Vec::with_capacity(rows),
-            sorted: true,
         }
     }
 
@@ -73,14 +71,12 @@ impl RowIds {
             low: fingerprint as u64,
             line,
         });
-        self.sorted = self.entries.len() <= 1;
     }
 
+    /// Sorts by fingerprint (then line); a sorted list is found sorted in
+    /// one linear scan.
     fn sort(&mut self) {
-        if !self.sorted {
-            self.entries.par_sort_unstable();
-            self.sorted = true;
-        }
+        self.entries.par_sort_unstable();
     }
 
     /// Every row whose id an earlier line had too, naming that line with
