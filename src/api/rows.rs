@@ -17,8 +17,8 @@ use super::body::media_type;
 use super::datasets::load_visible;
 use super::extract::Admin;
 use crate::app::AppState;
-use crate::dataset::DatasetRecord;
 use crate::dataset::WalrStats;
+use crate::dataset::{ChunkHashes, DatasetRecord};
 use crate::engine::{self, Located, SourceError, Upload};
 use crate::error::ApiError;
 use crate::ingest::{self, ChannelReader, FileRows, Format, RowRecord};
@@ -318,7 +318,7 @@ pub(super) async fn commit_source(session: Upload, read: &Read) -> Result<Datase
     let files = engine::manifest(
         &read.hashes.located,
         read.files.counts(),
-        &read.hashes.sha256,
+        &read.hashes.hashes,
         session.version(),
     )
     .await
@@ -341,7 +341,7 @@ fn stats_of(summary: &ingest::Summary) -> Result<WalrStats, ApiError> {
 #[derive(Default)]
 struct Hashes {
     located: Vec<Located>,
-    sha256: Vec<String>,
+    hashes: Vec<(String, ChunkHashes)>,
 }
 
 /// Reads and checks `rows` for `dataset` (whose `n_rows` is the version
@@ -396,9 +396,9 @@ pub(super) async fn read_rows(
             // The files are hashed on the other core while they are read.
             let hashing = tokio::task::spawn_blocking(move || {
                 let runtime = tokio::runtime::Handle::current();
-                let sha256: Result<Vec<String>, _> =
-                    located.iter().map(|file| file.sha256(&runtime)).collect();
-                sha256.map(|sha256| Hashes { located, sha256 })
+                let hashes: Result<Vec<_>, _> =
+                    located.iter().map(|file| file.hashes(&runtime)).collect();
+                hashes.map(|hashes| Hashes { located, hashes })
             });
             (None, Some(hashing), parser)
         }

@@ -2,13 +2,16 @@
 //! disk (`file://`) or in an object store (`s3://bucket/prefix/`, its
 //! endpoint and credentials from the usual `AWS_*` variables). The
 //! readers run on the runtime's blocking threads (a pass decodes there)
-//! and wait there on each fetch. An object store's Parquet is read with
-//! the crate's asynchronous reader, which fetches a row group's column
-//! chunks in a few ranged requests instead of a seek per page; a local
-//! file's, by the synchronous reader, a page at a time, which holds far
-//! less memory when a writer made its row groups large.
+//! and wait there on each fetch. Parquet is read with the crate's
+//! asynchronous reader, which fetches a row group's column chunks whole
+//! (in a few ranged requests to an object store instead of a seek per
+//! page), so each chunk is checked against its recorded hash before a
+//! value of it is decoded. A reader holds one row group's projected
+//! columns: dpgate writes groups of 65,536 rows; a registered file's
+//! groups are as its writer made them.
 
 use std::io::Read;
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -19,9 +22,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::registry::ObjectStoreRegistry;
 use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
-};
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
@@ -31,8 +32,9 @@ use sha2::{Digest, Sha256};
 use tokio::runtime::Handle;
 use url::Url;
 
+use super::chunk_hashes::{RangeHashes, checked_ranges, footer_bytes, metadata_bytes, sha256};
 use super::{DataDir, io_error};
-use crate::dataset::VersionFile;
+use crate::dataset::{ChunkHashes, VersionFile};
 use crate::store::StoreError;
 
 /// An object: its store, its path in it, and its URL (for messages).
@@ -90,69 +92,57 @@ impl Object {
     }
 
     /// A reader of its Parquet batches of `batch_rows` rows, of the
-    /// columns `columns` picks from its schema; it is `bytes` long. On a
-    /// blocking thread of the runtime. A local file is read page by page
-    /// by Parquet's synchronous reader; an object store's, row group by
-    /// row group, each group's column chunks fetched in one go (so its
-    /// memory is a group's projected columns).
+    /// columns `columns` picks from its schema; it is `bytes` long, and
+    /// each part read is checked against `checks` when there are. On a
+    /// blocking thread of the runtime. It reads row group by row group,
+    /// each group's column chunks fetched in one go (a few ranged
+    /// requests to an object store), so its memory is a group's projected
+    /// columns.
     pub fn batches(
         &self,
         bytes: u64,
+        checks: Option<&ChunkHashes>,
         batch_rows: usize,
         columns: impl FnOnce(&parquet::schema::types::SchemaDescriptor) -> ProjectionMask,
     ) -> Result<Batches, ParquetError> {
-        if let Some(path) = self.local_path() {
-            let file = std::fs::File::open(path)
-                .map_err(|error| ParquetError::External(Box::new(error)))?;
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file)?;
-            let mask = columns(builder.parquet_schema());
-            let reader = builder
-                .with_projection(mask)
-                .with_batch_size(batch_rows)
-                .build()?;
-            return Ok(Batches::Local(reader));
-        }
-        let builder = self.parquet(bytes)?;
+        let builder = self.parquet(bytes, checks)?;
         let mask = columns(builder.parquet_schema());
         let stream = builder
             .with_projection(mask)
             .with_batch_size(batch_rows)
             .build()?;
-        Ok(Batches::Remote {
+        Ok(Batches {
             stream,
             handle: runtime()?,
         })
     }
 
-    /// Its path, if it is a local file.
-    fn local_path(&self) -> Option<std::path::PathBuf> {
-        (self.url.scheme() == "file")
-            .then(|| self.url.to_file_path().ok())
-            .flatten()
-    }
-
-    /// Its Parquet footer, read; it is `bytes` long. On a blocking thread
-    /// of the runtime.
+    /// Its Parquet footer, read (and checked against `checks` when there
+    /// are); it is `bytes` long. On a blocking thread of the runtime.
     pub fn parquet(
         &self,
         bytes: u64,
+        checks: Option<&ChunkHashes>,
     ) -> Result<ParquetRecordBatchStreamBuilder<ObjectReader>, ParquetError> {
         let reader = ObjectReader {
             object: self.clone(),
             bytes,
+            checks: checks.map(|hashes| Checks {
+                hashes: hashes.clone(),
+                chunks: Vec::new(),
+            }),
         };
         runtime()?.block_on(ParquetRecordBatchStreamBuilder::new(reader))
     }
 
-    /// The SHA-256 of its bytes, lowercase hex: a local file read in
-    /// large blocks, an object store's as it streams in. On a blocking
-    /// thread, waiting on `handle`'s runtime.
-    pub fn sha256(&self, handle: &Handle) -> Result<String, StoreError> {
+    /// Its bytes, in order, to `each`: a local file read in large blocks,
+    /// an object store's as it streams in. On a blocking thread, waiting
+    /// on `handle`'s runtime.
+    fn read_all(&self, handle: &Handle, mut each: impl FnMut(&[u8])) -> Result<(), StoreError> {
         let failed = |error| io_error(&self.url, error);
         let got = handle
             .block_on(self.store.get(&self.path))
             .map_err(failed)?;
-        let mut hash = Sha256::new();
         match got.payload {
             // Not `into_stream`, which reads a local file 8 KiB at a time.
             GetResultPayload::File(mut file, _) => {
@@ -160,7 +150,7 @@ impl Object {
                 loop {
                     match file.read(&mut buffer) {
                         Ok(0) => break,
-                        Ok(read) => hash.update(&buffer[..read]),
+                        Ok(read) => each(&buffer[..read]),
                         Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(error) => return Err(io_error(&self.url, error)),
                     }
@@ -168,11 +158,47 @@ impl Object {
             }
             GetResultPayload::Stream(mut chunks) => {
                 while let Some(chunk) = handle.block_on(chunks.next()) {
-                    hash.update(chunk.map_err(failed)?);
+                    each(&chunk.map_err(failed)?);
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The SHA-256 of its bytes, lowercase hex. On a blocking thread,
+    /// waiting on `handle`'s runtime.
+    pub fn sha256(&self, handle: &Handle) -> Result<String, StoreError> {
+        let mut hash = Sha256::new();
+        self.read_all(handle, |bytes| hash.update(bytes))?;
         Ok(hex::encode(hash.finalize()))
+    }
+
+    /// The SHA-256 of its bytes (lowercase hex) and of its Parquet parts,
+    /// in one read after its footer's; it is `bytes` long. On a blocking
+    /// thread, waiting on `handle`'s runtime.
+    pub fn hashes(&self, handle: &Handle, bytes: u64) -> Result<(String, ChunkHashes), StoreError> {
+        let failed = |error: String| StoreError::Changed(format!("{}: {error}", self.url));
+        let mut reader = ObjectReader {
+            object: self.clone(),
+            bytes,
+            checks: None,
+        };
+        let (metadata, footer) = handle
+            .block_on(reader.footer(None))
+            .map_err(|error| io_error(&self.url, error))?;
+        let mut chunks = RangeHashes::default();
+        chunks
+            .extend(&checked_ranges(&metadata, bytes, footer).map_err(failed)?)
+            .map_err(failed)?;
+        let mut hash = Sha256::new();
+        self.read_all(handle, |bytes| {
+            hash.update(bytes);
+            chunks.feed(bytes);
+        })?;
+        Ok((
+            hex::encode(hash.finalize()),
+            chunks.finish(footer).map_err(failed)?,
+        ))
     }
 }
 
@@ -191,44 +217,153 @@ pub(super) fn stamp_of(meta: &object_store::ObjectMeta) -> Stamp {
 
 /// Parquet's reader of an object of known size: each range it asks for is
 /// one ranged request (those of a row group's column chunks go together,
-/// close ones merged by the store); the footer is read with one request
-/// of its last 64 KiB (a second one if the metadata is larger).
+/// close ones merged by the store). With [`Checks`], every part it reads
+/// (the footer, then whole column chunks) is checked against the hashes
+/// the manifest recorded before it is decoded, so a pass decodes only the
+/// bytes that were recorded and hashes only the columns it reads.
 pub struct ObjectReader {
     object: Object,
     bytes: u64,
+    checks: Option<Checks>,
+}
+
+/// What a checked reader's parts must hash to.
+struct Checks {
+    hashes: ChunkHashes,
+    /// The column chunks' ranges then the footer's, in file order, once
+    /// the footer is read and checked.
+    chunks: Vec<Range<u64>>,
 }
 
 /// Enough of a file's tail for the footer of a file of many row groups.
-const FOOTER_HINT: usize = 64 * 1024;
+const FOOTER_HINT: u64 = 64 * 1024;
 
 fn fetch_error(error: object_store::Error) -> ParquetError {
     ParquetError::External(Box::new(error))
 }
 
-impl AsyncFileReader for ObjectReader {
-    fn get_bytes(
+/// A file that is not what the manifest recorded.
+fn changed(url: &Url, why: impl std::fmt::Display) -> ParquetError {
+    ParquetError::External(Box::new(StoreError::Changed(format!("{url}: {why}"))))
+}
+
+impl Checks {
+    /// Whether `bytes` are a whole column chunk as recorded.
+    fn check(&self, url: &Url, range: &Range<u64>, bytes: &[u8]) -> Result<(), ParquetError> {
+        let index = self
+            .chunks
+            .binary_search_by_key(&range.start, |chunk| chunk.start)
+            .ok()
+            .filter(|&index| self.chunks[index] == *range && index + 1 < self.chunks.len())
+            .ok_or_else(|| {
+                changed(
+                    url,
+                    format!("bytes {range:?} are not a column chunk it was recorded with"),
+                )
+            })?;
+        if self.hashes.get(index) == Some(&sha256(bytes)[..]) {
+            Ok(())
+        } else {
+            Err(changed(
+                url,
+                "a column chunk's SHA-256 is not the manifest's",
+            ))
+        }
+    }
+}
+
+impl ObjectReader {
+    async fn fetch(&self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+        self.object
+            .store
+            .get_range(&self.object.path, range)
+            .await
+            .map_err(fetch_error)
+    }
+
+    /// Its footer, decoded, and its length. A checked reader fetches the
+    /// recorded length and checks it; an unchecked one fetches the last
+    /// 64 KiB, then the rest if the metadata is larger.
+    async fn footer(
         &mut self,
-        range: std::ops::Range<u64>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        options: Option<&ArrowReaderOptions>,
+    ) -> parquet::errors::Result<(ParquetMetaData, u64)> {
+        let url = &self.object.url;
+        let footer = match &self.checks {
+            Some(checks) => {
+                let length = checks.hashes.footer_bytes;
+                let start = self
+                    .bytes
+                    .checked_sub(length)
+                    .ok_or_else(|| changed(url, "it is shorter than its recorded footer"))?;
+                let footer = self.fetch(start..self.bytes).await?;
+                let last = checks.hashes.count().and_then(|count| count.checked_sub(1));
+                if last.and_then(|last| checks.hashes.get(last)) != Some(&sha256(&footer)[..]) {
+                    return Err(changed(url, "its footer's SHA-256 is not the manifest's"));
+                }
+                footer
+            }
+            None => {
+                let hint = FOOTER_HINT.min(self.bytes);
+                let tail = self.fetch(self.bytes - hint..self.bytes).await?;
+                let length = tail
+                    .len()
+                    .checked_sub(8)
+                    .and_then(|at| footer_bytes(&tail[at..]))
+                    .filter(|&length| length <= self.bytes)
+                    .ok_or_else(|| ParquetError::General("not a Parquet file".to_owned()))?;
+                if length <= hint {
+                    tail.slice((hint - length) as usize..)
+                } else {
+                    self.fetch(self.bytes - length..self.bytes).await?
+                }
+            }
+        };
+        let metadata = ParquetMetaDataReader::decode_metadata_with_options(
+            metadata_bytes(&footer),
+            options.map(ArrowReaderOptions::metadata_options),
+        )?;
+        let length = footer.len() as u64;
+        if let Some(checks) = &mut self.checks {
+            let ranges = checked_ranges(&metadata, self.bytes, length)
+                .map_err(|error| changed(url, error))?;
+            if checks.hashes.count() != Some(ranges.len()) {
+                return Err(changed(url, "its parts are not those the manifest hashed"));
+            }
+            checks.chunks = ranges;
+        }
+        Ok((metadata, length))
+    }
+}
+
+impl AsyncFileReader for ObjectReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
         Box::pin(async move {
-            self.object
-                .store
-                .get_range(&self.object.path, range)
-                .await
-                .map_err(fetch_error)
+            let bytes = self.fetch(range.clone()).await?;
+            if let Some(checks) = &self.checks {
+                checks.check(&self.object.url, &range, &bytes)?;
+            }
+            Ok(bytes)
         })
     }
 
     fn get_byte_ranges(
         &mut self,
-        ranges: Vec<std::ops::Range<u64>>,
+        ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         Box::pin(async move {
-            self.object
+            let fetched = self
+                .object
                 .store
                 .get_ranges(&self.object.path, &ranges)
                 .await
-                .map_err(fetch_error)
+                .map_err(fetch_error)?;
+            if let Some(checks) = &self.checks {
+                for (range, bytes) in ranges.iter().zip(&fetched) {
+                    checks.check(&self.object.url, range, bytes)?;
+                }
+            }
+            Ok(fetched)
         })
     }
 
@@ -236,36 +371,22 @@ impl AsyncFileReader for ObjectReader {
         &'a mut self,
         options: Option<&'a ArrowReaderOptions>,
     ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        Box::pin(async move {
-            let bytes = self.bytes;
-            let metadata = ParquetMetaDataReader::new()
-                .with_metadata_options(options.map(|options| options.metadata_options().clone()))
-                .with_prefetch_hint(Some(FOOTER_HINT))
-                .load_and_finish(self, bytes)
-                .await?;
-            Ok(Arc::new(metadata))
-        })
+        Box::pin(async move { Ok(Arc::new(self.footer(options).await?.0)) })
     }
 }
 
 /// A Parquet file's batches, read as they are asked for: an iterator for
 /// a blocking thread.
-pub enum Batches {
-    Local(ParquetRecordBatchReader),
-    Remote {
-        stream: ParquetRecordBatchStream<ObjectReader>,
-        handle: Handle,
-    },
+pub struct Batches {
+    stream: ParquetRecordBatchStream<ObjectReader>,
+    handle: Handle,
 }
 
 impl Iterator for Batches {
     type Item = Result<RecordBatch, ParquetError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            Batches::Local(reader) => reader.next().map(|batch| batch.map_err(ParquetError::from)),
-            Batches::Remote { stream, handle } => handle.block_on(stream.next()),
-        }
+        self.handle.block_on(self.stream.next())
     }
 }
 

@@ -29,6 +29,17 @@ fn corrupt(path: &str, detail: impl std::fmt::Display) -> StoreError {
     }
 }
 
+/// The error reading `path` failed with: the reader's own when a part of
+/// it was not what the manifest recorded, else a corrupt file.
+fn read_failed(path: &str, error: ParquetError) -> StoreError {
+    if let ParquetError::External(inner) = &error
+        && let Some(StoreError::Changed(why)) = inner.downcast_ref::<StoreError>()
+    {
+        return StoreError::Changed(why.clone());
+    }
+    corrupt(path, error)
+}
+
 /// A recorded file, after checking its metadata against the manifest: a
 /// file that was replaced, truncated, removed or (registered in place)
 /// modified is refused before a byte of it is read. On a blocking thread
@@ -50,9 +61,9 @@ fn runtime() -> Result<Handle, StoreError> {
 }
 
 /// Checks the whole file's SHA-256 against the manifest, waiting on
-/// `handle`'s runtime.
+/// `handle`'s runtime, unless its reader checks each part it reads.
 fn verify(dir: &DataDir, file: &VersionFile, handle: &Handle) -> Result<(), StoreError> {
-    if dir.object_of(file)?.sha256(handle)? == file.sha256 {
+    if file.chunks.is_some() || dir.object_of(file)?.sha256(handle)? == file.sha256 {
         Ok(())
     } else {
         Err(StoreError::Changed(format!(
@@ -74,10 +85,10 @@ fn reader(
     let part = names.of_part(file.part);
     let columns = columns.unwrap_or(&part);
     open(dir, file)?
-        .batches(file.bytes, batch_rows, |schema| {
+        .batches(file.bytes, file.chunks.as_ref(), batch_rows, |schema| {
             ProjectionMask::columns(schema, columns.iter().copied())
         })
-        .map_err(|error| corrupt(&file.path, error))
+        .map_err(|error| read_failed(&file.path, error))
 }
 
 /// A batch of `file` as dpgate's own files hold it: a registered file's
@@ -87,7 +98,7 @@ fn encoded(
     schema: &Schema,
     batch: Result<RecordBatch, ParquetError>,
 ) -> Result<RecordBatch, StoreError> {
-    let batch = batch.map_err(|error| corrupt(&file.path, error))?;
+    let batch = batch.map_err(|error| read_failed(&file.path, error))?;
     if !file.registered() {
         return Ok(batch);
     }
@@ -150,7 +161,8 @@ fn versions(files: &[VersionFile], outcomes: bool) -> Result<Vec<Version<'_>>, S
 /// Row-major values of one batch of each file, appended to `block`
 /// for rows `rows`.
 struct Decoded<'b> {
-    ids: &'b StringArray,
+    /// `None` when they are not read: the rows' ids are then empty.
+    ids: Option<&'b StringArray>,
     features: Vec<f32>,
     dimensions: Vec<u32>,
     labels: Vec<u8>,
@@ -166,8 +178,11 @@ impl<'b> Decoded<'b> {
         path: &str,
     ) -> Result<Decoded<'b>, StoreError> {
         let rows = inputs.num_rows();
-        let ids = column::<StringArray>(inputs, ROW_ID, path)?;
-        if ids.null_count() > 0 {
+        let ids = match names.ids {
+            true => Some(column::<StringArray>(inputs, ROW_ID, path)?),
+            false => None,
+        };
+        if ids.is_some_and(|ids| ids.null_count() > 0) {
             return Err(corrupt(path, "a null row id"));
         }
         let mut features = vec![0.0; rows * shape.features];
@@ -224,7 +239,10 @@ impl<'b> Decoded<'b> {
             .measures
             .get(m * rows.start..m * rows.end)
             .unwrap_or_default();
-        let ids: Vec<&str> = rows.clone().map(|row| self.ids.value(row)).collect();
+        let ids: Vec<&str> = match self.ids {
+            Some(ids) => rows.clone().map(|row| ids.value(row)).collect(),
+            None => vec![""; rows.len()],
+        };
         block.append_rows(
             &ids,
             &self.features[k * rows.start..k * rows.end],
@@ -238,6 +256,8 @@ impl<'b> Decoded<'b> {
 /// The schema's column names, in file order.
 #[derive(Debug, Clone)]
 pub struct Names {
+    /// Whether `row_id` is read.
+    ids: bool,
     label: String,
     features: Vec<String>,
     measures: Vec<String>,
@@ -249,6 +269,7 @@ impl Names {
     fn of_part(&self, part: FilePart) -> Vec<&str> {
         match part {
             FilePart::Inputs => std::iter::once(ROW_ID)
+                .filter(|_| self.ids)
                 .chain(self.features.iter().map(String::as_str))
                 .chain(self.dimensions.iter().map(String::as_str))
                 .collect(),
@@ -263,6 +284,7 @@ impl Names {
             columns.iter().map(|column| column.name.clone()).collect()
         };
         Names {
+            ids: true,
             label: schema.label.clone(),
             features: names(&schema.features),
             measures: names(&schema.measures),
@@ -279,6 +301,8 @@ pub struct Needed {
     pub outcomes: bool,
     /// Features: else its blocks hold none (a shape of no features).
     pub features: bool,
+    /// Row ids: else every row's id is empty.
+    pub ids: bool,
 }
 
 impl Needed {
@@ -287,6 +311,7 @@ impl Needed {
         Needed {
             outcomes,
             features: true,
+            ids: true,
         }
     }
 }
@@ -295,9 +320,11 @@ impl Needed {
 /// `block_rows` (the last may be shorter), of the columns `needed` names
 /// (with no outcomes, no outcomes file is opened), on a blocking thread
 /// that runs one block ahead of the consumer. Every file read is checked
-/// against the manifest: its size before it is opened, its SHA-256 (on
-/// the other core, while its rows are decoded) before the stream goes on
-/// past its version. A file changed since it was recorded ends the stream
+/// against the manifest: its size before it is opened, then its footer
+/// and each column chunk read against their SHA-256 before they are
+/// decoded (a file recorded before those hashes were kept: its whole
+/// SHA-256, on the other core while its rows are decoded, before the
+/// stream goes on past its version). A file changed since it was recorded ends the stream
 /// with an error, never with its last block: a pass, which reads to the
 /// end before it answers, never answers on it.
 pub fn stream(
@@ -312,6 +339,7 @@ pub fn stream(
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
         let (mut names, mut shape) = (Names::of(&schema), Shape::of(&schema));
+        (names.ids, shape.ids) = (needed.ids, needed.ids);
         if !needed.features {
             names.features.clear();
             shape.features = 0;
@@ -365,8 +393,9 @@ impl Reading<'_> {
                 .outcomes
                 .map(|file| reader(dir, file, names, batch_rows, None).map(|read| (file, read)))
                 .transpose()?;
-            // The hashes are checked on the other core while this one decodes
-            // (a registered file, both parts of the version, once).
+            // Files without parts' hashes are checked whole on the other
+            // core while this one decodes (a registered file, both parts of
+            // the version, once).
             let handle = runtime()?;
             let read = std::thread::scope(|scope| {
                 let hashing = scope.spawn(|| {

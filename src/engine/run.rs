@@ -33,7 +33,8 @@ struct FileRows {
     dir: Arc<DataDir>,
     files: Vec<VersionFile>,
     schema: Schema,
-    features: bool,
+    /// Of the columns besides the outcomes and dimensions, those read.
+    needed: Needed,
     batch: SchemaRef,
 }
 
@@ -47,10 +48,7 @@ impl PartitionStream for FileRows {
             self.dir.clone(),
             self.files.clone(),
             self.schema.clone(),
-            Needed {
-                outcomes: true,
-                features: self.features,
-            },
+            self.needed,
             STREAM_ROWS,
         );
         let batches = blocks.map(|block| {
@@ -74,7 +72,7 @@ fn partitions(
     dir: &Arc<DataDir>,
     files: Vec<VersionFile>,
     schema: &Schema,
-    features: bool,
+    needed: Needed,
     batch: &SchemaRef,
     threads: usize,
 ) -> Vec<Arc<dyn PartitionStream>> {
@@ -110,7 +108,7 @@ fn partitions(
                 dir: dir.clone(),
                 files,
                 schema: schema.clone(),
-                features,
+                needed,
                 batch: batch.clone(),
             }) as Arc<dyn PartitionStream>
         })
@@ -143,8 +141,14 @@ pub async fn sum<S: Summed>(
     if !S::READS_FEATURES {
         shape.features = 0;
     }
+    shape.ids = S::READS_IDS;
     let batch = batch_schema(shape, true);
-    let parts = partitions(&dir, files, schema, S::READS_FEATURES, &batch, threads);
+    let needed = Needed {
+        outcomes: true,
+        features: S::READS_FEATURES,
+        ids: S::READS_IDS,
+    };
+    let parts = partitions(&dir, files, schema, needed, &batch, threads);
     let table = StreamingTable::try_new(batch.clone(), parts).map_err(engine_error)?;
     let context = SessionContext::new_with_config(
         SessionConfig::new().with_target_partitions(threads.max(1)),

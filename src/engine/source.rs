@@ -13,7 +13,7 @@ use url::Url;
 
 use super::objects::{Object, ObjectReader, Stamp, stamp_of};
 use super::{DataDir, remote_url};
-use crate::dataset::{FilePart, VersionFile};
+use crate::dataset::{ChunkHashes, FilePart, VersionFile};
 use crate::ingest::SourceFile;
 use crate::store::StoreError;
 
@@ -80,14 +80,17 @@ impl Located {
     pub fn open(&self) -> SourceFile<ObjectReader> {
         SourceFile {
             name: self.name.clone(),
-            parquet: self.object.parquet(self.stamp.bytes),
+            parquet: self.object.parquet(self.stamp.bytes, None),
         }
     }
 
-    /// The SHA-256 of its bytes, lowercase hex: on a blocking thread of
-    /// `handle`'s runtime.
-    pub fn sha256(&self, handle: &tokio::runtime::Handle) -> Result<String, StoreError> {
-        self.object.sha256(handle)
+    /// The SHA-256 of its bytes (lowercase hex) and of its Parquet parts:
+    /// on a blocking thread of `handle`'s runtime.
+    pub fn hashes(
+        &self,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<(String, ChunkHashes), StoreError> {
+        self.object.hashes(handle, self.stamp.bytes)
     }
 }
 
@@ -251,17 +254,17 @@ fn outside(uri: &str) -> SourceError {
 }
 
 /// The manifest's records of `files` as version `version` of a dataset,
-/// `rows` and `sha256` each file's: every file as the version's inputs and
+/// `rows` and `hashes` each file's: every file as the version's inputs and
 /// as its outcomes. A file whose metadata changed since it was located is
 /// refused (it changed while it was read).
 pub async fn manifest(
     files: &[Located],
     rows: &[u64],
-    sha256: &[String],
+    hashes: &[(String, ChunkHashes)],
     version: u64,
 ) -> Result<Vec<VersionFile>, SourceError> {
     let mut records = Vec::with_capacity(2 * files.len());
-    for (seq, ((file, &rows), sha256)) in files.iter().zip(rows).zip(sha256).enumerate() {
+    for (seq, ((file, &rows), (sha256, chunks))) in files.iter().zip(rows).zip(hashes).enumerate() {
         if file.object.stamp().await.ok().as_ref() != Some(&file.stamp) {
             return Err(SourceError::Invalid(format!(
                 "{} changed while it was registered",
@@ -279,6 +282,7 @@ pub async fn manifest(
                 sha256: sha256.clone(),
                 modified_ns: Some(file.stamp.modified_ns),
                 etag: file.stamp.etag.clone(),
+                chunks: Some(chunks.clone()),
             });
         }
     }

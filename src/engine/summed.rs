@@ -24,6 +24,10 @@ pub trait Summed: Pass + Clone + Sync {
     /// blocks of no features, and their columns are never decoded.
     const READS_FEATURES: bool = true;
 
+    /// Whether it reads the row ids: a pass that does not is handed rows
+    /// whose ids are empty, and the `row_id` column is never read.
+    const READS_IDS: bool = true;
+
     /// The sums so far, always as many.
     fn sums(&self) -> Vec<i128>;
 

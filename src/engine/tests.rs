@@ -252,6 +252,113 @@ async fn a_changed_file_is_never_read_to_the_end() {
     ));
 }
 
+/// Flips one bit in the middle of `column`'s first chunk of `file`.
+fn flip_chunk(fixture: &Fixture, file: &VersionFile, column: usize) {
+    let (start, length) = metadata(fixture, file)
+        .row_group(0)
+        .column(column)
+        .byte_range();
+    let path = fixture.data.root().unwrap().join(&file.path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[(start + length / 2) as usize] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+}
+
+fn changed(items: &[Result<Columns, crate::store::StoreError>], why: &str) -> bool {
+    matches!(items.last(), Some(Err(crate::store::StoreError::Changed(detail))) if detail.contains(why))
+}
+
+/// A read checks the column chunks it decodes, and only those: a changed
+/// feature fails a read of the features and not one without them; a
+/// changed footer fails every read.
+#[tokio::test]
+async fn a_read_checks_exactly_the_chunks_it_decodes() {
+    let (fixture, record, files) = uploaded(2_000).await;
+    let inputs = &files[0];
+    // row_id, f, g, device: f's chunk.
+    flip_chunk(&fixture, inputs, 1);
+    let without_features = Needed {
+        outcomes: true,
+        features: false,
+        ids: true,
+    };
+    let read_with = |needed| {
+        stream(
+            fixture.data.clone(),
+            files.clone(),
+            record.schema.clone(),
+            needed,
+            500,
+        )
+        .collect::<Vec<_>>()
+    };
+    let read_back = read_with(without_features).await;
+    assert!(read_back.iter().all(Result::is_ok));
+    assert_eq!(
+        read_back.iter().flatten().map(Columns::len).sum::<usize>(),
+        2_000
+    );
+    let read_back = read_with(Needed::all(true)).await;
+    assert!(
+        changed(&read_back, "a column chunk's SHA-256 is not the manifest's"),
+        "{read_back:?}"
+    );
+
+    // A file recorded before its parts were hashed is checked whole.
+    let mut legacy = files.clone();
+    legacy[0].chunks = None;
+    let read_back: Vec<_> = stream(
+        fixture.data.clone(),
+        legacy,
+        record.schema.clone(),
+        without_features,
+        500,
+    )
+    .collect()
+    .await;
+    assert!(
+        changed(&read_back, "its SHA-256 is not the manifest's"),
+        "{read_back:?}"
+    );
+
+    // The footer: the last byte of its metadata, before length and magic.
+    let path = fixture.data.root().unwrap().join(&files[1].path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() - 9;
+    bytes[at] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let read_back = read_with(without_features).await;
+    assert!(
+        changed(&read_back, "its footer's SHA-256 is not the manifest's"),
+        "{read_back:?}"
+    );
+}
+
+/// The hashes a writer records as its bytes stream out are those a
+/// registration computes reading the file back: every column chunk, in
+/// file order, then the footer.
+#[tokio::test]
+async fn written_and_registered_files_are_hashed_alike() {
+    let (fixture, _, files) = uploaded(150_000).await;
+    let runtime = tokio::runtime::Handle::current();
+    for file in files {
+        let object = fixture.data.object_of(&file).unwrap();
+        let data = metadata(&fixture, &file);
+        let runtime = runtime.clone();
+        let bytes = file.bytes;
+        let (sha256, chunks) =
+            tokio::task::spawn_blocking(move || object.hashes(&runtime, bytes).unwrap())
+                .await
+                .unwrap();
+        assert_eq!(sha256, file.sha256);
+        assert_eq!(Some(&chunks), file.chunks.as_ref());
+        // Three row groups of every column, and the footer.
+        assert!(data.num_row_groups() == 3);
+        let columns = data.row_group(0).num_columns();
+        assert_eq!(chunks.count(), Some(3 * columns + 1));
+    }
+}
+
 /// An upload dropped before its commit, or refused at it, leaves no file.
 #[tokio::test]
 async fn an_abandoned_upload_leaves_no_file() {
@@ -364,15 +471,21 @@ async fn a_registered_manifest_pins_each_files_metadata() {
         .locate(url::Url::from_file_path(dir.path()).unwrap().as_ref())
         .await
         .unwrap();
-    let records = manifest(&located, &[3], &["hash".to_owned()], 7)
-        .await
-        .unwrap();
+    let hashes = [(
+        "hash".to_owned(),
+        crate::dataset::ChunkHashes {
+            footer_bytes: 8,
+            sha256: [0; 32].into(),
+        },
+    )];
+    let records = manifest(&located, &[3], &hashes, 7).await.unwrap();
     assert_eq!(records.len(), 2);
     assert_eq!(
         records.iter().map(|file| file.part).collect::<Vec<_>>(),
         [FilePart::Inputs, FilePart::Outcomes]
     );
     assert!(records.iter().all(|file| file.registered()
+        && file.chunks.as_ref() == Some(&hashes[0].1)
         && file.version == 7
         && file.rows == 3
         && file.path.starts_with("file:///")));
@@ -380,7 +493,7 @@ async fn a_registered_manifest_pins_each_files_metadata() {
 
     std::fs::write(dir.path().join("a.parquet"), "two!").unwrap();
     assert!(matches!(
-        manifest(&located, &[3], &["hash".to_owned()], 7).await,
+        manifest(&located, &[3], &hashes, 7).await,
         Err(SourceError::Invalid(detail)) if detail.contains("changed while")
     ));
     assert!(matches!(

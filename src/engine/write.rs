@@ -19,9 +19,10 @@ use sha2::{Digest, Sha256};
 use tokio::runtime::Handle;
 use uuid::Uuid;
 
+use super::chunk_hashes::{RangeHashes, chunk_ranges};
 use super::objects::Object;
 use super::{DataDir, io_error};
-use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
+use crate::dataset::{ChunkHashes, FilePart, ROW_ID, Schema, VersionFile};
 use crate::snapshots::{Columns, STREAM_ROWS};
 use crate::store::StoreError;
 
@@ -100,10 +101,12 @@ enum Sink {
 /// Parts of a remote file in flight at once.
 const UPLOADS_IN_FLIGHT: usize = 4;
 
-/// A file being written, its bytes hashed and counted on the way out.
+/// A file being written, its bytes hashed (whole, and by the parts a read
+/// fetches) and counted on the way out.
 struct Hashed {
     sink: Sink,
     hash: Sha256,
+    chunks: RangeHashes,
     bytes: u64,
 }
 
@@ -120,6 +123,7 @@ impl Write for Hashed {
             }
         };
         self.hash.update(&buf[..written]);
+        self.chunks.feed(&buf[..written]);
         self.bytes += written as u64;
         Ok(written)
     }
@@ -133,8 +137,13 @@ impl Write for Hashed {
 }
 
 impl Hashed {
-    /// Closes the file: flushed to disk, or its upload completed.
-    fn close(self, path: &str) -> Result<(u64, String), StoreError> {
+    /// Closes the file (flushed to disk, or its upload completed): its
+    /// size, SHA-256 and parts' hashes.
+    fn close(self, path: &str) -> Result<(u64, String, ChunkHashes), StoreError> {
+        let chunks = self
+            .chunks
+            .finish_file(self.bytes)
+            .map_err(|error| io_error(path, error))?;
         match self.sink {
             Sink::Local(file) => file.sync_all().map_err(|error| io_error(path, error))?,
             Sink::Remote { upload, handle } => {
@@ -143,7 +152,7 @@ impl Hashed {
                     .map_err(|error| io_error(path, error))?;
             }
         }
-        Ok((self.bytes, hex::encode(self.hash.finalize())))
+        Ok((self.bytes, hex::encode(self.hash.finalize()), chunks))
     }
 }
 
@@ -190,6 +199,26 @@ impl Drop for Written {
 struct Part {
     writer: ArrowWriter<Hashed>,
     path: String,
+    /// Row groups whose chunks the sink was told of.
+    told_groups: usize,
+}
+
+impl Part {
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), StoreError> {
+        self.writer
+            .write(batch)
+            .map_err(|error| io_error(&self.path, error))?;
+        // Told as each row group is written, the sink keeps no more than
+        // one group's bytes.
+        let groups = self.writer.flushed_row_groups();
+        let ranges = chunk_ranges(&groups[self.told_groups..]);
+        self.told_groups = groups.len();
+        self.writer
+            .inner_mut()
+            .chunks
+            .extend(&ranges)
+            .map_err(|error| io_error(&self.path, error))
+    }
 }
 
 /// One upload's files, written block by block.
@@ -251,11 +280,16 @@ impl VersionWriter {
             let sink = Hashed {
                 sink,
                 hash: Sha256::new(),
+                chunks: RangeHashes::default(),
                 bytes: 0,
             };
             let writer = ArrowWriter::try_new(sink, schema.clone(), Some(properties(part)))
                 .map_err(|error| io_error(&path, error))?;
-            Ok::<_, StoreError>(Part { writer, path })
+            Ok::<_, StoreError>(Part {
+                writer,
+                path,
+                told_groups: 0,
+            })
         };
         let inputs = open(FilePart::Inputs, &schemas.0)?;
         let outcomes = open(FilePart::Outcomes, &schemas.1)?;
@@ -273,16 +307,8 @@ impl VersionWriter {
     /// Appends a block of rows (with their outcomes).
     pub(super) fn write(&mut self, block: &Columns) -> Result<(), StoreError> {
         let (inputs, outcomes) = batches(block, &self.schemas)?;
-        let failed =
-            |part: &Part, error: parquet::errors::ParquetError| io_error(&part.path, error);
-        self.inputs
-            .writer
-            .write(&inputs)
-            .map_err(|error| failed(&self.inputs, error))?;
-        self.outcomes
-            .writer
-            .write(&outcomes)
-            .map_err(|error| failed(&self.outcomes, error))?;
+        self.inputs.write(&inputs)?;
+        self.outcomes.write(&outcomes)?;
         self.rows += block.len() as u64;
         Ok(())
     }
@@ -300,7 +326,7 @@ impl VersionWriter {
                 .writer
                 .into_inner()
                 .map_err(|error| io_error(&part.path, error))?;
-            let (bytes, sha256) = sink.close(&part.path)?;
+            let (bytes, sha256, chunks) = sink.close(&part.path)?;
             files.push(VersionFile {
                 version: self.version,
                 part: kind,
@@ -311,6 +337,7 @@ impl VersionWriter {
                 sha256,
                 modified_ns: None,
                 etag: None,
+                chunks: Some(chunks),
             });
         }
         if let Some(folder) = &self.folder {

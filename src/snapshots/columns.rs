@@ -35,6 +35,9 @@ pub struct Shape {
     pub features: usize,
     pub measures: usize,
     pub dimensions: usize,
+    /// Whether rows carry their ids: a pass that reads none is handed rows
+    /// whose ids are all empty.
+    pub ids: bool,
 }
 
 impl Shape {
@@ -43,6 +46,7 @@ impl Shape {
             features: schema.k(),
             measures: schema.measures.len(),
             dimensions: schema.dimensions.len(),
+            ids: true,
         }
     }
 
@@ -303,6 +307,7 @@ impl Columns {
             features: k,
             measures: 0,
             dimensions: 0,
+            ids: true,
         };
         let mut columns = Columns::builder(shape, true, rows).columns;
         for (index, (row, &label)) in x.rows().into_iter().zip(y).enumerate() {
@@ -340,6 +345,15 @@ fn words(bytes: &[u8]) -> impl Iterator<Item = [u8; 4]> + '_ {
         .map(|word| [word[0], word[1], word[2], word[3]])
 }
 
+/// Why a row's id is refused: every stored row has one, and a run of a
+/// shape without ids holds none.
+fn empty_or_not(shape: Shape) -> String {
+    match shape.ids {
+        true => "a stored row id is empty".to_owned(),
+        false => "a row id in a run without ids".to_owned(),
+    }
+}
+
 impl Builder {
     pub fn len(&self) -> usize {
         self.columns.len()
@@ -372,8 +386,8 @@ impl Builder {
         if outcomes && (measures.len() != 8 * shape.measures || label > 1) {
             return Err(malformed("outcomes"));
         }
-        if id.is_empty() {
-            return Err("a stored row id is empty".to_owned());
+        if id.is_empty() == shape.ids {
+            return Err(empty_or_not(shape));
         }
         self.columns.ids.push_str(id);
         self.columns.id_ends.push(self.columns.ids.len() as u64);
@@ -428,8 +442,8 @@ impl Builder {
         c.ids.reserve_exact(ids.iter().map(|id| id.len()).sum());
         c.id_ends.reserve_exact(rows);
         for id in ids {
-            if id.is_empty() {
-                return Err("a stored row id is empty".to_owned());
+            if id.is_empty() == shape.ids {
+                return Err(empty_or_not(shape));
             }
             c.ids.push_str(id);
             c.id_ends.push(c.ids.len() as u64);

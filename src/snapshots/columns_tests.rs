@@ -7,6 +7,7 @@ const SHAPE: Shape = Shape {
     features: 2,
     measures: 1,
     dimensions: 1,
+    ids: true,
 };
 
 fn encoded(values: &[f32]) -> Vec<u8> {

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{StoreError, StoredRelease};
 use crate::budget::AnalystRecord;
-use crate::dataset::{DatasetRecord, FilePart, Schema, VersionFile, WalrStats};
+use crate::dataset::{ChunkHashes, DatasetRecord, FilePart, Schema, VersionFile, WalrStats};
 use crate::dp::{Accountant, Budget, Composition, Delta, Epsilon};
 use crate::ledger::LedgerRecord;
 
@@ -75,6 +75,8 @@ pub(super) struct FileRow {
     sha256: String,
     modified_ns: Option<i64>,
     etag: Option<String>,
+    footer_bytes: Option<i64>,
+    chunk_sha256: Option<Vec<u8>>,
 }
 
 impl FileRow {
@@ -89,6 +91,14 @@ impl FileRow {
             sha256: self.sha256,
             modified_ns: self.modified_ns,
             etag: self.etag,
+            chunks: match (self.footer_bytes, self.chunk_sha256) {
+                (Some(footer), Some(sha256)) => Some(ChunkHashes {
+                    footer_bytes: unsigned("footer bytes", footer)?,
+                    sha256: sha256.into(),
+                }),
+                (None, None) => None,
+                _ => return Err(corrupt("file chunk hashes", "half recorded")),
+            },
         })
     }
 }

@@ -236,14 +236,17 @@ impl Query {
         !self.group_by.is_empty()
     }
 
-    fn cell(&self, row_id: &str, dimensions: &[u32]) -> Result<usize, String> {
+    /// The cell of a row of `dimensions`; a code outside its dimension's
+    /// values (never stored: codes are checked on ingest and on read) is
+    /// an error.
+    fn cell(&self, dimensions: &[u32]) -> Result<usize, String> {
         self.group_by
             .iter()
             .try_fold(0usize, |cell, &(dimension, values)| {
                 let value = dimensions.get(dimension).map(|&v| v as usize);
                 match value {
                     Some(value) if value < values => Ok(cell * values + value),
-                    _ => Err(format!("row {row_id} has a malformed dimension")),
+                    _ => Err("a row has a malformed dimension".to_owned()),
                 }
             })
     }
@@ -282,11 +285,10 @@ impl Tally {
         &mut self,
         query: &Query,
         calibration: &Calibration,
-        row_id: &str,
         dimensions: &[u32],
     ) -> Result<(), String> {
         let width = query.quantities.len();
-        let cell = query.cell(row_id, dimensions)?;
+        let cell = query.cell(dimensions)?;
         let sums = &mut self.sums[cell * width..(cell + 1) * width];
         for ((sum, quantity), tallied) in sums
             .iter_mut()
@@ -320,7 +322,7 @@ impl Tally {
         row: Row<'_>,
     ) -> Result<(), String> {
         let width = query.quantities.len();
-        let cell = query.cell(row.id, row.dimensions)?;
+        let cell = query.cell(row.dimensions)?;
         let sums = &mut self.sums[cell * width..(cell + 1) * width];
         for ((sum, quantity), tallied) in sums
             .iter_mut()
@@ -334,7 +336,7 @@ impl Tally {
                     .measures
                     .get(*index)
                     .copied()
-                    .ok_or_else(|| format!("row {} has a malformed measure", row.id))?,
+                    .ok_or("a row has a malformed measure")?,
             };
             *sum += tallied.units(value);
         }
@@ -367,7 +369,7 @@ impl Pass for Tallying {
             let mut part = calibration.tally(query);
             for row in rows {
                 if self.counts_only {
-                    part.count(query, calibration, block.id(row), block.dimensions(row))?;
+                    part.count(query, calibration, block.dimensions(row))?;
                 } else {
                     part.add(query, calibration, block.row(row))?;
                 }
@@ -383,6 +385,7 @@ impl Pass for Tallying {
 
 impl Summed for Tallying {
     const READS_FEATURES: bool = false;
+    const READS_IDS: bool = false;
 
     fn sums(&self) -> Vec<i128> {
         self.tally.sums.clone()

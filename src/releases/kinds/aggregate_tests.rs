@@ -415,9 +415,7 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     assert!(c.public());
     let mut from_dimensions = c.tally(&counts);
     for row in &rows {
-        from_dimensions
-            .count(&counts, &c, &row.id, &row.dimensions)
-            .unwrap();
+        from_dimensions.count(&counts, &c, &row.dimensions).unwrap();
     }
     assert_eq!(from_dimensions, tally(&counts, &c, &rows));
     let out = groups(&counts, &schema, &c, &from_dimensions, &[], 0.0);
@@ -548,6 +546,7 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
         features: 1,
         measures: 2,
         dimensions: 2,
+        ids: true,
     };
     let whole = Columns::of_rows(shape, &rows);
     let q = query(&["mean:value", "sum:delta", "count"], &["campaign"]);

@@ -438,6 +438,8 @@ impl Pass for Terms {
 }
 
 impl Summed for Terms {
+    const READS_IDS: bool = false;
+
     fn sums(&self) -> Vec<i128> {
         self.sums.clone()
     }

@@ -251,6 +251,8 @@ impl<L: Loss> Pass for Gradients<L> {
 }
 
 impl<L: Loss> Summed for Gradients<L> {
+    const READS_IDS: bool = false;
+
     fn sums(&self) -> Vec<i128> {
         self.sums.clone()
     }

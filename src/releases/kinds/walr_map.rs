@@ -309,6 +309,8 @@ impl Pass for MappedSums {
 
 /// The sums, then Σ yᵢ.
 impl Summed for MappedSums {
+    const READS_IDS: bool = false;
+
     fn sums(&self) -> Vec<i128> {
         let mut sums = self.sums.clone();
         sums.push(i128::from(self.labels));
