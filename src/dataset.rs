@@ -342,34 +342,34 @@ pub struct VersionFile {
     /// with its bytes (an object store's, or one derived from a local
     /// file's metadata).
     pub etag: Option<String>,
-    /// The SHA-256 of each of its parts a read fetches whole, so a pass
+    /// The BLAKE3 hash of each of its parts a read fetches whole, so a pass
     /// checks the bytes it reads and no others; `None` for files recorded
     /// before they were kept, which a pass checks whole.
     pub chunks: Option<ChunkHashes>,
 }
 
-/// The SHA-256 of a Parquet file's column chunks and of its footer (its
+/// The BLAKE3 hashes of a Parquet file's column chunks and of its footer (its
 /// last `footer_bytes`: metadata, length and magic), 32 bytes each, in
 /// the order of their offsets in the file: the footer's last.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChunkHashes {
     pub footer_bytes: u64,
-    pub sha256: std::sync::Arc<[u8]>,
+    pub blake3: std::sync::Arc<[u8]>,
 }
 
 impl ChunkHashes {
     /// How many parts they hash, footer included; `None` if they are not
     /// a whole number of hashes.
     pub fn count(&self) -> Option<usize> {
-        self.sha256
+        self.blake3
             .len()
             .is_multiple_of(32)
-            .then_some(self.sha256.len() / 32)
+            .then_some(self.blake3.len() / 32)
     }
 
     /// The hash of the `index`th part in file order.
     pub fn get(&self, index: usize) -> Option<&[u8]> {
-        self.sha256.get(32 * index..32 * (index + 1))
+        self.blake3.get(32 * index..32 * (index + 1))
     }
 }
 

@@ -209,6 +209,23 @@ fn scale(value: f64, min: f64, max: f64) -> Option<f32> {
     Some((ratio as f32).clamp(0.0, 1.0))
 }
 
+/// Every value of `values` scaled as [`scale`] scales it, if every one is
+/// within `[min, max]` and `max - min` is finite and positive (a loop the
+/// compiler vectorises); `None` otherwise, for the value-by-value path to
+/// name the first that is not.
+fn scale_all(values: &[f64], min: f64, max: f64) -> Option<Vec<f32>> {
+    let span = max - min;
+    let within = values
+        .iter()
+        .fold(true, |all, &value| all & (value >= min) & (value <= max));
+    (within && span.is_finite() && span > 0.0).then(|| {
+        values
+            .iter()
+            .map(|&value| (((value - min) / span) as f32).clamp(0.0, 1.0))
+            .collect()
+    })
+}
+
 /// Parses a whole upload, handing batches of valid rows to `sink` (which
 /// returns false to stop). A read error ends the upload as an error. A line
 /// longer than a row of the schema can need ends it as a bad line, read no

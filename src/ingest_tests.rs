@@ -647,6 +647,42 @@ proptest::proptest! {
         proptest::prop_assert_eq!(scale(min, min, max), Some(0.0));
         proptest::prop_assert_eq!(scale(max, min, max), Some(1.0));
     }
+
+    /// A whole column scaled at once is bit-identical to each value scaled
+    /// alone, and refused (for the value-by-value path to name the value)
+    /// as soon as one value is out of bounds or not finite.
+    #[test]
+    fn a_column_scaled_at_once_is_each_value_scaled(
+        a in -1e300..1e300f64,
+        b in -1e300..1e300f64,
+        ts in proptest::collection::vec(0.0..=1.0f64, 0..40),
+        bad in proptest::option::of((0usize..40, proptest::sample::select(vec![f64::NAN, f64::INFINITY, -1.0, 2.0]))),
+    ) {
+        proptest::prop_assume!(a != b);
+        let (min, max) = if a < b { (a, b) } else { (b, a) };
+        let mut values: Vec<f64> =
+            ts.iter().map(|t| (min + t * (max - min)).clamp(min, max)).collect();
+        let each: Vec<f32> = values.iter().map(|&v| scale(v, min, max).unwrap()).collect();
+        match scale_all(&values, min, max) {
+            Some(all) => proptest::prop_assert!(
+                all.iter().map(|v| v.to_bits()).eq(each.iter().map(|v| v.to_bits()))
+            ),
+            // Only a span that overflows is left to the other path.
+            None => proptest::prop_assert!(!(max - min).is_finite()),
+        }
+        if let Some((at, outside)) = bad && !values.is_empty() {
+            let at = at % values.len();
+            // Outside: below min or above max by the span, or not finite.
+            values[at] = match outside {
+                -1.0 => min - (max - min).min(f64::MAX),
+                2.0 => max + (max - min).min(f64::MAX),
+                other => other,
+            };
+            if !(min..=max).contains(&values[at]) {
+                proptest::prop_assert_eq!(scale_all(&values, min, max), None);
+            }
+        }
+    }
 }
 
 /// A registered file's typed columns are encoded as an upload of the same

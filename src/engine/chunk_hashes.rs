@@ -1,4 +1,4 @@
-//! The SHA-256 of a Parquet file's parts that a read fetches whole: each
+//! The BLAKE3 hash of a Parquet file's parts that a read fetches whole: each
 //! column chunk, and the footer. A pass reads a few columns of a file;
 //! with these it checks exactly the bytes it decodes (and the footer that
 //! says where they are), where the file's own hash made it read every
@@ -9,7 +9,6 @@
 use std::ops::Range;
 
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader, RowGroupMetaData};
-use sha2::{Digest, Sha256};
 
 use crate::dataset::ChunkHashes;
 
@@ -47,8 +46,11 @@ pub(super) fn metadata_bytes(footer: &[u8]) -> &[u8] {
     &footer[..footer.len().saturating_sub(TAIL)]
 }
 
-pub(super) fn sha256(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+/// BLAKE3, not SHA-256 as for a whole file: a pass hashes every byte it
+/// reads, and BLAKE3 hashed them at 3–4× SHA-256's speed here (SHA-256
+/// was 16% of a WALR pass's time).
+pub(super) fn hash(bytes: &[u8]) -> [u8; 32] {
+    blake3::hash(bytes).into()
 }
 
 /// Hashes of ranges of a stream of bytes, each taken when its last byte
@@ -101,7 +103,7 @@ impl RangeHashes {
         while let Some(range) = self.ranges.get(done).filter(|range| range.end <= end) {
             let from = (range.start - self.at) as usize;
             let to = (range.end - self.at) as usize;
-            self.hashes.extend_from_slice(&sha256(&self.kept[from..to]));
+            self.hashes.extend_from_slice(&hash(&self.kept[from..to]));
             done += 1;
         }
         let keep_from = match self.ranges.get(done) {
@@ -153,7 +155,7 @@ impl RangeHashes {
         }
         Ok(ChunkHashes {
             footer_bytes,
-            sha256: self.hashes.into(),
+            blake3: self.hashes.into(),
         })
     }
 }
@@ -187,7 +189,7 @@ mod tests {
     fn hashes_of(bytes: &[u8], ranges: &[Range<u64>]) -> Vec<u8> {
         ranges
             .iter()
-            .flat_map(|range| sha256(&bytes[range.start as usize..range.end as usize]))
+            .flat_map(|range| hash(&bytes[range.start as usize..range.end as usize]))
             .collect()
     }
 
@@ -203,7 +205,7 @@ mod tests {
             for part in bytes.chunks(piece) {
                 ahead.feed(part);
             }
-            assert_eq!(&*ahead.finish(10).unwrap().sha256, &expected[..]);
+            assert_eq!(&*ahead.finish(10).unwrap().blake3, &expected[..]);
             // Told one by one after its bytes went past, as a writer does.
             let mut behind = RangeHashes::default();
             for (told, part) in bytes.chunks(piece).enumerate() {
@@ -218,9 +220,9 @@ mod tests {
             }
             behind.extend(&ranges[behind.told()..]).unwrap();
             let hashes = behind.finish(10).unwrap();
-            assert_eq!(&*hashes.sha256, &expected[..]);
+            assert_eq!(&*hashes.blake3, &expected[..]);
             assert_eq!(hashes.count(), Some(4));
-            assert_eq!(hashes.get(1), Some(&sha256(&bytes[100..350])[..]));
+            assert_eq!(hashes.get(1), Some(&hash(&bytes[100..350])[..]));
         }
     }
 

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use tokio::runtime::Handle;
 use url::Url;
 
-use super::chunk_hashes::{RangeHashes, checked_ranges, footer_bytes, metadata_bytes, sha256};
+use super::chunk_hashes::{RangeHashes, checked_ranges, footer_bytes, hash, metadata_bytes};
 use super::{DataDir, io_error};
 use crate::dataset::{ChunkHashes, VersionFile};
 use crate::store::StoreError;
@@ -173,7 +173,8 @@ impl Object {
         Ok(hex::encode(hash.finalize()))
     }
 
-    /// The SHA-256 of its bytes (lowercase hex) and of its Parquet parts,
+    /// The SHA-256 of its bytes (lowercase hex) and the BLAKE3 hashes of
+    /// its Parquet parts,
     /// in one read after its footer's; it is `bytes` long. On a blocking
     /// thread, waiting on `handle`'s runtime.
     pub fn hashes(&self, handle: &Handle, bytes: u64) -> Result<(String, ChunkHashes), StoreError> {
@@ -261,12 +262,12 @@ impl Checks {
                     format!("bytes {range:?} are not a column chunk it was recorded with"),
                 )
             })?;
-        if self.hashes.get(index) == Some(&sha256(bytes)[..]) {
+        if self.hashes.get(index) == Some(&hash(bytes)[..]) {
             Ok(())
         } else {
             Err(changed(
                 url,
-                "a column chunk's SHA-256 is not the manifest's",
+                "a column chunk's BLAKE3 hash is not the manifest's",
             ))
         }
     }
@@ -298,8 +299,11 @@ impl ObjectReader {
                     .ok_or_else(|| changed(url, "it is shorter than its recorded footer"))?;
                 let footer = self.fetch(start..self.bytes).await?;
                 let last = checks.hashes.count().and_then(|count| count.checked_sub(1));
-                if last.and_then(|last| checks.hashes.get(last)) != Some(&sha256(&footer)[..]) {
-                    return Err(changed(url, "its footer's SHA-256 is not the manifest's"));
+                if last.and_then(|last| checks.hashes.get(last)) != Some(&hash(&footer)[..]) {
+                    return Err(changed(
+                        url,
+                        "its footer's BLAKE3 hash is not the manifest's",
+                    ));
                 }
                 footer
             }

@@ -224,7 +224,7 @@ async fn a_changed_file_is_never_read_to_the_end() {
     let read_back = read(&fixture, &record, true, 500).await;
     let last = read_back.last().expect("an item");
     assert!(
-        matches!(last, Err(crate::store::StoreError::Changed(detail)) if detail.contains("SHA-256")),
+        matches!(last, Err(crate::store::StoreError::Changed(detail)) if detail.contains("hash is not the manifest's")),
         "{last:?}"
     );
     // Inputs alone are untouched, and still read.
@@ -300,7 +300,10 @@ async fn a_read_checks_exactly_the_chunks_it_decodes() {
     );
     let read_back = read_with(Needed::all(true)).await;
     assert!(
-        changed(&read_back, "a column chunk's SHA-256 is not the manifest's"),
+        changed(
+            &read_back,
+            "a column chunk's BLAKE3 hash is not the manifest's"
+        ),
         "{read_back:?}"
     );
 
@@ -329,7 +332,7 @@ async fn a_read_checks_exactly_the_chunks_it_decodes() {
     std::fs::write(&path, &bytes).unwrap();
     let read_back = read_with(without_features).await;
     assert!(
-        changed(&read_back, "its footer's SHA-256 is not the manifest's"),
+        changed(&read_back, "its footer's BLAKE3 hash is not the manifest's"),
         "{read_back:?}"
     );
 }
@@ -475,7 +478,7 @@ async fn a_registered_manifest_pins_each_files_metadata() {
         "hash".to_owned(),
         crate::dataset::ChunkHashes {
             footer_bytes: 8,
-            sha256: [0; 32].into(),
+            blake3: [0; 32].into(),
         },
     )];
     let records = manifest(&located, &[3], &hashes, 7).await.unwrap();

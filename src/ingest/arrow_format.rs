@@ -255,9 +255,16 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
                 cell(array, row).label(name)
             })?))
         } else if let Some(column) = schema.features.iter().find(|c| c.name == name) {
-            Arc::new(Float32Array::from(match floats(array) {
-                Some(values) => each(rows, |row| scaled(column, finite(name, values[row])?))?,
-                None => each(rows, |row| feature(column, cell(array, row)))?,
+            let values = floats(array);
+            let fast = values
+                .as_deref()
+                .and_then(|values| super::scale_all(values, column.min, column.max));
+            Arc::new(Float32Array::from(match (fast, values) {
+                (Some(scaled), _) => scaled,
+                (None, Some(values)) => {
+                    each(rows, |row| scaled(column, finite(name, values[row])?))?
+                }
+                (None, None) => each(rows, |row| feature(column, cell(array, row)))?,
             }))
         } else if let Some(column) = schema.measures.iter().find(|c| c.name == name) {
             Arc::new(Float64Array::from(match floats(array) {

@@ -331,7 +331,7 @@ macro_rules! common_store {
             };
             let sql = format!(
                 "SELECT version, part, seq, path, row_count, byte_count, sha256, modified_ns, etag, \
-                 footer_bytes, chunk_sha256 FROM version_files WHERE dataset_pk = $1 AND version < $2 AND {filter} \
+                 footer_bytes, chunk_blake3 FROM version_files WHERE dataset_pk = $1 AND version < $2 AND {filter} \
                  ORDER BY version, seq, part"
             );
             // `filter` is one of three constants.
@@ -371,7 +371,7 @@ macro_rules! common_store {
             for file in files {
                 sqlx::query(
                     "INSERT INTO version_files (dataset_pk, version, part, seq, path, row_count, \
-                     byte_count, sha256, modified_ns, etag, footer_bytes, chunk_sha256) \
+                     byte_count, sha256, modified_ns, etag, footer_bytes, chunk_blake3) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 )
                 .bind(pk)
@@ -385,7 +385,7 @@ macro_rules! common_store {
                 .bind(file.modified_ns)
                 .bind(&file.etag)
                 .bind(file.chunks.as_ref().map(|chunks| signed("footer bytes", chunks.footer_bytes)).transpose()?)
-                .bind(file.chunks.as_ref().map(|chunks| chunks.sha256.to_vec()))
+                .bind(file.chunks.as_ref().map(|chunks| chunks.blake3.to_vec()))
                 .execute(&mut *conn)
                 .await
                 .map_err(|error| map_unique(error, || "a version file is already recorded".to_owned()))?;

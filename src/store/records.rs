@@ -76,7 +76,7 @@ pub(super) struct FileRow {
     modified_ns: Option<i64>,
     etag: Option<String>,
     footer_bytes: Option<i64>,
-    chunk_sha256: Option<Vec<u8>>,
+    chunk_blake3: Option<Vec<u8>>,
 }
 
 impl FileRow {
@@ -91,10 +91,10 @@ impl FileRow {
             sha256: self.sha256,
             modified_ns: self.modified_ns,
             etag: self.etag,
-            chunks: match (self.footer_bytes, self.chunk_sha256) {
-                (Some(footer), Some(sha256)) => Some(ChunkHashes {
+            chunks: match (self.footer_bytes, self.chunk_blake3) {
+                (Some(footer), Some(hashes)) => Some(ChunkHashes {
                     footer_bytes: unsigned("footer bytes", footer)?,
-                    sha256: sha256.into(),
+                    blake3: hashes.into(),
                 }),
                 (None, None) => None,
                 _ => return Err(corrupt("file chunk hashes", "half recorded")),

@@ -98,7 +98,7 @@ async fn a_release_that_fails_after_its_debit_keeps_it_and_answers_the_same_fail
 #[derive(Debug, Clone, Copy)]
 enum EngineFault {
     /// One bit of a measure in an outcomes file flipped, the size
-    /// unchanged, so only its SHA-256 tells.
+    /// unchanged, so only its hashes tell.
     ChangedFile,
     /// The pass takes longer than `DPGATE_ENGINE_TIMEOUT`.
     Timeout,
