@@ -174,9 +174,8 @@ impl Object {
     }
 
     /// The SHA-256 of its bytes (lowercase hex) and the BLAKE3 hashes of
-    /// its Parquet parts,
-    /// in one read after its footer's; it is `bytes` long. On a blocking
-    /// thread, waiting on `handle`'s runtime.
+    /// its Parquet parts, in one read after its footer's; it is `bytes`
+    /// long. On a blocking thread, waiting on `handle`'s runtime.
     pub fn hashes(&self, handle: &Handle, bytes: u64) -> Result<(String, ChunkHashes), StoreError> {
         let failed = |error: String| StoreError::Changed(format!("{}: {error}", self.url));
         let mut reader = ObjectReader {
