@@ -793,3 +793,91 @@ fn typed_columns_are_stored_as_the_same_rows_uploaded() {
         assert_eq!(refused.unwrap_err(), error);
     }
 }
+
+/// Label and dimension columns without nulls are read in one loop each:
+/// the same values as value by value, whatever integer, boolean or string
+/// type holds them, and a bad value still refused by its row.
+#[test]
+fn labels_and_dimensions_read_at_once_are_read_as_value_by_value() {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        ArrayRef, BooleanArray, Float64Array, Int8Array, Int64Array, LargeStringArray, RecordBatch,
+        StringArray, StringViewArray, UInt8Array, UInt16Array, UInt32Array,
+    };
+
+    let batch = |label: ArrayRef, campaign: ArrayRef| {
+        RecordBatch::try_from_iter(vec![
+            (
+                "row_id",
+                Arc::new(StringArray::from(vec!["r1", "r2", "r3"])) as ArrayRef,
+            ),
+            ("converted", label),
+            ("f0", Arc::new(Float64Array::from(vec![0.0, 0.5, 1.0]))),
+            ("f1", Arc::new(Float64Array::from(vec![0.0, 1.0, 2.0]))),
+            ("value", Arc::new(Float64Array::from(vec![1.0, 2.0, 3.0]))),
+            ("campaign", campaign),
+        ])
+        .unwrap()
+    };
+    let stored = |label: ArrayRef, campaign: ArrayRef| {
+        stored_columns(&batch(label, campaign), &schema()).map(|stored| {
+            let values = |name: &str| {
+                let column = stored.column_by_name(name).unwrap();
+                match column.as_any().downcast_ref::<UInt8Array>() {
+                    Some(labels) => labels.values().iter().map(|&v| u32::from(v)).collect(),
+                    None => column
+                        .as_any()
+                        .downcast_ref::<UInt32Array>()
+                        .unwrap()
+                        .values()
+                        .to_vec(),
+                }
+            };
+            (values("converted"), values("campaign"))
+        })
+    };
+    let strings: ArrayRef = Arc::new(StringArray::from(vec!["b", "a", "b"]));
+    let expected = Ok((vec![1, 0, 1], vec![1, 0, 1]));
+    for label in [
+        Arc::new(BooleanArray::from(vec![true, false, true])) as ArrayRef,
+        Arc::new(Int8Array::from(vec![1, 0, 1])),
+        Arc::new(Int64Array::from(vec![1, 0, 1])),
+        Arc::new(UInt16Array::from(vec![1, 0, 1])),
+    ] {
+        assert_eq!(stored(label, strings.clone()), expected);
+    }
+    let labels: ArrayRef = Arc::new(Int8Array::from(vec![1, 0, 1]));
+    for campaign in [
+        Arc::new(LargeStringArray::from(vec!["b", "a", "b"])) as ArrayRef,
+        Arc::new(StringViewArray::from(vec!["b", "a", "b"])),
+    ] {
+        assert_eq!(stored(labels.clone(), campaign), expected);
+    }
+    // Refused as value by value refuses them.
+    assert_eq!(
+        stored(Arc::new(Int64Array::from(vec![1, 2, 1])), strings.clone()),
+        Err("row 2: label converted = 2 is not 0 or 1".to_owned())
+    );
+    assert_eq!(
+        stored(
+            Arc::new(Int8Array::from(vec![Some(1), Some(0), None])),
+            strings.clone()
+        ),
+        Err("row 3: converted is null".to_owned())
+    );
+    assert_eq!(
+        stored(
+            labels.clone(),
+            Arc::new(StringArray::from(vec!["a", "a", "zz"]))
+        ),
+        Err("row 3: campaign = \"zz\" is not a declared value".to_owned())
+    );
+    assert_eq!(
+        stored(
+            labels,
+            Arc::new(StringArray::from(vec![Some("a"), None, Some("b")]))
+        ),
+        Err("row 2: campaign is null".to_owned())
+    );
+}

@@ -7,8 +7,8 @@ use std::io::Read;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
-    UInt32Type, UInt64Type,
+    ArrowPrimitiveType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use arrow_array::{
     Array, ArrayRef, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
 };
 use arrow_schema::{ArrowError, DataType};
-use dpgate_api_types::LineError;
+use dpgate_api_types::{Dimension, LineError};
 
 use super::collector::{Collector, Naming, ParsedRow};
 use super::row::{Cell, RowBuilder, clamped, code, feature, measure, row_id, scaled};
@@ -50,6 +50,62 @@ fn floats(array: &dyn Array) -> Option<std::borrow::Cow<'_, [f64]>> {
                 .collect::<Vec<f64>>()
                 .into(),
         ),
+        _ => None,
+    }
+}
+
+/// Every label of a column of integers or booleans without nulls, each 0
+/// or 1, in one loop; `None` otherwise, for the value-by-value path to
+/// name the first that is not.
+fn labels_at_once(array: &dyn Array) -> Option<Vec<u8>> {
+    fn zero_one<T: ArrowPrimitiveType>(array: &dyn Array) -> Option<Vec<u8>>
+    where
+        T::Native: Into<i128>,
+    {
+        let values = array.as_primitive_opt::<T>()?.values();
+        let valid = values
+            .iter()
+            .fold(true, |all, &value| all & matches!(value.into(), 0 | 1));
+        valid.then(|| {
+            values
+                .iter()
+                .map(|&value| u8::from(value.into() == 1))
+                .collect()
+        })
+    }
+    if array.null_count() > 0 {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Boolean => Some(array.as_boolean().values().iter().map(u8::from).collect()),
+        DataType::Int8 => zero_one::<Int8Type>(array),
+        DataType::Int16 => zero_one::<Int16Type>(array),
+        DataType::Int32 => zero_one::<Int32Type>(array),
+        DataType::Int64 => zero_one::<Int64Type>(array),
+        DataType::UInt8 => zero_one::<UInt8Type>(array),
+        DataType::UInt16 => zero_one::<UInt16Type>(array),
+        DataType::UInt32 => zero_one::<UInt32Type>(array),
+        DataType::UInt64 => zero_one::<UInt64Type>(array),
+        _ => None,
+    }
+}
+
+/// Every code of a string column without nulls whose values are all
+/// declared, in one loop; `None` otherwise, for the value-by-value path
+/// to name the first that is not.
+fn codes_at_once(dimension: &Dimension, array: &dyn Array) -> Option<Vec<u32>> {
+    let code = |value: Option<&str>| {
+        let value = value?;
+        let index = dimension.values.iter().position(|known| known == value)?;
+        u32::try_from(index).ok()
+    };
+    if array.null_count() > 0 {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Utf8 => array.as_string::<i32>().iter().map(code).collect(),
+        DataType::LargeUtf8 => array.as_string::<i64>().iter().map(code).collect(),
+        DataType::Utf8View => array.as_string_view().iter().map(code).collect(),
         _ => None,
     }
 }
@@ -251,9 +307,10 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
                 row_id(cell(array, row))
             })?))
         } else if name == schema.label {
-            Arc::new(UInt8Array::from(each(rows, |row| {
-                cell(array, row).label(name)
-            })?))
+            Arc::new(UInt8Array::from(match labels_at_once(array) {
+                Some(labels) => labels,
+                None => each(rows, |row| cell(array, row).label(name))?,
+            }))
         } else if let Some(column) = schema.features.iter().find(|c| c.name == name) {
             let values = floats(array);
             let fast = values
@@ -272,9 +329,10 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
                 None => each(rows, |row| measure(column, cell(array, row)))?,
             }))
         } else if let Some(dimension) = schema.dimensions.iter().find(|d| d.name == name) {
-            Arc::new(UInt32Array::from(each(rows, |row| {
-                code(dimension, cell(array, row))
-            })?))
+            Arc::new(UInt32Array::from(match codes_at_once(dimension, array) {
+                Some(codes) => codes,
+                None => each(rows, |row| code(dimension, cell(array, row)))?,
+            }))
         } else {
             continue;
         };
