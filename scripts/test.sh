@@ -5,7 +5,7 @@
 # privacy audit of the cheap release kinds, the API fuzzed from outside,
 # the admin console in headless Chromium, and last the audit's mutation
 # test (a build with known privacy faults, so it runs after everything
-# that uses target/debug/dpgate).
+# that uses target/debug/dpgate), then the passes on a Ballista cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,3 +43,10 @@ bash scripts/browser/install.sh && bash scripts/browser/run.sh target/debug/dpga
 # that is non-private and pass the real code (builds the crate once more
 # with the test-only `mutants` feature; a few minutes).
 cargo test --features mutants --test audit_mutants -- --nocapture
+
+# The engine's passes on a Ballista cluster: a scheduler and one or two
+# executors in the test process, then `dpgate serve` on `dpgate scheduler`
+# and two `dpgate executor` processes (builds the crate once more with the
+# `ballista` feature: Ballista's own crates, the rest shared; a few minutes).
+cargo test --features ballista --lib on_a_cluster
+cargo test --features ballista --test api ballista

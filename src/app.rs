@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{self, Keys};
-use crate::engine::DataDir;
+use crate::engine::{DataDir, Engine};
 use crate::snapshots::Snapshots;
 use crate::store::Store;
 
@@ -65,13 +65,27 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// The state over `store`, whose datasets' files are in `data`.
+    /// The state over `store`, whose datasets' files are in `data`, with
+    /// passes over them embedded.
     pub fn new(store: Arc<dyn Store>, data: Arc<DataDir>, keys: Keys, limits: Limits) -> Self {
+        AppState::with_engine(store, data, keys, limits, Engine::default())
+    }
+
+    /// The state over `store`, whose datasets' files are in `data`, with
+    /// passes over them run by `engine`.
+    pub fn with_engine(
+        store: Arc<dyn Store>,
+        data: Arc<DataDir>,
+        keys: Keys,
+        limits: Limits,
+        engine: Engine,
+    ) -> Self {
         crate::releases::pacing::calibrate();
         AppState {
             snapshots: Arc::new(
                 Snapshots::new(store.clone(), data, limits.cache_bytes)
-                    .with_engine_timeout(limits.engine_timeout),
+                    .with_engine_timeout(limits.engine_timeout)
+                    .with_engine(engine),
             ),
             store,
             keys: Arc::new(keys),

@@ -19,6 +19,17 @@ use crate::store::{self, Store};
 /// Runs a command; the exit code is non-zero if it failed (or, for
 /// `ledger verify`, if a ledger is broken).
 pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
+    let command = match command {
+        Command::Scheduler(scheduler) => {
+            return cluster::scheduler(&database, scheduler)
+                .await
+                .map(|()| true);
+        }
+        Command::Executor(executor) => {
+            return cluster::executor(&database, executor).await.map(|()| true);
+        }
+        command => command,
+    };
     match &command {
         Command::Openapi => {
             print!("{}", openapi_yaml()?);
@@ -70,7 +81,9 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
         } => export(store.as_ref(), dataset, format, out.as_deref())
             .await
             .map(|()| true),
-        Command::Openapi | Command::Audit(_) => Ok(true),
+        Command::Openapi | Command::Audit(_) | Command::Scheduler(_) | Command::Executor(_) => {
+            Ok(true)
+        }
     }
 }
 
@@ -118,6 +131,7 @@ async fn serve_command(
     serve: Serve,
 ) -> anyhow::Result<()> {
     let data = open_data(database, store.as_ref()).await?;
+    let engine = cluster::engine(&serve.engine, &data)?;
     let keys = app::keys(
         &database.key_source(),
         &database.database_url,
@@ -160,7 +174,93 @@ async fn serve_command(
         data = %data.location(),
         "dpgate listening"
     );
-    app::serve(listener, metrics, AppState::new(store, data, keys, limits)).await
+    let state = AppState::with_engine(store, data, keys, limits, engine);
+    app::serve(listener, metrics, state).await
+}
+
+/// The engine `DPGATE_ENGINE` names, and the Ballista commands: with
+/// `--features ballista`, or an error saying so.
+mod cluster {
+    use std::sync::Arc;
+
+    use crate::config::{Database, Executor, Scheduler};
+    use crate::engine::{DataDir, Engine};
+
+    #[cfg(not(feature = "ballista"))]
+    const WITHOUT: &str =
+        "this dpgate was built without Ballista (cargo build --features ballista)";
+
+    pub fn engine(setting: &str, data: &Arc<DataDir>) -> anyhow::Result<Engine> {
+        if setting == "embedded" {
+            return Ok(Engine::default());
+        }
+        if !setting.starts_with("ballista://") {
+            anyhow::bail!("DPGATE_ENGINE {setting:?}: `embedded` or `ballista://HOST:PORT`");
+        }
+        #[cfg(feature = "ballista")]
+        return crate::engine::Cluster::new(setting, codec(data.clone()))
+            .map(Engine::ballista)
+            .map_err(|error| anyhow::anyhow!("DPGATE_ENGINE: {error}"));
+        #[cfg(not(feature = "ballista"))]
+        {
+            let _ = data;
+            anyhow::bail!("DPGATE_ENGINE {setting:?}: {WITHOUT}")
+        }
+    }
+
+    #[cfg(feature = "ballista")]
+    fn codec(data: Arc<DataDir>) -> Arc<crate::engine::Codec> {
+        crate::engine::Codec::new(data, crate::releases::kinds::passes())
+    }
+
+    /// The data directory a scheduler or executor reads plans' files
+    /// from: the replicas'.
+    #[cfg(feature = "ballista")]
+    fn data(database: &Database) -> anyhow::Result<Arc<DataDir>> {
+        use anyhow::Context;
+        Ok(Arc::new(
+            DataDir::at(&database.data_dir()).context("DPGATE_DATA_DIR")?,
+        ))
+    }
+
+    pub async fn scheduler(database: &Database, scheduler: Scheduler) -> anyhow::Result<()> {
+        #[cfg(feature = "ballista")]
+        {
+            tracing::info!(bind = %scheduler.bind, "Ballista scheduler listening");
+            crate::engine::scheduler(scheduler.bind, codec(data(database)?)).await
+        }
+        #[cfg(not(feature = "ballista"))]
+        {
+            let _ = (database, scheduler);
+            anyhow::bail!(WITHOUT)
+        }
+    }
+
+    pub async fn executor(database: &Database, executor: Executor) -> anyhow::Result<()> {
+        #[cfg(feature = "ballista")]
+        {
+            let data = data(database)?;
+            tracing::info!(
+                bind = %executor.bind,
+                scheduler = %executor.scheduler,
+                data = %data.location(),
+                "Ballista executor starting"
+            );
+            crate::engine::executor(
+                &executor.scheduler,
+                executor.bind,
+                executor.external_host,
+                executor.cores,
+                codec(data),
+            )
+            .await
+        }
+        #[cfg(not(feature = "ballista"))]
+        {
+            let _ = (database, executor);
+            anyhow::bail!(WITHOUT)
+        }
+    }
 }
 
 /// Walks every (or one) dataset's ledger; prints a line per dataset.

@@ -122,6 +122,38 @@ pub enum Command {
     /// release code, on scratch datasets (never the database); exits
     /// non-zero if any bound exceeds the ε claimed (docs/audit.md).
     Audit(Audit),
+    /// Run a Ballista scheduler for `DPGATE_ENGINE=ballista://…` replicas
+    /// (builds with `--features ballista`).
+    Scheduler(Scheduler),
+    /// Run a Ballista executor: it reads the data directory's files and
+    /// runs the passes the scheduler hands it (builds with
+    /// `--features ballista`).
+    Executor(Executor),
+}
+
+#[derive(Debug, Args)]
+pub struct Scheduler {
+    /// Address to listen on (gRPC).
+    #[arg(long, default_value = "127.0.0.1:50050")]
+    pub bind: SocketAddr,
+}
+
+#[derive(Debug, Args)]
+pub struct Executor {
+    /// The scheduler's HOST:PORT.
+    #[arg(long)]
+    pub scheduler: String,
+    /// Address to listen on for Arrow Flight (results and shuffles); the
+    /// next port is its gRPC one.
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub bind: SocketAddr,
+    /// The host name the scheduler and replicas reach it by, if not the
+    /// bound address.
+    #[arg(long)]
+    pub external_host: Option<String>,
+    /// Passes it runs at once (default: its cores).
+    #[arg(long)]
+    pub cores: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -213,6 +245,12 @@ pub struct Serve {
     /// failed and a retry with its Idempotency-Key gets that failure).
     #[arg(long, env = "DPGATE_ENGINE_TIMEOUT", default_value = "1h", value_parser = humantime::parse_duration)]
     pub engine_timeout: Duration,
+    /// What runs passes over datasets' files: `embedded` (this process,
+    /// on its cores) or `ballista://HOST:PORT`, a Ballista scheduler
+    /// (`dpgate scheduler`) whose executors (`dpgate executor`) share this
+    /// data directory; builds with `--features ballista`.
+    #[arg(long, env = "DPGATE_ENGINE", default_value = "embedded")]
+    pub engine: String,
     /// Serve Prometheus metrics at `/metrics` on this address, a listener
     /// of its own (off unless set). Per-route latencies are a side channel:
     /// keep this address off the network analysts reach.

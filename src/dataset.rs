@@ -295,7 +295,7 @@ impl WalrStats {
 /// (row ids, features, dimensions) or the private outcomes (labels,
 /// measures), kept apart so that work before a debit never opens the
 /// latter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FilePart {
     Inputs,
     Outcomes,
@@ -319,7 +319,7 @@ impl FilePart {
 }
 
 /// One immutable file of a dataset version, as the manifest records it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionFile {
     /// The dataset's row count before the upload that wrote it: the
     /// snapshot at N rows is every file with `version < N`.
@@ -351,7 +351,7 @@ pub struct VersionFile {
 /// The BLAKE3 hashes of a Parquet file's column chunks and of its footer (its
 /// last `footer_bytes`: metadata, length and magic), 32 bytes each, in
 /// the order of their offsets in the file: the footer's last.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkHashes {
     pub footer_bytes: u64,
     pub blake3: std::sync::Arc<[u8]>,

@@ -11,14 +11,16 @@
 # numpy, pyarrow and duckdb, and a built server:
 #   cargo build --release --bin dpgate
 #   bash scripts/bench/releases.sh [ROWS] [FILES]
-# DATA=DIR reuses a directory written by parquet_data.py.
+# DATA=DIR reuses a directory written by parquet_data.py. CLUSTER=1 runs
+# the releases on a Ballista cluster against the embedded engine instead.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROWS="${1:-10000000}"
 FILES="${2:-8}"
 BIN="${BIN:-./target/release/dpgate}"
 WORK="$(mktemp -d)"
-trap 'kill "${SERVER:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+SERVERS=()
+trap 'kill "${SERVERS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 SRC="${DATA:-$WORK/src}"
 if [ -z "${DATA:-}" ]; then
     mkdir -p "$SRC"
@@ -27,42 +29,72 @@ fi
 du -sh "$SRC"
 
 # Registering 10⁸ rows takes longer than the default request timeout (5m).
-export DATABASE_URL="sqlite://$WORK/dpgate.db" DPGATE_DATA_ROOTS="$SRC" DPGATE_CACHE_BYTES=0 \
-    DPGATE_REQUEST_TIMEOUT=2h
+export DPGATE_DATA_ROOTS="$SRC" DPGATE_CACHE_BYTES=0 DPGATE_REQUEST_TIMEOUT=2h
 export DPGATE_JWT_SECRET="a-benchmark-secret-of-at-least-32-bytes"
-PORT=$((20000 + RANDOM % 20000))
-"$BIN" serve --addr "127.0.0.1:$PORT" >"$WORK/server.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 1 100); do curl -sf "127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.2; done
-ADMIN=$("$BIN" token --role admin --sub bench)
-
 features=$(python3 -c 'import json; print(json.dumps([{"name": f"x{j}", "min": 0, "max": 1} for j in range(1, 33)]))')
-started=$(date +%s.%N)
-ID=$(curl -sf -X POST "127.0.0.1:$PORT/v1/datasets" -H "authorization: Bearer $ADMIN" \
-  -H 'content-type: application/json' -d '{"name": "bench", "privacy_unit": "label",
-  "features": '"$features"', "label": "converted",
-  "measures": [{"name": "value", "min": 0, "max": 100}],
-  "dimensions": [{"name": "d1", "values": ["a", "b", "c", "d"]},
-                 {"name": "d2", "values": ["s", "t", "u", "v", "w", "x", "y", "z"]}],
-  "budget": {"epsilon": 1000000, "delta": 0.5},
-  "source": {"uri": "file://'"$SRC"'/"}}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
-echo "registered $ROWS rows in $(echo "$(date +%s.%N) - $started" | bc) s; server peak RSS so far: $(grep VmHWM /proc/$SERVER/status)"
-ANALYST=$("$BIN" token --role analyst --sub bench --datasets "$ID")
+STEPS="${STEPS:-5}"
 
-release() {
-    cat >"$WORK/$1" <<SH
+# A server NAME (engine ENGINE) with the directory registered, and its
+# release scripts $WORK/NAME-{walr,aggregate,dp_gd}.
+serve() {
+    local name=$1 port=$((20000 + RANDOM % 20000))
+    DATABASE_URL="sqlite://$WORK/$name.db" DPGATE_DATA_DIR="$WORK/$name-data" DPGATE_ENGINE="$2" \
+        "$BIN" serve --addr "127.0.0.1:$port" >"$WORK/$name.log" 2>&1 &
+    SERVERS+=("$!")
+    for _ in $(seq 1 100); do curl -sf "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
+    local admin started id analyst
+    admin=$(DATABASE_URL="sqlite://$WORK/$name.db" "$BIN" token --role admin --sub bench)
+    started=$(date +%s.%N)
+    id=$(curl -sf -X POST "127.0.0.1:$port/v1/datasets" -H "authorization: Bearer $admin" \
+      -H 'content-type: application/json' -d '{"name": "bench", "privacy_unit": "label",
+      "features": '"$features"', "label": "converted",
+      "measures": [{"name": "value", "min": 0, "max": 100}],
+      "dimensions": [{"name": "d1", "values": ["a", "b", "c", "d"]},
+                     {"name": "d2", "values": ["s", "t", "u", "v", "w", "x", "y", "z"]}],
+      "budget": {"epsilon": 1000000, "delta": 0.5},
+      "source": {"uri": "file://'"$SRC"'/"}}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+    echo "$name: registered $ROWS rows in $(echo "$(date +%s.%N) - $started" | bc) s; peak RSS so far: $(grep VmHWM /proc/"${SERVERS[-1]}"/status)"
+    analyst=$(DATABASE_URL="sqlite://$WORK/$name.db" "$BIN" token --role analyst --sub bench --datasets "$id")
+    release() {
+        cat >"$WORK/$name-$1" <<SH
 #!/bin/sh
-curl -sf -X POST 127.0.0.1:$PORT/v1/datasets/$ID/releases -H "authorization: Bearer $ANALYST" \
+curl -sf -X POST 127.0.0.1:$port/v1/datasets/$id/releases -H "authorization: Bearer $analyst" \
   -H 'content-type: application/json' -H "idempotency-key: \$(cat /proc/sys/kernel/random/uuid)" \
   -d '$2' >/dev/null
 SH
-    chmod +x "$WORK/$1"
-    "$WORK/$1"  # fails here, not silently in the timing
+        chmod +x "$WORK/$name-$1"
+        "$WORK/$name-$1"  # fails here, not silently in the timing
+    }
+    release walr '{"kind": "walr", "epsilon": 1, "delta": 1e-9, "map": "auto"}'
+    release aggregate '{"kind": "aggregate", "epsilon": 1, "delta": 1e-9, "statistics": ["count", "mean:value"], "group_by": ["d1", "d2"]}'
+    release dp_gd '{"kind": "model/dp-gd", "epsilon": 1, "delta": 1e-9, "steps": '"$STEPS"', "clip": 1}'
 }
-release walr '{"kind": "walr", "epsilon": 1, "delta": 1e-9, "map": "auto"}'
-release aggregate '{"kind": "aggregate", "epsilon": 1, "delta": 1e-9, "statistics": ["count", "mean:value"], "group_by": ["d1", "d2"]}'
-STEPS="${STEPS:-5}"
-release dp_gd '{"kind": "model/dp-gd", "epsilon": 1, "delta": 1e-9, "steps": '"$STEPS"', "clip": 1}'
+
+# CLUSTER=1: the same releases with the passes on a Ballista scheduler and
+# two executors of one core each (a build with --features ballista),
+# against the embedded engine on the same files.
+if [ -n "${CLUSTER:-}" ]; then
+    SCHEDULER="127.0.0.1:$((20000 + RANDOM % 20000))"
+    "$BIN" scheduler --bind "$SCHEDULER" >"$WORK/scheduler.log" 2>&1 &
+    SERVERS+=("$!")
+    sleep 1
+    PORTS=$((40000 + RANDOM % 5000 * 4))
+    for executor in 1 2; do
+        DPGATE_DATA_DIR="$WORK/ballista-data" "$BIN" executor --scheduler "$SCHEDULER" --cores 1 \
+            --bind "127.0.0.1:$((PORTS + 2 * executor))" >"$WORK/executor$executor.log" 2>&1 &
+        SERVERS+=("$!")
+    done
+    serve embedded embedded
+    serve ballista "ballista://$SCHEDULER"
+    for kind in walr aggregate dp_gd; do
+        echo "== $kind: dpgate on Ballista (2 executors) vs embedded"
+        farm-bench -n "${RUNS:-5}" --timeout 3600 --vs "$WORK/embedded-$kind" -- "$WORK/ballista-$kind"
+    done
+    for pid in "${SERVERS[@]:3}"; do echo "server $pid peak RSS: $(grep VmHWM /proc/"$pid"/status)"; done
+    exit 0
+fi
+serve dpgate embedded
+SERVER=${SERVERS[0]}
 
 sums=$(python3 -c 'print(", ".join([f"SUM(converted * x{j})" for j in range(1, 33)] + ["SUM(converted)"]))')
 cat >"$WORK/walr.py" <<PY
@@ -97,6 +129,6 @@ PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 for kind in walr aggregate dp_gd; do
     "$PYTHON" "$WORK/$kind.py"
     echo "== $kind: dpgate (engine over the files) vs DuckDB (read_parquet)"
-    farm-bench -n "${RUNS:-5}" --timeout 3600 --vs "$PYTHON $WORK/$kind.py" -- "$WORK/$kind"
+    farm-bench -n "${RUNS:-5}" --timeout 3600 --vs "$PYTHON $WORK/$kind.py" -- "$WORK/dpgate-$kind"
 done
 echo "server peak RSS: $(grep VmHWM /proc/$SERVER/status)"

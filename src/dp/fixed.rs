@@ -36,7 +36,7 @@ pub const FRACTION_BITS: i32 = 40;
 const MAX_UNITS: f64 = (1u128 << 126) as f64;
 
 /// The public grid of one summed quantity.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Grid {
     scale: f64,
 }

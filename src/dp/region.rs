@@ -43,7 +43,7 @@ pub const MAX_DIMS: usize = 1 << 24;
 const BALL_MARGIN: f64 = 1.0 - 1.0 / (1u64 << 30) as f64;
 
 /// A public region on the grid of a public scale.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Region {
     /// Units per unit of the quantity: 2^40/s.
     per_unit: f64,
@@ -52,7 +52,7 @@ pub struct Region {
     ball: Option<Ball>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Ball {
     radius: i64,
     /// Where a vector outside the ball is shrunk to, in units.

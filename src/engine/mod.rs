@@ -13,10 +13,13 @@
 //! outcome never opens that file.
 
 mod chunk_hashes;
+#[cfg(feature = "ballista")]
+mod cluster;
 mod convert;
 mod objects;
 mod read;
 mod run;
+mod scan;
 mod source;
 mod summed;
 mod sweep;
@@ -30,14 +33,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use url::Url;
 
+#[cfg(feature = "ballista")]
+pub use cluster::{Cluster, Codec, executor, scheduler};
 pub use convert::blocks_to_files;
 pub use objects::{Object, ObjectReader, Stamp};
 pub use read::{Needed, stream};
-pub use run::sum;
+pub use run::{Engine, sum};
 pub use source::{Located, Root, SourceError, manifest, unchanged};
 #[cfg(test)]
 pub(crate) use summed::summed_in_parts;
-pub use summed::{Summed, add_exact};
+pub use summed::{Passes, Summed, add_exact};
 pub use sweep::{GRACE, sweep};
 pub use upload::Upload;
 

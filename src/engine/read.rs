@@ -295,7 +295,7 @@ impl Names {
 
 /// Which columns a [`stream`] reads besides the row ids and dimension
 /// codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Needed {
     /// Labels and measures: else no outcomes file is opened.
     pub outcomes: bool,

@@ -1,130 +1,100 @@
 //! Passes over a version's rows run by DataFusion, embedded in the
-//! replica. dpgate builds the plan (never SQL from a caller): a scan of
-//! the version, a partition a core over the files dpgate wrote or registered, and one
-//! aggregate function, the pass ([`SumsOf`]). DataFusion runs the parts on
-//! every core and adds them up; the files are read by dpgate's reader,
-//! which checks each against the manifest, so a changed file fails the
-//! plan instead of being computed on.
+//! replica or spread over a Ballista cluster. dpgate builds the plan
+//! (never SQL from a caller): a scan of the version ([`VersionTable`]), a
+//! partition a core (embedded) or a file (on a cluster) over the files
+//! dpgate wrote or registered, and one aggregate function, the pass
+//! ([`SumsOf`]). DataFusion runs the parts and adds them up; the files
+//! are read by dpgate's reader, which checks each against the manifest,
+//! so a changed file fails the plan instead of being computed on.
 
 use std::sync::Arc;
 
 use arrow_array::{Array, BinaryArray};
-use arrow_schema::SchemaRef;
-use datafusion::catalog::streaming::StreamingTable;
 use datafusion::common::DataFusionError;
-use datafusion::execution::TaskContext;
 use datafusion::logical_expr::AggregateUDF;
-use datafusion::physical_plan::SendableRecordBatchStream;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::{SessionConfig, SessionContext, col};
-use futures_util::StreamExt;
 
+use super::DataDir;
+use super::scan::{Scan, VersionTable};
 use super::summed::{Summed, SumsOf, decode};
-use super::{DataDir, Needed};
 use crate::dataset::{Schema, VersionFile};
-use crate::snapshots::{STREAM_ROWS, Shape, batch_schema};
 use crate::store::StoreError;
 
-/// Some files' rows (uploads' pairs of files, or files registered in
-/// place), read one after another: a partition of a plan.
-#[derive(Debug)]
-struct FileRows {
-    dir: Arc<DataDir>,
-    files: Vec<VersionFile>,
-    schema: Schema,
-    /// Of the columns besides the outcomes and dimensions, those read.
-    needed: Needed,
-    batch: SchemaRef,
+/// Where passes run: embedded in the replica, on its cores, or on a
+/// Ballista cluster's executors.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    /// Partitions of an embedded pass: the readers open at once.
+    partitions: usize,
+    #[cfg(feature = "ballista")]
+    cluster: Option<Arc<super::cluster::Cluster>>,
 }
 
-impl PartitionStream for FileRows {
-    fn schema(&self) -> &SchemaRef {
-        &self.batch
-    }
-
-    fn execute(&self, _context: Arc<TaskContext>) -> SendableRecordBatchStream {
-        let blocks = super::stream(
-            self.dir.clone(),
-            self.files.clone(),
-            self.schema.clone(),
-            self.needed,
-            STREAM_ROWS,
-        );
-        let batches = blocks.map(|block| {
-            block
-                .map_err(|error| DataFusionError::External(Box::new(error)))?
-                .into_batch()
-                .map_err(DataFusionError::Execution)
-        });
-        Box::pin(RecordBatchStreamAdapter::new(self.batch.clone(), batches))
+/// Embedded, a partition per core.
+impl Default for Engine {
+    fn default() -> Engine {
+        Engine::embedded(std::thread::available_parallelism().map_or(1, usize::from))
     }
 }
 
-/// `files` (a version's manifest, outcomes included) split into at most
-/// `threads` partitions, each reading whole files one after another (a
-/// file, or an upload's pair of files, is never split), balanced by rows.
-/// DataFusion runs a plan's partitions all at once, so their count, not
-/// the files', bounds the readers open and the memory they hold: 64 files
-/// read by 64 readers at once on 2 cores held 64 readers' buffers for no
-/// speed. Sums are exact, so any split answers the same.
-fn partitions(
-    dir: &Arc<DataDir>,
-    files: Vec<VersionFile>,
-    schema: &Schema,
-    needed: Needed,
-    batch: &SchemaRef,
-    threads: usize,
-) -> Vec<Arc<dyn PartitionStream>> {
-    let mut groups: Vec<Vec<VersionFile>> = Vec::new();
-    for file in files {
-        match groups.last_mut() {
-            Some(last)
-                if last
-                    .iter()
-                    .all(|f| (f.version, f.seq) == (file.version, file.seq)) =>
-            {
-                last.push(file);
-            }
-            _ => groups.push(vec![file]),
+impl Engine {
+    /// Passes run here, in `partitions` partitions.
+    pub fn embedded(partitions: usize) -> Engine {
+        Engine {
+            partitions: partitions.max(1),
+            #[cfg(feature = "ballista")]
+            cluster: None,
         }
     }
-    let rows = |group: &[VersionFile]| group.first().map_or(0, |file| file.rows);
-    // Largest first, each to the partition with the fewest rows so far.
-    groups.sort_by_key(|group| std::cmp::Reverse(rows(group)));
-    let mut parts: Vec<(u64, Vec<VersionFile>)> =
-        vec![(0, Vec::new()); threads.clamp(1, groups.len().max(1))];
-    for group in groups {
-        if let Some(part) = parts.iter_mut().min_by_key(|(rows, _)| *rows) {
-            part.0 += rows(&group);
-            part.1.extend(group);
+
+    /// Passes run by `cluster`'s executors.
+    #[cfg(feature = "ballista")]
+    pub fn ballista(cluster: super::cluster::Cluster) -> Engine {
+        Engine {
+            partitions: 1,
+            cluster: Some(Arc::new(cluster)),
         }
     }
-    parts
-        .into_iter()
-        .filter(|(_, files)| !files.is_empty())
-        .map(|(_, files)| {
-            Arc::new(FileRows {
-                dir: dir.clone(),
-                files,
-                schema: schema.clone(),
-                needed,
-                batch: batch.clone(),
-            }) as Arc<dyn PartitionStream>
-        })
-        .collect()
+
+    /// The partitions a pass over `files` is split into: on a cluster one
+    /// per file (or upload's pair of files), as its executors run as many
+    /// at once as they have cores.
+    fn partitions(&self, files: &[VersionFile]) -> usize {
+        if self.on_cluster() {
+            files.len()
+        } else {
+            self.partitions
+        }
+    }
+
+    fn on_cluster(&self) -> bool {
+        #[cfg(feature = "ballista")]
+        return self.cluster.is_some();
+        #[cfg(not(feature = "ballista"))]
+        false
+    }
+
+    async fn context(&self) -> Result<SessionContext, StoreError> {
+        #[cfg(feature = "ballista")]
+        if let Some(cluster) = &self.cluster {
+            return cluster.context().await.map_err(engine_error);
+        }
+        Ok(SessionContext::new_with_config(
+            SessionConfig::new().with_target_partitions(self.partitions),
+        ))
+    }
 }
 
 /// `pass` over every row of `files` (a version's manifest, outcomes
-/// included, of `rows` rows in all), on `threads` partitions: the pass
-/// with the rows' sums added.
+/// included, of `rows` rows in all), run by `engine`: the pass with the
+/// rows' sums added.
 pub async fn sum<S: Summed>(
+    engine: &Engine,
     dir: Arc<DataDir>,
     files: Vec<VersionFile>,
     schema: &Schema,
     rows: u64,
     mut pass: S,
-    threads: usize,
 ) -> Result<S, StoreError> {
     let recorded: u64 = files
         .iter()
@@ -137,25 +107,18 @@ pub async fn sum<S: Summed>(
             detail: format!("files of {recorded} rows for a version of {rows}"),
         });
     }
-    let mut shape = Shape::of(schema);
-    if !S::READS_FEATURES {
-        shape.features = 0;
-    }
-    shape.ids = S::READS_IDS;
-    let batch = batch_schema(shape, true);
-    let needed = Needed {
+    let needed = super::Needed {
         outcomes: true,
         features: S::READS_FEATURES,
         ids: S::READS_IDS,
     };
-    let parts = partitions(&dir, files, schema, needed, &batch, threads);
-    let table = StreamingTable::try_new(batch.clone(), parts).map_err(engine_error)?;
-    let context = SessionContext::new_with_config(
-        SessionConfig::new().with_target_partitions(threads.max(1)),
-    );
+    let partitions = engine.partitions(&files);
+    let scan = Scan::new(files, schema.clone(), needed, partitions);
+    let (shape, batch) = (scan.shape(), scan.batch());
+    let context = engine.context().await?;
     let function = AggregateUDF::new_from_impl(SumsOf::new(
         "dpgate_sums".to_owned(),
-        pass.clone(),
+        Arc::new(pass.clone()),
         shape,
         true,
     ));
@@ -165,7 +128,7 @@ pub async fn sum<S: Summed>(
         .map(|field| col(field.name()))
         .collect();
     let answer = context
-        .read_table(Arc::new(table))
+        .read_table(Arc::new(VersionTable::new(dir, scan)))
         .and_then(|frame| frame.aggregate(vec![], vec![function.call(arguments)]))
         .map_err(engine_error)?
         .collect()

@@ -8,7 +8,7 @@ use crate::snapshots::{Columns, Pass};
 
 /// Σ label, Σ features on a 2⁻²⁰ grid, Σ dimension codes, Σ measures on a
 /// 2⁻¹⁰ grid, and the rows: every column of a row counted exactly.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Everything {
     sums: [i128; 6],
 }
@@ -30,6 +30,8 @@ impl Pass for Everything {
 }
 
 impl Summed for Everything {
+    const KIND: &'static str = "everything";
+
     fn sums(&self) -> Vec<i128> {
         self.sums.to_vec()
     }
@@ -41,7 +43,7 @@ impl Summed for Everything {
 
 /// [`Everything`] but the features and row ids, which it does not read:
 /// its blocks hold no feature, and empty ids.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 struct NoFeatures(Everything);
 
 impl Pass for NoFeatures {
@@ -65,6 +67,7 @@ impl Pass for NoFeatures {
 }
 
 impl Summed for NoFeatures {
+    const KIND: &'static str = "no-features";
     const READS_FEATURES: bool = false;
     const READS_IDS: bool = false;
 
@@ -108,17 +111,14 @@ async fn sums_are_bit_identical_for_any_partitions_and_file_order() {
     assert_eq!(files.len(), 8, "four uploads, a pair of files each");
     // As many partitions as threads, never more than the uploads, whole
     // uploads each.
-    let batch = crate::snapshots::batch_schema(crate::snapshots::Shape::of(&record.schema), true);
     for (threads, expected) in [(1, 1), (2, 2), (4, 4), (7, 4)] {
-        let parts = partitions(
-            &fixture.data,
+        let scan = super::super::scan::Scan::new(
             files.clone(),
-            &record.schema,
+            record.schema.clone(),
             crate::engine::Needed::all(true),
-            &batch,
             threads,
         );
-        assert_eq!(parts.len(), expected, "{threads} threads");
+        assert_eq!(scan.parts.len(), expected, "{threads} threads");
     }
     // The uploads' pairs of files in reverse and in a shuffled order.
     let pairs: Vec<Vec<_>> = files.chunks(2).map(<[_]>::to_vec).collect();
@@ -133,12 +133,12 @@ async fn sums_are_bit_identical_for_any_partitions_and_file_order() {
     for order in orders {
         for partitions in [1, 2, 7] {
             let summed = sum(
+                &Engine::embedded(partitions),
                 fixture.data.clone(),
                 order.clone(),
                 &record.schema,
                 record.n_rows,
                 Everything::default(),
-                partitions,
             )
             .await
             .expect("sums");
@@ -147,12 +147,12 @@ async fn sums_are_bit_identical_for_any_partitions_and_file_order() {
     }
     // A pass that reads no feature is handed none, and sums the rest alike.
     let summed = sum(
+        &Engine::embedded(2),
         fixture.data.clone(),
         files,
         &record.schema,
         record.n_rows,
         NoFeatures::default(),
-        2,
     )
     .await
     .expect("sums");
@@ -161,16 +161,39 @@ async fn sums_are_bit_identical_for_any_partitions_and_file_order() {
     assert_eq!(summed.0.sums, without);
 }
 
+/// [`Everything`] by `engine` over `files` once a bit of their first
+/// outcomes file is flipped.
+async fn summed_after_a_bit_flip(
+    engine: &Engine,
+    fixture: &crate::engine::tests::Fixture,
+    record: &DatasetRecord,
+    files: Vec<crate::dataset::VersionFile>,
+) -> Result<Everything, StoreError> {
+    let outcomes = fixture.data.root().unwrap().join(&files[1].path);
+    let mut flipped = std::fs::read(&outcomes).unwrap();
+    flipped[9_001] ^= 0x01;
+    std::fs::write(&outcomes, &flipped).unwrap();
+    sum(
+        engine,
+        fixture.data.clone(),
+        files,
+        &record.schema,
+        record.n_rows,
+        Everything::default(),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_changed_file_or_a_short_manifest_fails_the_plan() {
     let (fixture, record, files) = uploaded(2_000).await;
     let short = sum(
+        &Engine::embedded(2),
         fixture.data.clone(),
         files.clone(),
         &record.schema,
         record.n_rows + 1,
         Everything::default(),
-        2,
     )
     .await;
     assert!(
@@ -185,22 +208,147 @@ async fn a_changed_file_or_a_short_manifest_fails_the_plan() {
         short.err()
     );
 
-    let outcomes = fixture.data.root().unwrap().join(&files[1].path);
-    let mut flipped = std::fs::read(&outcomes).unwrap();
-    flipped[9_001] ^= 0x01;
-    std::fs::write(&outcomes, &flipped).unwrap();
-    let changed = sum(
-        fixture.data.clone(),
-        files,
-        &record.schema,
-        record.n_rows,
-        Everything::default(),
-        2,
-    )
-    .await;
+    let changed = summed_after_a_bit_flip(&Engine::embedded(2), &fixture, &record, files).await;
     assert!(
         matches!(&changed, Err(StoreError::Changed(detail)) if detail.contains("hash is not the manifest's")),
         "{:?}",
         changed.err()
     );
+}
+
+#[test]
+fn a_pass_travels_as_its_settings_and_an_unknown_kind_is_refused() {
+    use super::super::summed::{Passes, SumsOf};
+    let shape = crate::snapshots::Shape {
+        features: 2,
+        measures: 1,
+        dimensions: 1,
+        ids: false,
+    };
+    let mut pass = Everything::default();
+    pass.sums[4] = -(1 << 100);
+    let function = SumsOf::new("dpgate_sums".to_owned(), Arc::new(pass), shape, true);
+    let written = function.encode().expect("writes");
+    let passes = Passes::default().with::<NoFeatures>().with::<Everything>();
+    let read = SumsOf::decode("dpgate_sums", &written, &passes).expect("reads");
+    assert_eq!(read.encode().expect("writes"), written);
+    let unknown = SumsOf::decode(
+        "dpgate_sums",
+        &written,
+        &Passes::default().with::<NoFeatures>(),
+    )
+    .expect_err("an unknown kind");
+    assert!(
+        unknown
+            .to_string()
+            .contains(r#"no pass of kind "everything""#),
+        "{unknown}"
+    );
+    let garbled = SumsOf::decode("dpgate_sums", &written[1..], &passes).expect_err("not JSON");
+    assert!(garbled.to_string().contains("expected"), "{garbled}");
+}
+
+/// The same plans on a Ballista cluster in this process (a scheduler and
+/// its executors on free ports, as `dpgate scheduler` and `dpgate
+/// executor` run them): bit-identical sums with one executor and with two.
+#[cfg(feature = "ballista")]
+mod on_a_cluster {
+    use std::net::{SocketAddr, TcpListener};
+
+    use super::*;
+    use crate::engine::{Codec, Passes};
+
+    /// A free port whose next port is free too (an executor's gRPC one).
+    fn free_pair() -> SocketAddr {
+        loop {
+            let first = TcpListener::bind("127.0.0.1:0").unwrap();
+            let address = first.local_addr().unwrap();
+            if TcpListener::bind(("127.0.0.1", address.port() + 1)).is_ok() {
+                return address;
+            }
+        }
+    }
+
+    fn codec(dir: &Arc<DataDir>) -> Arc<Codec> {
+        Codec::new(
+            dir.clone(),
+            Passes::default().with::<Everything>().with::<NoFeatures>(),
+        )
+    }
+
+    /// A scheduler and `executors` executors reading `dir`: the engine
+    /// that sends them its passes.
+    async fn cluster(dir: &Arc<DataDir>, executors: usize) -> Engine {
+        let scheduler = free_pair();
+        tokio::spawn(crate::engine::scheduler(scheduler, codec(dir)));
+        while tokio::net::TcpStream::connect(scheduler).await.is_err() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        for _ in 0..executors {
+            let codec = codec(dir);
+            tokio::spawn(async move {
+                crate::engine::executor(&scheduler.to_string(), free_pair(), None, Some(2), codec)
+                    .await
+            });
+        }
+        let url = format!("ballista://{scheduler}");
+        Engine::ballista(crate::engine::Cluster::new(&url, codec(dir)).unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sums_on_one_or_two_executors_are_the_embedded_sums() {
+        let fixture = fixture().await;
+        let mut record = dataset(&fixture).await;
+        for (from, to) in [(0, 3_000), (3_000, 3_001), (3_001, 20_000)] {
+            record = append(&fixture, &record, from, to).await;
+        }
+        let expected = in_order(&fixture, &record).await;
+        let files = fixture
+            .store
+            .version_files(record.id, record.n_rows, true)
+            .await
+            .unwrap();
+        let shuffled: Vec<_> = files.chunks(2).rev().flatten().cloned().collect();
+        for executors in [1, 2] {
+            let engine = cluster(&fixture.data, executors).await;
+            for order in [files.clone(), shuffled.clone()] {
+                let summed = sum(
+                    &engine,
+                    fixture.data.clone(),
+                    order,
+                    &record.schema,
+                    record.n_rows,
+                    Everything::default(),
+                )
+                .await
+                .expect("sums on the cluster");
+                assert_eq!(summed.sums, expected.sums, "{executors} executors");
+            }
+            let summed = sum(
+                &engine,
+                fixture.data.clone(),
+                files.clone(),
+                &record.schema,
+                record.n_rows,
+                NoFeatures::default(),
+            )
+            .await
+            .expect("sums on the cluster");
+            let mut without = expected.sums;
+            (without[1], without[2]) = (0, 0);
+            assert_eq!(summed.0.sums, without, "{executors} executors");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_changed_file_fails_the_plan_on_the_cluster() {
+        let (fixture, record, files) = uploaded(2_000).await;
+        let engine = cluster(&fixture.data, 1).await;
+        let changed = summed_after_a_bit_flip(&engine, &fixture, &record, files).await;
+        assert!(
+            matches!(&changed, Err(StoreError::Files(detail)) if detail.contains("hash is not the manifest's")),
+            "{:?}",
+            changed.err()
+        );
+    }
 }

@@ -4,6 +4,10 @@
 //! on its order, so the answer is bit-identical however the rows are split
 //! (threads, partitions, files, their order, executors, retries), and the
 //! sensitivity proven for the exact sums holds for the computed ones.
+//!
+//! A pass before any row is its settings, all public: it is written out
+//! ([`SumsOf::encode`]) when a plan goes to other machines, and read back
+//! there by the kind it names ([`Passes`]).
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -14,12 +18,18 @@ use arrow_schema::{DataType, Field, FieldRef, SchemaRef};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::snapshots::{Columns, Pass, Shape};
 
 /// A pass whose state is a fixed number of exact sums: a part over some
-/// rows is absorbed into another by adding its sums.
-pub trait Summed: Pass + Clone + Sync {
+/// rows is absorbed into another by adding its sums. Its settings are
+/// public and travel with a plan (serde).
+pub trait Summed: Pass + Clone + Sync + Serialize + DeserializeOwned {
+    /// Names the pass's type among those a plan may carry ([`Passes`]).
+    const KIND: &'static str;
+
     /// Whether it reads the features: a pass that does not is handed
     /// blocks of no features, and their columns are never decoded.
     const READS_FEATURES: bool = true;
@@ -33,6 +43,89 @@ pub trait Summed: Pass + Clone + Sync {
 
     /// Adds another part's [`Summed::sums`].
     fn add_sums(&mut self, sums: &[i128]) -> Result<(), String>;
+}
+
+/// A [`Summed`] pass before any row, whatever its type: what the engine's
+/// aggregate function starts each partition's part from.
+pub trait Prototype: Send + Sync + 'static {
+    /// A part of the pass over batches of `schema`.
+    fn part(&self, schema: SchemaRef, shape: Shape, outcomes: bool) -> Box<dyn Accumulator>;
+
+    /// How many sums it holds.
+    fn width(&self) -> usize;
+
+    /// Its [`Summed::KIND`].
+    #[cfg(any(feature = "ballista", test))]
+    fn kind(&self) -> &'static str;
+
+    /// Its settings, as [`Passes`] reads them back.
+    #[cfg(any(feature = "ballista", test))]
+    fn settings(&self) -> Result<Vec<u8>, String>;
+}
+
+impl<S: Summed> Prototype for S {
+    fn part(&self, schema: SchemaRef, shape: Shape, outcomes: bool) -> Box<dyn Accumulator> {
+        Box::new(Summing {
+            width: self.width(),
+            pass: self.clone(),
+            schema,
+            shape,
+            outcomes,
+        })
+    }
+
+    fn width(&self) -> usize {
+        self.sums().len()
+    }
+
+    #[cfg(any(feature = "ballista", test))]
+    fn kind(&self) -> &'static str {
+        S::KIND
+    }
+
+    #[cfg(any(feature = "ballista", test))]
+    fn settings(&self) -> Result<Vec<u8>, String> {
+        serde_json::to_vec(self).map_err(|error| format!("a {} pass: {error}", S::KIND))
+    }
+}
+
+/// Reads a pass's [`Prototype::settings`] back.
+type Read = fn(&[u8]) -> Result<Arc<dyn Prototype>, String>;
+
+fn read<S: Summed>(settings: &[u8]) -> Result<Arc<dyn Prototype>, String> {
+    serde_json::from_slice::<S>(settings)
+        .map(|pass| Arc::new(pass) as Arc<dyn Prototype>)
+        .map_err(|error| format!("a {} pass: {error}", S::KIND))
+}
+
+/// The kinds of pass a plan read from another machine may carry.
+#[derive(Default)]
+pub struct Passes(Vec<(&'static str, Read)>);
+
+impl Passes {
+    /// These, and passes of type `S`.
+    pub fn with<S: Summed>(mut self) -> Passes {
+        self.0.push((S::KIND, read::<S>));
+        self
+    }
+
+    #[cfg(any(feature = "ballista", test))]
+    fn read(&self, kind: &str, settings: &[u8]) -> Result<Arc<dyn Prototype>, String> {
+        let (_, read) = self
+            .0
+            .iter()
+            .find(|(known, _)| *known == kind)
+            .ok_or_else(|| format!("no pass of kind {kind:?}"))?;
+        read(settings)
+    }
+}
+
+impl fmt::Debug for Passes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(kind, _)| kind))
+            .finish()
+    }
 }
 
 /// Adds `part` to `total`, sum by sum: a part of another length is
@@ -73,19 +166,31 @@ fn failed(detail: impl Into<String>) -> DataFusionError {
 
 /// A [`Summed`] pass as an aggregate function of a batch's columns (those
 /// of [`crate::snapshots::batch_schema`]), answering its sums
-/// ([`encode`]d). `prototype` is the pass before any row.
-pub struct SumsOf<S> {
+/// ([`encode`]d).
+pub struct SumsOf {
     name: String,
     signature: Signature,
-    prototype: S,
+    prototype: Arc<dyn Prototype>,
     schema: SchemaRef,
     shape: Shape,
     outcomes: bool,
 }
 
-impl<S: Summed> SumsOf<S> {
-    /// `name` must differ from every other function of the plan's session.
-    pub fn new(name: String, prototype: S, shape: Shape, outcomes: bool) -> Self {
+/// A [`SumsOf`] as it travels with a plan.
+#[cfg(any(feature = "ballista", test))]
+#[derive(Serialize, serde::Deserialize)]
+struct Portable {
+    kind: String,
+    shape: Shape,
+    outcomes: bool,
+    /// The pass's [`Prototype::settings`].
+    settings: String,
+}
+
+impl SumsOf {
+    /// `prototype` is the pass before any row; `name` must differ from
+    /// every other function of the plan's session.
+    pub fn new(name: String, prototype: Arc<dyn Prototype>, shape: Shape, outcomes: bool) -> Self {
         SumsOf {
             name,
             signature: Signature::variadic_any(Volatility::Immutable),
@@ -97,28 +202,59 @@ impl<S: Summed> SumsOf<S> {
     }
 }
 
-impl<S> fmt::Debug for SumsOf<S> {
+#[cfg(any(feature = "ballista", test))]
+impl SumsOf {
+    /// The function as bytes, for [`SumsOf::decode`] on another machine.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let portable = Portable {
+            kind: self.prototype.kind().to_owned(),
+            shape: self.shape,
+            outcomes: self.outcomes,
+            settings: String::from_utf8(self.prototype.settings().map_err(failed)?)
+                .map_err(|error| failed(error.to_string()))?,
+        };
+        serde_json::to_vec(&portable).map_err(|error| failed(error.to_string()))
+    }
+
+    /// The function named `name` that [`SumsOf::encode`] wrote as
+    /// `bytes`, its pass one of `passes`.
+    pub fn decode(name: &str, bytes: &[u8], passes: &Passes) -> Result<SumsOf> {
+        let portable: Portable =
+            serde_json::from_slice(bytes).map_err(|error| failed(error.to_string()))?;
+        let prototype = passes
+            .read(&portable.kind, portable.settings.as_bytes())
+            .map_err(failed)?;
+        Ok(SumsOf::new(
+            name.to_owned(),
+            prototype,
+            portable.shape,
+            portable.outcomes,
+        ))
+    }
+}
+
+impl fmt::Debug for SumsOf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SumsOf").field("name", &self.name).finish()
     }
 }
 
 /// Functions are told apart by name (one per pass of a plan).
-impl<S> PartialEq for SumsOf<S> {
+impl PartialEq for SumsOf {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
     }
 }
 
-impl<S> Eq for SumsOf<S> {}
+impl Eq for SumsOf {}
 
-impl<S> Hash for SumsOf<S> {
+impl Hash for SumsOf {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.name.hash(state);
     }
 }
 
-impl<S: Summed> AggregateUDFImpl for SumsOf<S> {
+impl AggregateUDFImpl for SumsOf {
     fn name(&self) -> &str {
         &self.name
     }
@@ -132,13 +268,9 @@ impl<S: Summed> AggregateUDFImpl for SumsOf<S> {
     }
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Summing {
-            width: self.prototype.sums().len(),
-            pass: self.prototype.clone(),
-            schema: self.schema.clone(),
-            shape: self.shape,
-            outcomes: self.outcomes,
-        }))
+        Ok(self
+            .prototype
+            .part(self.schema.clone(), self.shape, self.outcomes))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -198,11 +330,18 @@ impl<S: Summed> Accumulator for Summing<S> {
     }
 }
 
-/// `fresh` (a pass before any row) over `parts`, as the engine runs it:
-/// each part summed by a pass of its own, its sums encoded, decoded and
-/// added to the answer, last part first.
+/// `fresh` (a pass before any row) over `parts`, as the engine runs it on
+/// a cluster: the pass written out and read back as a release's pass (so
+/// it must be one of [`crate::releases::kinds::passes`]), each part summed
+/// by a pass of its own, its sums encoded, decoded and added to the
+/// answer, last part first.
 #[cfg(test)]
 pub(crate) fn summed_in_parts<S: Summed>(fresh: &S, parts: &[Columns]) -> S {
+    let settings = fresh.settings().expect("writes");
+    crate::releases::kinds::passes()
+        .read(S::KIND, &settings)
+        .expect("a release's pass");
+    let fresh: S = serde_json::from_slice(&settings).expect("reads");
     let mut answer = fresh.clone();
     for part in parts.iter().rev() {
         let mut summed = fresh.clone();

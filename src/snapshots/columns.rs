@@ -30,7 +30,7 @@ pub use batch::batch_schema;
 pub const CHUNK_ROWS: usize = 16_384;
 
 /// What each row holds: the schema's columns, counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Shape {
     pub features: usize,
     pub measures: usize,

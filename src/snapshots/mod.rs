@@ -29,7 +29,7 @@ use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use crate::dataset::{DatasetRecord, VersionFile};
-use crate::engine::{self, DataDir, Summed};
+use crate::engine::{self, DataDir, Engine, Summed};
 use crate::store::{BlockStream, Store, StoreError};
 #[cfg(test)]
 pub use columns::OwnedRow;
@@ -67,8 +67,8 @@ pub struct Snapshots {
     /// Each dataset's files registered in place, at the last version a
     /// release checked.
     registered: Mutex<HashMap<Uuid, Registered>>,
-    /// Partitions the engine runs a pass over files in.
-    partitions: usize,
+    /// What runs a pass over files.
+    engine: Engine,
     /// How long the engine may take over one pass.
     timeout: Duration,
 }
@@ -116,7 +116,7 @@ impl Snapshots {
             state: Mutex::new(State::default()),
             loads: AtomicU64::new(0),
             registered: Mutex::default(),
-            partitions: std::thread::available_parallelism().map_or(1, usize::from),
+            engine: Engine::default(),
             timeout: Duration::from_secs(3600),
         }
     }
@@ -127,10 +127,10 @@ impl Snapshots {
         self
     }
 
-    /// These snapshots, with passes over files run in `partitions`
-    /// partitions (by default one per core).
-    pub fn with_partitions(mut self, partitions: usize) -> Self {
-        self.partitions = partitions.max(1);
+    /// These snapshots, with passes over files run by `engine` (by
+    /// default embedded, a partition per core).
+    pub fn with_engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
         self
     }
 
@@ -319,12 +319,12 @@ impl Snapshots {
             .version_files(dataset.id, dataset.n_rows, true)
             .await?;
         let summing = engine::sum(
+            &self.engine,
             self.data.clone(),
             files,
             &dataset.schema,
             dataset.n_rows,
             pass,
-            self.partitions,
         );
         let deadline = tokio::time::Instant::now() + self.timeout;
         match tokio::time::timeout_at(deadline, summing).await {

@@ -88,9 +88,34 @@ fn migrate_creates_the_database_and_openapi_prints_the_spec() {
     assert!(!unknown.status.success());
 }
 
+#[test]
+fn an_unknown_engine_or_one_this_build_lacks_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("data.db").display());
+    let mut cases = vec![(
+        "spark://cluster:7077",
+        "`embedded` or `ballista://HOST:PORT`",
+    )];
+    if cfg!(not(feature = "ballista")) {
+        cases.push(("ballista://127.0.0.1:50050", "built without Ballista"));
+    }
+    for (engine, says) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_dpgate"))
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .env("DATABASE_URL", &url)
+            .env("DPGATE_ENGINE", engine)
+            .env("DPGATE_JWT_SECRET", crate::helpers::SECRET)
+            .output()
+            .expect("the dpgate binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{engine}: {stderr}");
+        assert!(stderr.contains(says), "{engine}: {stderr}");
+    }
+}
+
 /// A port nothing listens on (bound and released; another process could
 /// take it meanwhile, which would fail this test loudly, not wrongly).
-fn free_port() -> std::net::SocketAddr {
+pub(crate) fn free_port() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -99,7 +124,7 @@ fn free_port() -> std::net::SocketAddr {
 
 /// `dpgate serve` over `database` on a free port (and metrics on
 /// `metrics`), stderr piped; returns once it answers `/healthz`.
-async fn serve(
+pub(crate) async fn serve(
     database: &str,
     metrics: Option<std::net::SocketAddr>,
     env: &[(&str, String)],
@@ -131,7 +156,7 @@ async fn serve(
 
 /// A client of the server at `api` with a token minted from the test
 /// secret.
-fn client_of(
+pub(crate) fn client_of(
     api: std::net::SocketAddr,
     role: Role,
     datasets: &[uuid::Uuid],
@@ -144,7 +169,11 @@ fn client_of(
 }
 
 /// A dataset of `rows` of [`crate::helpers::ads_rows`] on the server.
-async fn seeded(admin: &dpgate_client::Client, accountant: &str, rows: usize) -> uuid::Uuid {
+pub(crate) async fn seeded(
+    admin: &dpgate_client::Client,
+    accountant: &str,
+    rows: usize,
+) -> uuid::Uuid {
     let request = crate::helpers::ads_dataset("served", "label", accountant, 1.0);
     let dataset = admin
         .create_dataset(&serde_json::from_value(request).unwrap())

@@ -8,6 +8,8 @@ mod admission;
 mod aggregates;
 mod auth;
 mod bad_input;
+#[cfg(feature = "ballista")]
+mod ballista;
 mod buckets;
 mod budget_admin;
 mod cli;

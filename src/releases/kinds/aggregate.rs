@@ -80,41 +80,41 @@ pub const MAX_STATISTICS: usize = 16;
 pub const DEFAULT_MAX_GROUPS: usize = 100_000;
 
 /// A column a sum or mean is taken of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Column {
     Label,
     Measure(usize),
 }
 
 /// What is summed per cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Quantity {
     Count,
     Sum(Column),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Op {
     Count,
     Sum(Column),
     Mean(Column),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Statistic {
     name: String,
     op: Op,
 }
 
 /// The norm a mechanism measures sensitivity in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Norm {
     L1,
     L2,
 }
 
 /// An aggregate request checked against the schema.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Query {
     statistics: Vec<Statistic>,
     /// Indices of the `group_by` dimensions, with their numbers of values.
@@ -272,7 +272,7 @@ impl Query {
 
 /// Per-cell exact sums of a query's quantities, each in its own units
 /// ([`Tallied`]): integers, so the same whatever the order of the rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     /// Cell-major: `sums[cell * quantities + q]`.
     sums: Vec<i128>,
@@ -353,8 +353,8 @@ impl Tally {
 
 /// A pass tallying a query over a snapshot, each chunk of rows on its own
 /// core.
-#[derive(Clone)]
-struct Tallying {
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct Tallying {
     query: Query,
     calibration: Calibration,
     tally: Tally,
@@ -384,6 +384,7 @@ impl Pass for Tallying {
 }
 
 impl Summed for Tallying {
+    const KIND: &'static str = "aggregate";
     const READS_FEATURES: bool = false;
     const READS_IDS: bool = false;
 
@@ -455,14 +456,14 @@ fn values(quantity: Quantity, schema: &Schema) -> (f64, f64) {
 
 /// How one row's contribution to a quantity can move, in the units of its
 /// grid: [`Bound`] with the public bounds put on the grid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Reach {
     within: u128,
     across: u128,
 }
 
 /// How a quantity is summed.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 enum Tallied {
     /// A public count: one unit a row, released exactly.
     Rows,
@@ -530,7 +531,7 @@ impl Tallied {
 /// per quantity. The mechanism then snaps the exact sums to its lattice in
 /// integer arithmetic ([`Mechanism::release_fixed`]): no float ever holds
 /// a sum over private rows.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Calibration {
     /// Per quantity.
     tallied: Vec<Tallied>,

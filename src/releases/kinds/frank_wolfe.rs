@@ -58,14 +58,14 @@ pub const MAX_RADIUS: f64 = 100.0;
 pub const MAX_SOURCES: usize = 32;
 
 /// Where the target is in one participant's rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum Outcome {
     Label,
     Measure(usize),
 }
 
 /// The target y′ = (y − centre)/scale, as every participant holds it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Target {
     name: String,
     centre: f64,
@@ -358,7 +358,7 @@ fn noise_std(rule: SelectionRule, scale: f64) -> f64 {
 }
 
 /// What every step computes with: public settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Fit {
     target: Target,
     intercept: bool,
@@ -396,8 +396,8 @@ fn gradient<R: RowPasses>(
 
 /// Σ(θᵀuᵢ − y′ᵢ)·uᵢ over the rows a pass visits, each row's terms on
 /// `region`'s grid: a summed pass, so the engine runs it over files too.
-#[derive(Clone)]
-struct Terms {
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct Terms {
     fit: Fit,
     outcome: Outcome,
     theta: Vec<f64>,
@@ -438,6 +438,7 @@ impl Pass for Terms {
 }
 
 impl Summed for Terms {
+    const KIND: &'static str = "frank-wolfe";
     const READS_IDS: bool = false;
 
     fn sums(&self) -> Vec<i128> {

@@ -41,7 +41,7 @@ pub const MAX_CALLS: u32 = 10_000;
 const SESSION_TOLERANCE: f64 = 1e-3;
 
 /// Where a row's y comes from, as the loss sees it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Target {
     /// y = y₀ for label 0, y₁ for label 1.
     Label { values: [f64; 2] },
@@ -50,7 +50,7 @@ pub enum Target {
 }
 
 /// A gradient query as requested: every setting public.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Fit {
     pub loss: GradientLoss,
     pub target: Target,
@@ -86,6 +86,8 @@ impl Fit {
 
 /// The rows' residuals under the fit: a block's [`Outcomes`].
 impl Loss for Fit {
+    const KIND: &'static str = "gradients/fit";
+
     fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b {
         Outcomes {
             fit: self,

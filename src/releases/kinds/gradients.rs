@@ -20,6 +20,9 @@ use crate::dp::DpError;
 use crate::dp::constant_time::{flush_tiny, logistic};
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
 use crate::dp::region::{Region, accumulate};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
 use crate::engine::{Summed, add_exact};
 use crate::snapshots::{Columns, Pass};
 
@@ -94,7 +97,7 @@ impl Residual for LogisticLabels<'_> {
 ///   that line, so the real gradients move by at most shift·‖u‖; on the
 ///   grid by at most that/C′·2⁴⁰ plus [`Region::line_units`]' public
 ///   rounding term (below 6√d + 2 units), capped at the diameter.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Grid {
     region: Region,
     clip: f64,
@@ -188,15 +191,20 @@ impl Grid {
 
 /// The residuals of a block's rows under a loss: what a [`Gradients`]
 /// pass asks each block it visits for.
-pub trait Loss: Clone + Send + Sync + 'static {
+pub trait Loss: Clone + Send + Sync + Serialize + DeserializeOwned + 'static {
+    /// Names the [`Gradients`] pass under this loss.
+    const KIND: &'static str;
+
     fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b;
 }
 
 /// The logistic loss on the rows' 0/1 labels ([`LogisticLabels`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct Logistic;
 
 impl Loss for Logistic {
+    const KIND: &'static str = "gradients/logistic";
+
     fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b {
         LogisticLabels(block.labels())
     }
@@ -206,7 +214,7 @@ impl Loss for Logistic {
 /// on a [`Grid`] (chunks on all cores; integers, so their order is moot):
 /// a summed pass, so the engine runs it over files no snapshot holds, and
 /// a learner's step over 10⁹ rows is one pass of it.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Gradients<L> {
     grid: Grid,
     loss: L,
@@ -251,6 +259,7 @@ impl<L: Loss> Pass for Gradients<L> {
 }
 
 impl<L: Loss> Summed for Gradients<L> {
+    const KIND: &'static str = L::KIND;
     const READS_IDS: bool = false;
 
     fn sums(&self) -> Vec<i128> {

@@ -30,6 +30,18 @@ use crate::dataset::DatasetRecord;
 use ridge::Learner;
 use supplied::Supplied;
 
+/// Every summed pass a release runs: what a plan sent to a cluster's
+/// executors may carry.
+pub fn passes() -> crate::engine::Passes {
+    crate::engine::Passes::default()
+        .with::<walr_map::MappedSums>()
+        .with::<supplied::Join>()
+        .with::<aggregate::Tallying>()
+        .with::<gradients::Gradients<gradients::Logistic>>()
+        .with::<gradients::Gradients<gradient::Fit>>()
+        .with::<frank_wolfe::Terms>()
+}
+
 /// A release request's parameters, checked as far as they can be without
 /// the dataset: supplied feature vectors are parsed once, here, and every
 /// other kind is priced from its parameters as they came.

@@ -42,7 +42,7 @@ pub const MAX_VALUES: usize = 16 << 20;
 pub const MAX_K: usize = 4096;
 
 /// Checked supplied rows: unique ids, one k, values in [0, 1].
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Supplied {
     /// Row id → position.
     index: HashMap<String, usize>,
@@ -237,7 +237,7 @@ impl Pass for Presence {
 /// the supplied vector, yᵢ the stored label), exactly on the grid, and
 /// how many rows joined. A summed pass that reads no stored feature, so
 /// the engine runs it over files no snapshot holds.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Join {
     supplied: Arc<Supplied>,
     map: FeatureMap,
@@ -319,6 +319,7 @@ impl Pass for Join {
 
 /// The sums, then Σ yᵢ and the rows joined.
 impl Summed for Join {
+    const KIND: &'static str = "walr-supplied";
     const READS_FEATURES: bool = false;
 
     fn sums(&self) -> Vec<i128> {

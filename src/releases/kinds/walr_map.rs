@@ -153,7 +153,7 @@ fn fit_radius(map: &mut FeatureMap, rms: f64) {
 /// is exact for a float x), so ‖uᵢ‖ ≤ ‖xᵢ‖·2⁴⁰ + √k/2, with ‖xᵢ‖² at most
 /// the computed maximum times 1 + k·2⁻⁵² ([`WalrGrid::norm_bound_squared`]).
 /// Every other bound is an integer computed from public facts.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WalrGrid {
     region: Region,
     /// A, or 0 without the intercept.
@@ -246,7 +246,7 @@ impl WalrGrid {
 
 /// Σ yᵢ·u(xᵢ) and Σ yᵢ over a snapshot's rows, exactly on [`WalrGrid`]:
 /// a pass run only once the release is paid for.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct MappedSums {
     map: FeatureMap,
     grid: WalrGrid,
@@ -309,6 +309,7 @@ impl Pass for MappedSums {
 
 /// The sums, then Σ yᵢ.
 impl Summed for MappedSums {
+    const KIND: &'static str = "walr";
     const READS_IDS: bool = false;
 
     fn sums(&self) -> Vec<i128> {
