@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Every suite, in one command (the README's; .ci/run calls it): the Rust
 # tests (and the Postgres ones when TEST_POSTGRES_URL is set; those of
-# data in an object store against moto's S3 server), a short
-# privacy audit of the cheap release kinds, the API fuzzed from outside,
-# the admin console in headless Chromium, and last the audit's mutation
-# test (a build with known privacy faults, so it runs after everything
-# that uses target/debug/dpgate), then the passes on a Ballista cluster.
+# data in an object store against moto's S3 server; the engine's passes
+# on a Ballista cluster), a short privacy audit of the cheap release
+# kinds, the API fuzzed from outside, the admin console in headless
+# Chromium, and last the audit's mutation test (a build with known privacy
+# faults, so it runs after everything that uses target/debug/dpgate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +13,13 @@ cd "$(dirname "$0")/.."
 bash scripts/moto.sh
 export PATH="$PWD/target/moto-venv/bin:$PATH"
 
+# With Ballista (`--features ballista`): its tests run a scheduler and one
+# or two executors in the test process, then `dpgate serve` on `dpgate
+# scheduler` and two `dpgate executor` processes. One build serves every
+# suite: a second build of the crate for Ballista alone cost about ten
+# minutes of CI.
 log=$(mktemp)
-cargo test --workspace 2>&1 | tee "$log"
+cargo test --workspace --features ballista 2>&1 | tee "$log"
 # One closing line for all the test binaries (cargo prints one per binary,
 # ending with empty doc-test runs).
 awk '/^test result:/ { passed += $4; failed += $6 }
@@ -44,9 +49,3 @@ bash scripts/browser/install.sh && bash scripts/browser/run.sh target/debug/dpga
 # with the test-only `mutants` feature; a few minutes).
 cargo test --features mutants --test audit_mutants -- --nocapture
 
-# The engine's passes on a Ballista cluster: a scheduler and one or two
-# executors in the test process, then `dpgate serve` on `dpgate scheduler`
-# and two `dpgate executor` processes (builds the crate once more with the
-# `ballista` feature: Ballista's own crates, the rest shared; a few minutes).
-cargo test --features ballista --lib on_a_cluster
-cargo test --features ballista --test api ballista
