@@ -104,10 +104,10 @@ impl ApiError {
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ProblemType::Internal),
         }
     }
-}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+    /// The problem document this error answers, with its status (an
+    /// internal error's cause goes to the log, not into the document).
+    pub fn problem(self) -> (StatusCode, Problem) {
         let (status, kind) = self.kind();
         let detail = match &self {
             ApiError::Internal(error) => {
@@ -116,27 +116,32 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let retry_after = matches!(self, ApiError::Timeout(_));
-        let challenge = matches!(self, ApiError::Unauthorized(_));
         let (errors, remaining, release_id) = match self {
             ApiError::BadLines { lines, .. } => (lines, None, None),
             ApiError::BudgetExhausted { remaining, .. } => (Vec::new(), Some(remaining), None),
             ApiError::ReleaseFailed { release, .. } => (Vec::new(), None, Some(release)),
             _ => (Vec::new(), None, None),
         };
-        let mut response = problem_response(
-            status,
-            &Problem {
-                problem_type: kind.uri(),
-                title: kind.title().to_owned(),
-                status: status.as_u16(),
-                detail,
-                errors,
-                remaining,
-                release_id,
-                request_id: None,
-            },
-        );
+        let problem = Problem {
+            problem_type: kind.uri(),
+            title: kind.title().to_owned(),
+            status: status.as_u16(),
+            detail,
+            errors,
+            remaining,
+            release_id,
+            request_id: None,
+        };
+        (status, problem)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let retry_after = matches!(self, ApiError::Timeout(_));
+        let challenge = matches!(self, ApiError::Unauthorized(_));
+        let (status, problem) = self.problem();
+        let mut response = problem_response(status, &problem);
         if retry_after {
             response
                 .headers_mut()

@@ -21,6 +21,7 @@ pub mod error;
 pub mod ingest;
 pub mod ledger;
 pub mod mutants;
+pub mod registration;
 pub mod releases;
 pub mod snapshots;
 pub mod store;

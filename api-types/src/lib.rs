@@ -9,6 +9,7 @@ mod gradient;
 mod lambda;
 mod ledger;
 mod problem;
+mod registrations;
 mod releases;
 pub mod schemas;
 pub mod strict;
@@ -31,6 +32,7 @@ pub use ledger::{
     ProfilePoint,
 };
 pub use problem::{LineError, Problem, ProblemType};
+pub use registrations::{RESPOND_ASYNC, Registration, RegistrationState};
 pub use releases::{
     AggregateGroup, AggregateMechanism, AggregateParams, AggregateResult, DpGdParams, DpGdResult,
     DpSgdParams, DpSgdResult, Iterate, KINDS, LambdaSelection, ModelResult, NoiseDetails,

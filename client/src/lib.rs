@@ -13,7 +13,7 @@
 use dpgate_api_types::{
     BudgetChange, CreateDataset, Dataset, DatasetList, GradientCall, GradientCallResult,
     IDEMPOTENCY_KEY, IngestReport, LedgerEntry, LedgerPage, LedgerVerification, PROBLEM_JSON,
-    PrivacyProfile, Problem, ProblemType, Release, ReleaseList, ReleaseRequest,
+    PrivacyProfile, Problem, ProblemType, Registration, Release, ReleaseList, ReleaseRequest,
 };
 use std::time::Duration;
 
@@ -67,6 +67,11 @@ impl ClientError {
             _ => None,
         }
     }
+}
+
+/// `request` asking to be answered before its work is done (RFC 7240).
+fn in_background(request: RequestBuilder) -> RequestBuilder {
+    request.header("prefer", dpgate_api_types::RESPOND_ASYNC)
 }
 
 /// The row upload formats.
@@ -292,13 +297,56 @@ impl Client {
         id: Uuid,
         source: &dpgate_api_types::Source,
     ) -> Result<IngestReport, ClientError> {
+        self.call_once(self.registering(id, source)).await
+    }
+
+    fn registering(&self, id: Uuid, source: &dpgate_api_types::Source) -> RequestBuilder {
         let body = dpgate_api_types::RegisterRows {
             source: source.clone(),
         };
-        let request = self
-            .request(Method::POST, &format!("/v1/datasets/{id}/rows"))
-            .json(&body);
-        self.call_once(request).await
+        self.request(Method::POST, &format!("/v1/datasets/{id}/rows"))
+            .json(&body)
+    }
+
+    /// `POST /v1/datasets` with a `source`, registered in the background
+    /// (`Prefer: respond-async`): the registration, to follow with
+    /// [`Client::registration`] or [`Client::registered`].
+    pub async fn create_dataset_in_background(
+        &self,
+        request: &CreateDataset,
+    ) -> Result<Registration, ClientError> {
+        let request = self.request(Method::POST, "/v1/datasets").json(request);
+        self.call_once(in_background(request)).await
+    }
+
+    /// `POST /v1/datasets/{id}/rows` naming a `source`, registered in the
+    /// background (`Prefer: respond-async`).
+    pub async fn register_rows_in_background(
+        &self,
+        id: Uuid,
+        source: &dpgate_api_types::Source,
+    ) -> Result<Registration, ClientError> {
+        self.call_once(in_background(self.registering(id, source)))
+            .await
+    }
+
+    /// `GET /v1/registrations/{id}`.
+    pub async fn registration(&self, id: Uuid) -> Result<Registration, ClientError> {
+        self.call(self.request(Method::GET, &format!("/v1/registrations/{id}")))
+            .await
+    }
+
+    /// Waits for registration `id` to end, asking every `poll`: what it
+    /// added, or the problem it failed with.
+    pub async fn registered(&self, id: Uuid, poll: Duration) -> Result<IngestReport, ClientError> {
+        loop {
+            let registration = self.registration(id).await?;
+            match (registration.report, registration.problem) {
+                (Some(report), _) => return Ok(report),
+                (None, Some(problem)) => return Err(ClientError::Problem(Box::new(problem))),
+                (None, None) => tokio::time::sleep(poll).await,
+            }
+        }
     }
 
     /// `POST /v1/datasets/{id}/releases`. A release is always sent with an

@@ -2,33 +2,38 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use dpgate_api_types::{CreateDataset, Dataset, DatasetList, Problem};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use dpgate_api_types::{CreateDataset, Dataset, DatasetList, IngestReport, Problem, Registration};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use super::body::ApiJson;
 use super::extract::{Admin, Caller};
+use super::registrations;
 use super::rows::{self, Rows};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::dataset::DatasetRecord;
-use crate::engine::Upload;
+use crate::engine::Located;
 use crate::error::ApiError;
 use crate::store::NewDataset;
 
 /// Creates a dataset with its schema, privacy unit, budget and accountant,
 /// and with a `source`, registers Parquet files in place as its first
-/// version.
+/// version: at once, or with `Prefer: respond-async` in the background
+/// (`202 Accepted`; the dataset exists once the registration is done).
 #[utoipa::path(
     post,
     path = "/v1/datasets",
     operation_id = "createDataset",
     tag = "datasets",
     request_body = CreateDataset,
+    params(("Prefer" = Option<String>, Header, description = "`respond-async` (RFC 7240): with a `source`, register it in the background and answer `202 Accepted` at once (a registration of 10⁸ rows takes minutes, more than a request may); without one, the preference is ignored")),
     security(("bearer" = [])),
     responses(
         (status = 201, description = "Created", body = Dataset),
+        (status = 202, description = "Registering in the background (`Prefer: respond-async`): the registration, at its `Location`", body = Registration, headers(("Location" = String, description = "`/v1/registrations/{id}`"), ("Preference-Applied" = String, description = "`respond-async`"))),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an admin, or a `source` outside the operator's `DPGATE_DATA_ROOTS`", body = Problem, content_type = "application/problem+json"),
@@ -41,44 +46,80 @@ use crate::store::NewDataset;
 pub async fn create(
     State(state): State<AppState>,
     Admin(caller): Admin,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<CreateDataset>,
-) -> Result<(StatusCode, Json<Dataset>), ApiError> {
+) -> Result<Response, ApiError> {
     let record =
         DatasetRecord::new(&request, crate::clock::timestamp()?).map_err(ApiError::Invalid)?;
-    // A source's rows are read and checked before the dataset exists, so
-    // that a bad one leaves nothing behind.
-    let read = match &request.source {
-        Some(source) => {
-            let located = rows::located(&state, source).await?;
-            let span = tracing::info_span!("ingest", dataset = %record.id);
-            Some(
-                rows::read_rows(&state, &record, Rows::Source(located), None)
-                    .instrument(span)
-                    .await?,
-            )
-        }
-        None => None,
+    let Some(source) = &request.source else {
+        create_record(&state, &record, caller.sub).await?;
+        return Ok((StatusCode::CREATED, Json(record.view(&[]))).into_response());
     };
+    let located = rows::located(&state, source).await?;
+    // Found now rather than after reading every row.
+    if state
+        .store
+        .datasets()
+        .await?
+        .iter()
+        .any(|dataset| dataset.name == record.name)
+    {
+        return Err(ApiError::Conflict(format!(
+            "a dataset named {:?} exists",
+            record.name
+        )));
+    }
+    if registrations::respond_async(&headers) {
+        let (id, sub) = (record.id, caller.sub.clone());
+        let work = register(state.clone(), record, caller.sub, located);
+        let work = async move {
+            let registered = work.await?;
+            Ok(IngestReport {
+                rows_added: registered.n_rows,
+                n_rows: registered.n_rows,
+            })
+        };
+        return registrations::start(&state, id, &sub, work).await;
+    }
+    let registered = register(state, record, caller.sub, located).await?;
+    Ok((StatusCode::CREATED, Json(registered.view(&[]))).into_response())
+}
+
+/// Stores a new dataset's record (and its ledger's opening entry).
+async fn create_record(
+    state: &AppState,
+    record: &DatasetRecord,
+    actor: String,
+) -> Result<(), ApiError> {
     state
         .store
         .create_dataset(&NewDataset {
             record: record.clone(),
-            actor: caller.sub,
+            actor,
         })
         .await?;
     tracing::info!(dataset = %record.id, "dataset created");
-    let Some(read) = read else {
-        return Ok((StatusCode::CREATED, Json(record.view(&[]))));
-    };
-    let session = Upload::begin(
-        state.store.as_ref(),
-        state.snapshots.data().clone(),
-        &record,
-    )
-    .await?;
-    let registered = rows::commit_source(session, &read).await?;
-    rows::finish_upload(&state, &record, &registered, read.rows(), read.added).await;
-    Ok((StatusCode::CREATED, Json(registered.view(&[]))))
+    Ok(())
+}
+
+/// Creates `record` with the files of `located` as its first version. The
+/// rows are read and checked before the dataset exists, so that a bad one
+/// leaves nothing behind.
+async fn register(
+    state: AppState,
+    record: DatasetRecord,
+    actor: String,
+    located: Vec<Located>,
+) -> Result<DatasetRecord, ApiError> {
+    let span = tracing::info_span!("ingest", dataset = %record.id);
+    let mut read = rows::read_rows(&state, &record, Rows::Source(located), None)
+        .instrument(span)
+        .await?;
+    create_record(&state, &record, actor).await?;
+    let registered = rows::commit_source(rows::begin(&state, &record).await?, &mut read).await?;
+    let rows = read.rows();
+    rows::finish_upload(&state, &record, &registered, rows, read.added).await;
+    Ok(registered)
 }
 
 /// Lists the datasets the caller may see: all for admins, the granted ones

@@ -13,6 +13,7 @@ mod features;
 mod health;
 mod ledger;
 mod profile;
+mod registrations;
 mod releases;
 mod rows;
 
@@ -84,6 +85,7 @@ fn routes(limits: &Limits) -> OpenApiRouter<AppState> {
         .routes(routes!(datasets::create, datasets::list))
         .routes(routes!(datasets::get))
         .routes(routes!(rows::upload))
+        .routes(routes!(registrations::get))
         .routes((schemas, paths, releases))
         .routes(routes!(budget::change))
         .routes(routes!(features::export))

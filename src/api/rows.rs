@@ -6,9 +6,11 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use dpgate_api_types::{
-    ARROW_STREAM, CSV, IngestReport, NDJSON, PARQUET, Problem, RegisterRows, Source,
+    ARROW_STREAM, CSV, IngestReport, LineError, NDJSON, PARQUET, Problem, RegisterRows,
+    Registration, Source,
 };
 use futures_util::StreamExt;
 use tracing::Instrument;
@@ -16,12 +18,13 @@ use tracing::Instrument;
 use super::body::media_type;
 use super::datasets::load_visible;
 use super::extract::Admin;
+use super::registrations;
 use crate::app::AppState;
 use crate::dataset::WalrStats;
 use crate::dataset::{ChunkHashes, DatasetRecord};
 use crate::engine::{self, Located, SourceError, Upload};
 use crate::error::ApiError;
-use crate::ingest::{self, ChannelReader, FileRows, Format, RowRecord};
+use crate::ingest::{self, ChannelReader, FileRows, Format, RowIds, RowRecord};
 use crate::snapshots::{Builder, Columns, Shape, Snapshots};
 
 /// The rows a request brings: its body in the format its media type
@@ -186,21 +189,23 @@ async fn keep_warm(
 
 /// Appends rows (CSV with a header, NDJSON, an Arrow IPC stream or a
 /// Parquet file) to a dataset, or registers Parquet files in place as its
-/// next version (a JSON body naming their `source`). The whole upload is
-/// one transaction: any bad row stores nothing.
+/// next version (a JSON body naming their `source`; with `Prefer:
+/// respond-async`, in the background). The whole upload is one
+/// transaction: any bad row stores nothing.
 #[utoipa::path(
     post,
     path = "/v1/datasets/{id}/rows",
     operation_id = "uploadRows",
     tag = "datasets",
-    params(("id" = Uuid, Path, description = "Dataset id")),
     request_body(
         description = "CSV with a header naming `row_id`, the label, every feature, measure and dimension; NDJSON objects with the same keys; or an Arrow IPC stream or a Parquet file with columns of those names (numbers: any float or integer type; `row_id` and dimensions: strings; the label: an integer 0 or 1, or a boolean). In Arrow and Parquet a bad row's `line` is its row number, from 1. Or, as JSON, a `source` of Parquet files to register in place (a bad row names its `file`).",
         content((String = "text/csv"), (String = "application/x-ndjson"), (String = "application/vnd.apache.arrow.stream"), (String = "application/vnd.apache.parquet"), (RegisterRows = "application/json")),
     ),
+    params(("id" = Uuid, Path, description = "Dataset id"), ("Prefer" = Option<String>, Header, description = "`respond-async` (RFC 7240): with a `source`, register it in the background and answer `202 Accepted` at once; with a body of rows, the preference is ignored")),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "Stored", body = IngestReport),
+        (status = 202, description = "Registering in the background (`Prefer: respond-async`): the registration, at its `Location`", body = Registration, headers(("Location" = String, description = "`/v1/registrations/{id}`"), ("Preference-Applied" = String, description = "`respond-async`"))),
         (status = 401, description = "No valid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not an admin, or a source outside the operator's `DPGATE_DATA_ROOTS`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such dataset", body = Problem, content_type = "application/problem+json"),
@@ -217,11 +222,17 @@ pub async fn upload(
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<IngestReport>, ApiError> {
+) -> Result<Response, ApiError> {
     let dataset = load_visible(&state, &caller, &id).await?;
     let rows = rows_of(&state, &headers, body).await?;
     let span = tracing::info_span!("ingest", dataset = %dataset.id);
-    ingest_into(state, dataset, rows).instrument(span).await
+    if matches!(rows, Rows::Source(_)) && registrations::respond_async(&headers) {
+        let id = dataset.id;
+        let work = ingest_into(state.clone(), dataset, rows).instrument(span);
+        return registrations::start(&state, id, &caller.sub, work).await;
+    }
+    let report = ingest_into(state, dataset, rows).instrument(span).await?;
+    Ok(Json(report).into_response())
 }
 
 /// Where an upload's rows come from.
@@ -242,6 +253,9 @@ pub(super) struct Read {
     /// Of a source: where its rows are, and its files' hashes.
     files: FileRows,
     hashes: Hashes,
+    /// Of rows read without the upload's session (a source's, read before
+    /// the dataset is locked): their ids, to check under the lock.
+    ids: Option<RowIds>,
     /// The version they follow and the rows as a block, if the new version
     /// is to be held in memory.
     pub(super) added: Option<(Arc<Columns>, Builder)>,
@@ -251,6 +265,15 @@ impl Read {
     /// Rows read.
     pub(super) fn rows(&self) -> u64 {
         self.summary.rows
+    }
+
+    /// Refuses the rows whose id the version `session` follows already
+    /// has, if they were read without it.
+    async fn check_ids(&mut self, session: &mut Upload) -> Result<(), ApiError> {
+        match self.ids.take() {
+            Some(ids) => refuse(session.stored(ids).await?, &self.files, "source"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -282,33 +305,47 @@ async fn ingest_into(
     state: AppState,
     dataset: DatasetRecord,
     rows: Rows,
-) -> Result<Json<IngestReport>, ApiError> {
-    let mut session = Upload::begin(
-        state.store.as_ref(),
-        state.snapshots.data().clone(),
-        &dataset,
-    )
-    .await?;
-    let registered = matches!(rows, Rows::Source(_));
-    let read = read_rows(&state, &dataset, rows, Some(&mut session)).await?;
-    let record = if registered {
-        commit_source(session, &read).await?
+) -> Result<IngestReport, ApiError> {
+    let (read, record) = if matches!(rows, Rows::Source(_)) {
+        // Read before the dataset is locked: a registration takes minutes,
+        // which the lock would keep every debit of the store (SQLite) or of
+        // the dataset (Postgres) waiting for.
+        let mut read = read_rows(&state, &dataset, rows, None).await?;
+        let record = commit_source(begin(&state, &dataset).await?, &mut read).await?;
+        (read, record)
     } else {
-        session
+        let mut session = begin(&state, &dataset).await?;
+        let read = read_rows(&state, &dataset, rows, Some(&mut session)).await?;
+        let record = session
             .commit(read.summary.rows, &stats_of(&read.summary)?)
-            .await?
+            .await?;
+        (read, record)
     };
     let rows = read.rows();
     finish_upload(&state, &dataset, &record, rows, read.added).await;
-    Ok(Json(IngestReport {
+    Ok(IngestReport {
         rows_added: rows,
         n_rows: record.n_rows,
-    }))
+    })
+}
+
+/// An upload's session: the dataset locked, its version current.
+pub(super) async fn begin(state: &AppState, dataset: &DatasetRecord) -> Result<Upload, ApiError> {
+    Ok(Upload::begin(
+        state.store.as_ref(),
+        state.snapshots.data().clone(),
+        dataset,
+    )
+    .await?)
 }
 
 /// Records a source's files, read and checked, as the version `session`
-/// makes.
-pub(super) async fn commit_source(session: Upload, read: &Read) -> Result<DatasetRecord, ApiError> {
+/// makes, once no row's id is already the dataset's.
+pub(super) async fn commit_source(
+    mut session: Upload,
+    read: &mut Read,
+) -> Result<DatasetRecord, ApiError> {
+    read.check_ids(&mut session).await?;
     let rows = read.summary.rows;
     if read.files.counts().iter().sum::<u64>() != rows {
         return Err(ApiError::Invalid(
@@ -420,25 +457,13 @@ pub(super) async fn read_rows(
         parsed.map_err(|error| ApiError::Malformed(format!("reading the rows: {error}")))?;
     pumped?;
     stored?;
-    let mut lines = std::mem::take(&mut summary.errors);
-    let ids = std::mem::take(&mut summary.ids);
-    if let Some(session) = session
-        && lines.is_empty()
-    {
-        lines = session.stored(ids).await?;
-    }
-    for line in &mut lines {
-        files.locate(line);
-    }
-    if !lines.is_empty() {
-        let what = if write { "upload" } else { "source" };
-        return Err(ApiError::BadLines {
-            detail: format!(
-                "the {what} has bad rows (the first {} are listed); nothing was stored",
-                lines.len()
-            ),
-            lines,
-        });
+    let what = if write { "upload" } else { "source" };
+    let lines = std::mem::take(&mut summary.errors);
+    let mut ids = Some(std::mem::take(&mut summary.ids));
+    refuse(lines, &files, what)?;
+    if let Some(session) = session {
+        let ids = ids.take().expect("the ids are there until checked");
+        refuse(session.stored(ids).await?, &files, what)?;
     }
     let hashes = match hashing {
         Some(hashing) => hashing
@@ -450,7 +475,25 @@ pub(super) async fn read_rows(
         summary,
         files,
         hashes,
+        ids,
         added: base.zip(added),
+    })
+}
+
+/// Refuses the rows `lines` names, if any, by line and (of a source) file.
+fn refuse(mut lines: Vec<LineError>, files: &FileRows, what: &str) -> Result<(), ApiError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    for line in &mut lines {
+        files.locate(line);
+    }
+    Err(ApiError::BadLines {
+        detail: format!(
+            "the {what} has bad rows (the first {} are listed); nothing was stored",
+            lines.len()
+        ),
+        lines,
     })
 }
 

@@ -1245,6 +1245,74 @@ macro_rules! common_store {
                     .await?;
                 Ok(found.is_some())
             }
+
+            async fn start_registration(
+                &self,
+                registration: &$crate::registration::RegistrationRecord,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query(
+                    "INSERT INTO registrations (id, dataset_id, actor, created_at, beat_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(registration.id.to_string())
+                .bind(registration.dataset_id.to_string())
+                .bind(&registration.actor)
+                .bind(&registration.created_at)
+                .bind(&registration.beat_at)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn beat_registration(
+                &self,
+                id: uuid::Uuid,
+                at: &str,
+            ) -> Result<(), $crate::store::StoreError> {
+                sqlx::query("UPDATE registrations SET beat_at = $1 WHERE id = $2 AND finished_at IS NULL")
+                    .bind(at)
+                    .bind(id.to_string())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn finish_registration(
+                &self,
+                id: uuid::Uuid,
+                ended: &$crate::registration::Ended,
+            ) -> Result<(), $crate::store::StoreError> {
+                use $crate::store::records::to_json;
+                let (report, problem) = match &ended.outcome {
+                    Ok(report) => (Some(to_json(report)?), None),
+                    Err(problem) => (None, Some(to_json(problem)?)),
+                };
+                sqlx::query(
+                    "UPDATE registrations SET finished_at = $1, report = $2, problem = $3 \
+                     WHERE id = $4 AND finished_at IS NULL",
+                )
+                .bind(&ended.at)
+                .bind(report)
+                .bind(problem)
+                .bind(id.to_string())
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            async fn registration(
+                &self,
+                id: uuid::Uuid,
+            ) -> Result<Option<$crate::registration::RegistrationRecord>, $crate::store::StoreError> {
+                use $crate::store::records::{REGISTRATION_COLUMNS, RegistrationRow};
+                let sql = format!("SELECT {REGISTRATION_COLUMNS} FROM registrations WHERE id = $1");
+                sqlx::query_as::<_, RegistrationRow>(sqlx::AssertSqlSafe(sql))
+                    .bind(id.to_string())
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .map(RegistrationRow::into_record)
+                    .transpose()
+            }
         }
     };
 }

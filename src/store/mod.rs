@@ -29,6 +29,7 @@ use crate::budget::{AnalystRecord, Change};
 use crate::dataset::{DatasetRecord, VersionFile, WalrStats};
 use crate::dp::{Charge, Composition};
 use crate::ledger::LedgerRecord;
+use crate::registration::{Ended, RegistrationRecord};
 use crate::snapshots::{Columns, Shape};
 
 pub use postgres::PostgresStore;
@@ -344,6 +345,19 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<LedgerRecord>, StoreError>;
 
     async fn revoke(&self, jti: &str, at: &str) -> Result<(), StoreError>;
+
+    /// Records a registration that starts running in the background.
+    async fn start_registration(&self, registration: &RegistrationRecord)
+    -> Result<(), StoreError>;
+
+    /// Records that registration `id`'s replica still runs it, at `at`.
+    async fn beat_registration(&self, id: Uuid, at: &str) -> Result<(), StoreError>;
+
+    /// Records how registration `id` ended.
+    async fn finish_registration(&self, id: Uuid, ended: &Ended) -> Result<(), StoreError>;
+
+    /// Registration `id`, if there is one.
+    async fn registration(&self, id: Uuid) -> Result<Option<RegistrationRecord>, StoreError>;
 
     async fn is_revoked(&self, jti: &str) -> Result<bool, StoreError>;
 }

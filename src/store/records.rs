@@ -9,6 +9,7 @@ use crate::budget::AnalystRecord;
 use crate::dataset::{ChunkHashes, DatasetRecord, FilePart, Schema, VersionFile, WalrStats};
 use crate::dp::{Accountant, Budget, Composition, Delta, Epsilon};
 use crate::ledger::LedgerRecord;
+use crate::registration::{Ended, RegistrationRecord};
 
 fn corrupt(what: &'static str, detail: impl ToString) -> StoreError {
     StoreError::Corrupt {
@@ -333,6 +334,53 @@ impl ReleaseListingRow {
             .value(),
             seq: unsigned("ledger sequence number", self.seq)?,
             created_at: self.created_at,
+        })
+    }
+}
+
+/// A `registrations` row.
+#[derive(sqlx::FromRow)]
+pub(super) struct RegistrationRow {
+    id: String,
+    dataset_id: String,
+    actor: String,
+    created_at: String,
+    beat_at: String,
+    finished_at: Option<String>,
+    report: Option<String>,
+    problem: Option<String>,
+}
+
+pub(super) const REGISTRATION_COLUMNS: &str =
+    "id, dataset_id, actor, created_at, beat_at, finished_at, report, problem";
+
+impl RegistrationRow {
+    pub(super) fn into_record(self) -> Result<RegistrationRecord, StoreError> {
+        let outcome = match (self.report, self.problem) {
+            (None, None) => None,
+            (Some(report), None) => Some(Ok(json("registration report", &report)?)),
+            (None, Some(problem)) => Some(Err(json("registration problem", &problem)?)),
+            (Some(_), Some(_)) => {
+                return Err(corrupt("registration", "both a report and a problem"));
+            }
+        };
+        let ended = match (self.finished_at, outcome) {
+            (None, None) => None,
+            (Some(at), Some(outcome)) => Some(Ended { at, outcome }),
+            _ => {
+                return Err(corrupt(
+                    "registration",
+                    "an end without an outcome, or one without an end",
+                ));
+            }
+        };
+        Ok(RegistrationRecord {
+            id: uuid("registration id", &self.id)?,
+            dataset_id: uuid("registration's dataset id", &self.dataset_id)?,
+            actor: self.actor,
+            created_at: self.created_at,
+            beat_at: self.beat_at,
+            ended,
         })
     }
 }

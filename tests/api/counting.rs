@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use dpgate::budget::{AnalystRecord, Change};
 use dpgate::dataset::{DatasetRecord, VersionFile};
 use dpgate::ledger::LedgerRecord;
+use dpgate::registration::{Ended, RegistrationRecord};
 use dpgate::snapshots::Shape;
 use dpgate::store::{
     BlockStream, BudgetOutcome, CallClaim, Debit, DebitOutcome, Decide, Finished, IngestSession,
@@ -237,5 +238,24 @@ impl Store for Counting {
 
     async fn is_revoked(&self, jti: &str) -> Result<bool, StoreError> {
         self.inner.is_revoked(jti).await
+    }
+
+    async fn start_registration(
+        &self,
+        registration: &RegistrationRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.start_registration(registration).await
+    }
+
+    async fn beat_registration(&self, id: Uuid, at: &str) -> Result<(), StoreError> {
+        self.inner.beat_registration(id, at).await
+    }
+
+    async fn finish_registration(&self, id: Uuid, ended: &Ended) -> Result<(), StoreError> {
+        self.inner.finish_registration(id, ended).await
+    }
+
+    async fn registration(&self, id: Uuid) -> Result<Option<RegistrationRecord>, StoreError> {
+        self.inner.registration(id).await
     }
 }

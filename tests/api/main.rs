@@ -32,6 +32,7 @@ mod outcomes;
 mod race;
 mod refusals;
 mod registration;
+mod registrations;
 mod snapshots;
 mod store;
 mod strict_input;

@@ -33,7 +33,7 @@ fn every_operation_has_its_own_operation_id() {
             assert!(seen.insert(id.to_owned()), "{id} is used twice");
         }
     }
-    assert_eq!(seen.len(), 14);
+    assert_eq!(seen.len(), 15);
 }
 
 #[tokio::test]
@@ -66,6 +66,6 @@ async fn every_documented_operation_is_routed_and_every_error_is_a_problem() {
             );
         }
     }
-    assert_eq!(operations, 14);
+    assert_eq!(operations, 15);
     app.finish().await;
 }

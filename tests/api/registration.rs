@@ -26,7 +26,7 @@ use crate::helpers::{
 use crate::typed_uploads::{batch, parquet_file, stored};
 
 /// Writes rows `from..from + count` as the Parquet file `dir/name`.
-fn write(dir: &Path, name: &str, from: usize, count: usize) {
+pub(crate) fn write(dir: &Path, name: &str, from: usize, count: usize) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join(name), plain_parquet(&batch(from, count, |_| {}))).unwrap();
 }
@@ -43,14 +43,14 @@ pub(crate) fn plain_parquet(batch: &RecordBatch) -> Vec<u8> {
     writer.into_inner().unwrap()
 }
 
-fn source(dir: &Path) -> Source {
+pub(crate) fn source(dir: &Path) -> Source {
     Source {
         uri: url::Url::from_file_path(dir).unwrap().to_string(),
     }
 }
 
 /// [`ads_dataset`] registering `dir` in place.
-fn registering(name: &str, dir: &Path) -> serde_json::Value {
+pub(crate) fn registering(name: &str, dir: &Path) -> serde_json::Value {
     let mut request = ads_dataset(name, "label", "basic", 5.0);
     request["source"] = serde_json::json!({ "uri": source(dir).uri });
     request
