@@ -28,8 +28,7 @@ if [ -z "${DATA:-}" ]; then
 fi
 du -sh "$SRC"
 
-# Registering 10⁸ rows takes longer than the default request timeout (5m).
-export DPGATE_DATA_ROOTS="$SRC" DPGATE_CACHE_BYTES=0 DPGATE_REQUEST_TIMEOUT=2h
+export DPGATE_DATA_ROOTS="$SRC" DPGATE_CACHE_BYTES=0
 export DPGATE_JWT_SECRET="a-benchmark-secret-of-at-least-32-bytes"
 features=$(python3 -c 'import json; print(json.dumps([{"name": f"x{j}", "min": 0, "max": 1} for j in range(1, 33)]))')
 STEPS="${STEPS:-5}"
@@ -42,17 +41,27 @@ serve() {
         "$BIN" serve --addr "127.0.0.1:$port" >"$WORK/$name.log" 2>&1 &
     SERVERS+=("$!")
     for _ in $(seq 1 100); do curl -sf "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
-    local admin started id analyst
+    local admin started registration id state analyst
     admin=$(DATABASE_URL="sqlite://$WORK/$name.db" "$BIN" token --role admin --sub bench)
     started=$(date +%s.%N)
-    id=$(curl -sf -X POST "127.0.0.1:$port/v1/datasets" -H "authorization: Bearer $admin" \
+    # In the background (10⁸ rows take longer than a request may), polled.
+    registration=$(curl -sf -X POST "127.0.0.1:$port/v1/datasets" -H "authorization: Bearer $admin" \
+      -H 'prefer: respond-async' \
       -H 'content-type: application/json' -d '{"name": "bench", "privacy_unit": "label",
       "features": '"$features"', "label": "converted",
       "measures": [{"name": "value", "min": 0, "max": 100}],
       "dimensions": [{"name": "d1", "values": ["a", "b", "c", "d"]},
                      {"name": "d2", "values": ["s", "t", "u", "v", "w", "x", "y", "z"]}],
       "budget": {"epsilon": 1000000, "delta": 0.5},
-      "source": {"uri": "file://'"$SRC"'/"}}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+      "source": {"uri": "file://'"$SRC"'/"}}' | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["id"], r["dataset_id"])')
+    read -r registration id <<<"$registration"
+    state=running
+    while [ "$state" = running ]; do
+        sleep 0.2
+        state=$(curl -sf "127.0.0.1:$port/v1/registrations/$registration" -H "authorization: Bearer $admin" |
+            python3 -c 'import json, sys; print(json.load(sys.stdin)["state"])')
+    done
+    [ "$state" = done ] || { echo "$name: registration $state" >&2; exit 1; }
     echo "$name: registered $ROWS rows in $(echo "$(date +%s.%N) - $started" | bc) s; peak RSS so far: $(grep VmHWM /proc/"${SERVERS[-1]}"/status)"
     analyst=$(DATABASE_URL="sqlite://$WORK/$name.db" "$BIN" token --role analyst --sub bench --datasets "$id")
     release() {
@@ -90,7 +99,8 @@ if [ -n "${CLUSTER:-}" ]; then
         echo "== $kind: dpgate on Ballista (2 executors) vs embedded"
         farm-bench -n "${RUNS:-5}" --timeout 3600 --vs "$WORK/embedded-$kind" -- "$WORK/ballista-$kind"
     done
-    for pid in "${SERVERS[@]:3}"; do echo "server $pid peak RSS: $(grep VmHWM /proc/"$pid"/status)"; done
+    names=(scheduler executor1 executor2 embedded ballista)
+    for i in "${!names[@]}"; do echo "${names[$i]} peak RSS: $(grep VmHWM /proc/"${SERVERS[$i]}"/status)"; done
     exit 0
 fi
 serve dpgate embedded
