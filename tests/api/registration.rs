@@ -31,6 +31,19 @@ pub(crate) fn write(dir: &Path, name: &str, from: usize, count: usize) {
     std::fs::write(dir.join(name), plain_parquet(&batch(from, count, |_| {}))).unwrap();
 }
 
+/// Writes 10 good rows as `dir/a.parquet`, then `dir/b.parquet`, whose
+/// third row has the label 2.
+pub(crate) fn with_a_bad_label(dir: &Path) {
+    write(dir, "a.parquet", 0, 10);
+    let bad_label = batch(10, 5, |columns| {
+        columns[1] = (
+            "converted",
+            Arc::new(UInt8Array::from(vec![0, 1, 2, 0, 1])) as ArrayRef,
+        );
+    });
+    std::fs::write(dir.join("b.parquet"), parquet_file(&[bad_label])).unwrap();
+}
+
 /// A Parquet file without dictionaries: files of as many rows of the same
 /// types are the same size, whatever their values.
 pub(crate) fn plain_parquet(batch: &RecordBatch) -> Vec<u8> {
@@ -161,14 +174,7 @@ async fn bad_rows_of_a_source_are_named_by_file_and_row_and_nothing_is_registere
     let sources = app.sources();
 
     let labels = sources.join("labels");
-    write(&labels, "a.parquet", 0, 10);
-    let bad_label = batch(10, 5, |columns| {
-        columns[1] = (
-            "converted",
-            Arc::new(UInt8Array::from(vec![0, 1, 2, 0, 1])) as ArrayRef,
-        );
-    });
-    std::fs::write(labels.join("b.parquet"), parquet_file(&[bad_label])).unwrap();
+    with_a_bad_label(&labels);
     let refused = problem(
         post(&app, "/v1/datasets", &registering("labels", &labels)).await,
         StatusCode::UNPROCESSABLE_ENTITY,

@@ -4,10 +4,8 @@
 //! nothing registered), readable at their `Location`; a preference the
 //! request cannot honour is ignored.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{ArrayRef, UInt8Array};
 use dpgate::auth::Role;
 use dpgate_api_types::{Dataset, Registration, RegistrationState};
 use dpgate_client::types::{IngestReport, Problem, ProblemType};
@@ -16,8 +14,7 @@ use rstest::rstest;
 use uuid::Uuid;
 
 use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, spawn_app, unavailable};
-use crate::registration::{registering, source, write};
-use crate::typed_uploads::{batch, parquet_file};
+use crate::registration::{registering, source, with_a_bad_label, write};
 
 const POLL: Duration = Duration::from_millis(20);
 
@@ -156,14 +153,7 @@ async fn a_registration_in_the_background_that_fails_creates_nothing_and_says_wh
     }
     let app = spawn_app(backend).await;
     let labels = app.sources().join("labels");
-    write(&labels, "a.parquet", 0, 10);
-    let bad_label = batch(10, 5, |columns| {
-        columns[1] = (
-            "converted",
-            Arc::new(UInt8Array::from(vec![0, 1, 2, 0, 1])) as ArrayRef,
-        );
-    });
-    std::fs::write(labels.join("b.parquet"), parquet_file(&[bad_label])).unwrap();
+    with_a_bad_label(&labels);
     let request = serde_json::from_value(registering("labels", &labels)).unwrap();
     let failing = app
         .admin
