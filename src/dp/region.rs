@@ -126,10 +126,9 @@ impl Region {
     pub fn snap(&self, v: &[f64], out: &mut [i64]) {
         let mut norm_squared = 0.0;
         for (((out, &v), &lo), &hi) in out.iter_mut().zip(v).zip(&self.lo).zip(&self.hi) {
-            // The bounds are exact floats: the clamp is exact too.
-            let units = (v * self.per_unit).round().clamp(lo as f64, hi as f64);
-            norm_squared += units * units;
-            *out = units as i64;
+            let units = round_within(v * self.per_unit, lo, hi);
+            norm_squared += (units as f64) * (units as f64);
+            *out = units;
         }
         let Some(ball) = self.ball else { return };
         // ∞ for the zero vector (R/0), whose factor is then 1.
@@ -221,6 +220,20 @@ impl Region {
         let moved = (distance * self.per_unit).next_up() + 3.0;
         moved.next_up().min(self.side_units() as f64)
     }
+}
+
+/// round(`x`) (halves away from 0) clamped to [`lo`, `hi`], exactly as
+/// `x.round().clamp(lo, hi)`; NaN is 0. Clamping first gives the same
+/// integer (rounding is monotone and keeps the integer bounds), and leaves
+/// |x| ≤ 2^52, where the truncating cast and the remainder are exact: a
+/// few instructions where `round` is a call into libm on a baseline
+/// x86-64 build (a quarter of a WALR pass's time in `snap`).
+#[inline]
+fn round_within(x: f64, lo: i64, hi: i64) -> i64 {
+    let x = x.clamp(lo as f64, hi as f64);
+    let whole = x as i64;
+    let rest = x - whole as f64;
+    whole + i64::from(rest >= 0.5) - i64::from(rest <= -0.5)
 }
 
 /// Adds `units` into `sum`, coordinate by coordinate, `weight` times

@@ -108,11 +108,46 @@ fn sums_of_snapped_rows_are_the_same_in_any_order() {
     assert_eq!(zeroed, vec![0; 3]);
 }
 
+/// What `round_within` must equal: libm's rounding, then the clamp.
+fn rounded_then_clamped(x: f64, lo: i64, hi: i64) -> i64 {
+    x.round().clamp(lo as f64, hi as f64) as i64
+}
+
+#[test]
+fn rounding_within_bounds_is_libms_round_then_the_clamp() {
+    let (lo, hi) = (-(1i64 << 52), 1i64 << 52);
+    let halves = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994];
+    let edges = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -1e300];
+    let bounds = [2f64.powi(52), -(2f64.powi(52)), 2f64.powi(52) - 0.5];
+    for x in halves.into_iter().chain(edges).chain(bounds) {
+        for (lo, hi) in [(lo, hi), (-3, 2), (0, 0), (-1, 0)] {
+            assert_eq!(
+                round_within(x, lo, hi),
+                rounded_then_clamped(x, lo, hi),
+                "{x} in [{lo}, {hi}]"
+            );
+        }
+    }
+}
+
 fn vectors(dims: usize) -> impl Strategy<Value = Vec<f64>> {
     prop::collection::vec(-2.0f64..2.0, dims)
 }
 
 proptest! {
+    #[test]
+    fn rounding_within_bounds_is_libms_round_for_any_float(
+        bits in any::<u64>(),
+        whole in -(1i64 << 53)..(1i64 << 53),
+        lo in -(1i64 << 52)..=0,
+        hi in 0..=(1i64 << 52),
+    ) {
+        // Any float at all, and halves (whole/2) of every size on the grid.
+        for x in [f64::from_bits(bits), whole as f64 / 2.0] {
+            prop_assert_eq!(round_within(x, lo, hi), rounded_then_clamped(x, lo, hi));
+        }
+    }
+
     #[test]
     fn every_snapped_vector_lies_in_the_region(
         v in vectors(6),
