@@ -158,26 +158,24 @@ fn versions(files: &[VersionFile], outcomes: bool) -> Result<Vec<Version<'_>>, S
     Ok(paired)
 }
 
-/// Row-major values of one batch of each file, appended to `block`
-/// for rows `rows`.
+/// One batch of each file, column by column, appended to blocks of rows
+/// (which lay them out row-major) a range of rows at a time.
 struct Decoded<'b> {
     /// `None` when they are not read: the rows' ids are then empty.
     ids: Option<&'b StringArray>,
-    features: Vec<f32>,
-    dimensions: Vec<u32>,
-    labels: Vec<u8>,
-    measures: Vec<f64>,
+    features: Vec<&'b [f32]>,
+    dimensions: Vec<&'b [u32]>,
+    labels: &'b [u8],
+    measures: Vec<&'b [f64]>,
 }
 
 impl<'b> Decoded<'b> {
     fn of(
-        shape: Shape,
         names: &Names,
         inputs: &'b RecordBatch,
-        outcomes: Option<&RecordBatch>,
+        outcomes: Option<&'b RecordBatch>,
         path: &str,
     ) -> Result<Decoded<'b>, StoreError> {
-        let rows = inputs.num_rows();
         let ids = match names.ids {
             true => Some(column::<StringArray>(inputs, ROW_ID, path)?),
             false => None,
@@ -185,38 +183,38 @@ impl<'b> Decoded<'b> {
         if ids.is_some_and(|ids| ids.null_count() > 0) {
             return Err(corrupt(path, "a null row id"));
         }
-        let mut features = vec![0.0; rows * shape.features];
-        for (j, name) in names.features.iter().enumerate() {
-            let values = column::<Float32Array>(inputs, name, path)?.values();
-            for (row, value) in values.iter().enumerate() {
-                features[row * shape.features + j] = *value;
-            }
-        }
-        let mut dimensions = vec![0; rows * shape.dimensions];
-        for (j, name) in names.dimensions.iter().enumerate() {
-            let values = column::<UInt32Array>(inputs, name, path)?.values();
-            for (row, value) in values.iter().enumerate() {
-                dimensions[row * shape.dimensions + j] = *value;
-            }
-        }
-        let (mut labels, mut measures) = (Vec::new(), Vec::new());
+        let features = names
+            .features
+            .iter()
+            .map(|name| {
+                Ok(column::<Float32Array>(inputs, name, path)?
+                    .values()
+                    .as_ref())
+            })
+            .collect::<Result<_, StoreError>>()?;
+        let dimensions = names
+            .dimensions
+            .iter()
+            .map(|name| Ok(column::<UInt32Array>(inputs, name, path)?.values().as_ref()))
+            .collect::<Result<_, StoreError>>()?;
+        let (mut labels, mut measures) = (&[][..], Vec::new());
         if let Some(outcomes) = outcomes {
-            if outcomes.num_rows() != rows {
+            if outcomes.num_rows() != inputs.num_rows() {
                 return Err(corrupt(
                     path,
                     "its outcomes are out of step with its inputs",
                 ));
             }
-            labels = column::<UInt8Array>(outcomes, &names.label, path)?
-                .values()
-                .to_vec();
-            measures = vec![0.0; rows * shape.measures];
-            for (j, name) in names.measures.iter().enumerate() {
-                let values = column::<Float64Array>(outcomes, name, path)?.values();
-                for (row, value) in values.iter().enumerate() {
-                    measures[row * shape.measures + j] = *value;
-                }
-            }
+            labels = column::<UInt8Array>(outcomes, &names.label, path)?.values();
+            measures = names
+                .measures
+                .iter()
+                .map(|name| {
+                    Ok(column::<Float64Array>(outcomes, name, path)?
+                        .values()
+                        .as_ref())
+                })
+                .collect::<Result<_, StoreError>>()?;
         }
         Ok(Decoded {
             ids,
@@ -227,28 +225,20 @@ impl<'b> Decoded<'b> {
         })
     }
 
-    fn append(
-        &self,
-        shape: Shape,
-        block: &mut Builder,
-        rows: std::ops::Range<usize>,
-    ) -> Result<(), String> {
-        let (k, p, m) = (shape.features, shape.dimensions, shape.measures);
-        let labels = self.labels.get(rows.clone()).unwrap_or_default();
-        let measures = self
-            .measures
-            .get(m * rows.start..m * rows.end)
-            .unwrap_or_default();
+    fn append(&self, block: &mut Builder, rows: std::ops::Range<usize>) -> Result<(), String> {
+        fn cut<'c, T>(columns: &[&'c [T]], rows: &std::ops::Range<usize>) -> Vec<&'c [T]> {
+            columns.iter().map(|column| &column[rows.clone()]).collect()
+        }
         let ids: Vec<&str> = match self.ids {
             Some(ids) => rows.clone().map(|row| ids.value(row)).collect(),
             None => vec![""; rows.len()],
         };
-        block.append_rows(
+        block.append_columns(
             &ids,
-            &self.features[k * rows.start..k * rows.end],
-            &self.dimensions[p * rows.start..p * rows.end],
-            labels,
-            measures,
+            &cut(&self.features, &rows),
+            &cut(&self.dimensions, &rows),
+            self.labels.get(rows.clone()).unwrap_or_default(),
+            &cut(&self.measures, &rows),
         )
     }
 }
@@ -293,8 +283,7 @@ impl Names {
     }
 }
 
-/// Which columns a [`stream`] reads besides the row ids and dimension
-/// codes.
+/// Which columns a [`stream`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Needed {
     /// Labels and measures: else no outcomes file is opened.
@@ -303,6 +292,8 @@ pub struct Needed {
     pub features: bool,
     /// Row ids: else every row's id is empty.
     pub ids: bool,
+    /// Dimension codes: else its blocks hold none.
+    pub dimensions: bool,
 }
 
 impl Needed {
@@ -312,6 +303,7 @@ impl Needed {
             outcomes,
             features: true,
             ids: true,
+            dimensions: true,
         }
     }
 }
@@ -343,6 +335,10 @@ pub fn stream(
         if !needed.features {
             names.features.clear();
             shape.features = 0;
+        }
+        if !needed.dimensions {
+            names.dimensions.clear();
+            shape.dimensions = 0;
         }
         let reading = Reading {
             dir: &dir,
@@ -420,13 +416,13 @@ impl Reading<'_> {
                         )?),
                         None => None,
                     };
-                    let decoded = Decoded::of(shape, names, &batch, paired.as_ref(), path)?;
+                    let decoded = Decoded::of(names, &batch, paired.as_ref(), path)?;
                     let count = batch.num_rows();
                     let mut at = 0;
                     while at < count {
                         let take = (block_rows - block.len()).min(count - at);
                         decoded
-                            .append(shape, &mut block, at..at + take)
+                            .append(&mut block, at..at + take)
                             .map_err(|detail| corrupt(path, detail))?;
                         at += take;
                         if block.len() == block_rows {

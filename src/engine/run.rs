@@ -111,6 +111,7 @@ pub async fn sum<S: Summed>(
         outcomes: true,
         features: S::READS_FEATURES,
         ids: S::READS_IDS,
+        dimensions: S::READS_DIMENSIONS,
     };
     let partitions = engine.partitions(&files);
     let scan = Scan::new(files, schema.clone(), needed, partitions);

@@ -94,6 +94,9 @@ impl Scan {
         if !self.needed.features {
             shape.features = 0;
         }
+        if !self.needed.dimensions {
+            shape.dimensions = 0;
+        }
         shape.ids = self.needed.ids;
         shape
     }

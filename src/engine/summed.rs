@@ -38,6 +38,10 @@ pub trait Summed: Pass + Clone + Sync + Serialize + DeserializeOwned {
     /// whose ids are empty, and the `row_id` column is never read.
     const READS_IDS: bool = true;
 
+    /// Whether it reads the dimensions: a pass that does not is handed
+    /// blocks of none, and their columns are never decoded or matched.
+    const READS_DIMENSIONS: bool = true;
+
     /// The sums so far, always as many.
     fn sums(&self) -> Vec<i128>;
 

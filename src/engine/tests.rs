@@ -281,6 +281,7 @@ async fn a_read_checks_exactly_the_chunks_it_decodes() {
         outcomes: true,
         features: false,
         ids: true,
+        dimensions: true,
     };
     let read_with = |needed| {
         stream(

@@ -13,6 +13,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use arrow_buffer::ScalarBuffer;
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 
@@ -77,7 +78,9 @@ pub struct Row<'c> {
 
 /// Rows as columns, in stored order. Built with or without the outcomes
 /// (labels and measures): a block read for public columns only never holds
-/// them.
+/// them. The values are Arrow buffers, so a block becomes a record batch
+/// of the engine's plans and back without a copy (an aggregate function
+/// is handed batches).
 #[derive(Debug, Clone)]
 pub struct Columns {
     shape: Shape,
@@ -86,10 +89,10 @@ pub struct Columns {
     ids: String,
     /// Where each row id ends in `ids`.
     id_ends: Vec<u64>,
-    labels: Vec<u8>,
-    features: Vec<f32>,
-    measures: Vec<f64>,
-    dimensions: Vec<u32>,
+    labels: ScalarBuffer<u8>,
+    features: ScalarBuffer<f32>,
+    measures: ScalarBuffer<f64>,
+    dimensions: ScalarBuffer<u32>,
     /// Rows in byte order of their ids, once [`Columns::position`] needs it.
     index: OnceLock<Vec<u32>>,
     /// Which columns were read since [`Columns::take_touched`] last looked.
@@ -131,15 +134,19 @@ impl PartialEq for Columns {
             self.outcomes,
             &self.ids,
             &self.id_ends,
-            &self.labels,
+            &self.labels[..],
         ) == (
             other.shape,
             other.outcomes,
             &other.ids,
             &other.id_ends,
-            &other.labels,
-        ) && (&self.features, &self.measures, &self.dimensions)
-            == (&other.features, &other.measures, &other.dimensions)
+            &other.labels[..],
+        ) && (&self.features[..], &self.measures[..], &self.dimensions[..])
+            == (
+                &other.features[..],
+                &other.measures[..],
+                &other.dimensions[..],
+            )
     }
 }
 
@@ -147,28 +154,24 @@ impl Columns {
     /// An empty run, to be filled row by row.
     pub fn builder(shape: Shape, outcomes: bool, capacity: usize) -> Builder {
         Builder {
-            columns: Columns {
-                shape,
-                outcomes,
-                ids: String::new(),
-                id_ends: Vec::with_capacity(capacity),
-                labels: Vec::with_capacity(if outcomes { capacity } else { 0 }),
-                features: Vec::with_capacity(capacity * shape.features),
-                measures: Vec::with_capacity(if outcomes {
-                    capacity * shape.measures
-                } else {
-                    0
-                }),
-                dimensions: Vec::with_capacity(capacity * shape.dimensions),
-                index: OnceLock::new(),
-                touched: Touched::default(),
-            },
+            shape,
+            outcomes,
+            ids: String::new(),
+            id_ends: Vec::with_capacity(capacity),
+            labels: Vec::with_capacity(if outcomes { capacity } else { 0 }),
+            features: Vec::with_capacity(capacity * shape.features),
+            measures: Vec::with_capacity(if outcomes {
+                capacity * shape.measures
+            } else {
+                0
+            }),
+            dimensions: Vec::with_capacity(capacity * shape.dimensions),
         }
     }
 
     /// No rows.
     pub fn empty(shape: Shape, outcomes: bool) -> Columns {
-        Columns::builder(shape, outcomes, 0).columns
+        Columns::builder(shape, outcomes, 0).finish()
     }
 
     pub fn len(&self) -> usize {
@@ -193,10 +196,10 @@ impl Columns {
         self.ids.capacity()
             + 4 * self.id_ends.capacity()
             + 8 * self.id_ends.capacity()
-            + self.labels.capacity()
-            + 4 * self.features.capacity()
-            + 8 * self.measures.capacity()
-            + 4 * self.dimensions.capacity()
+            + self.labels.inner().capacity()
+            + self.features.inner().capacity()
+            + self.measures.inner().capacity()
+            + self.dimensions.inner().capacity()
     }
 
     /// (labels or measures, ids, features or dimensions): whether each was
@@ -293,7 +296,7 @@ impl Columns {
         let mut joined = Columns::builder(self.shape, self.outcomes, self.len() + later.len());
         joined.extend(self, 0..self.len());
         joined.extend(later, 0..later.len());
-        Ok(joined.columns)
+        Ok(joined.finish())
     }
 }
 
@@ -309,7 +312,7 @@ impl Columns {
             dimensions: 0,
             ids: true,
         };
-        let mut columns = Columns::builder(shape, true, rows).columns;
+        let mut columns = Columns::builder(shape, true, rows);
         for (index, (row, &label)) in x.rows().into_iter().zip(y).enumerate() {
             columns.ids.push_str(&format!("{index:010}"));
             columns.id_ends.push(columns.ids.len() as u64);
@@ -319,7 +322,7 @@ impl Columns {
                 .features
                 .extend(row.iter().map(|&value| value as f32));
         }
-        columns
+        columns.finish()
     }
 }
 
@@ -335,7 +338,14 @@ pub fn chunked<P: Send>(len: usize, part: impl Fn(Range<usize>) -> P + Sync + Se
 /// Fills a [`Columns`], decoding rows as stored.
 #[derive(Debug)]
 pub struct Builder {
-    columns: Columns,
+    shape: Shape,
+    outcomes: bool,
+    ids: String,
+    id_ends: Vec<u64>,
+    labels: Vec<u8>,
+    features: Vec<f32>,
+    measures: Vec<f64>,
+    dimensions: Vec<u32>,
 }
 
 /// Little-endian 4-byte words.
@@ -343,6 +353,34 @@ fn words(bytes: &[u8]) -> impl Iterator<Item = [u8; 4]> + '_ {
     bytes
         .chunks_exact(4)
         .map(|word| [word[0], word[1], word[2], word[3]])
+}
+
+/// Whether `columns` are `width` columns of `rows` values each.
+fn sized<T>(what: &str, columns: &[&[T]], width: usize, rows: usize) -> Result<(), String> {
+    if columns.len() == width && columns.iter().all(|column| column.len() == rows) {
+        Ok(())
+    } else {
+        let lengths: Vec<usize> = columns.iter().map(|column| column.len()).collect();
+        Err(format!(
+            "{rows} rows with {what} of {lengths:?} values, not {width} of {rows}"
+        ))
+    }
+}
+
+/// Appends `rows` rows of `columns` (each `rows` long) to `into`, a row's
+/// values together, written a row at a time into room made for them all
+/// (pushing row by row cost twice as much a value).
+fn row_major<T: Copy + Default>(into: &mut Vec<T>, columns: &[&[T]], rows: usize) {
+    let (start, width) = (into.len(), columns.len());
+    if width == 0 {
+        return;
+    }
+    into.resize(start + rows * width, T::default());
+    for (row, values) in into[start..].chunks_exact_mut(width).enumerate() {
+        for (value, column) in values.iter_mut().zip(columns) {
+            *value = column[row];
+        }
+    }
 }
 
 /// Why a row's id is refused: every stored row has one, and a run of a
@@ -356,11 +394,11 @@ fn empty_or_not(shape: Shape) -> String {
 
 impl Builder {
     pub fn len(&self) -> usize {
-        self.columns.len()
+        self.id_ends.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.columns.is_empty()
+        self.id_ends.is_empty()
     }
 
     /// Adds a row from its stored encoding (little-endian f32 features, f64
@@ -374,8 +412,8 @@ impl Builder {
         measures: &[u8],
         dimensions: &[u8],
     ) -> Result<(), String> {
-        let shape = self.columns.shape;
-        let outcomes = self.columns.outcomes;
+        let shape = self.shape;
+        let outcomes = self.outcomes;
         let malformed = |what: &str| format!("row {id:?} has malformed {what}");
         if features.len() != 4 * shape.features {
             return Err(malformed("features"));
@@ -389,9 +427,9 @@ impl Builder {
         if id.is_empty() == shape.ids {
             return Err(empty_or_not(shape));
         }
-        self.columns.ids.push_str(id);
-        self.columns.id_ends.push(self.columns.ids.len() as u64);
-        let c = &mut self.columns;
+        self.ids.push_str(id);
+        self.id_ends.push(self.ids.len() as u64);
+        let c = &mut *self;
         c.features.extend(words(features).map(f32::from_le_bytes));
         c.dimensions
             .extend(words(dimensions).map(u32::from_le_bytes));
@@ -406,39 +444,30 @@ impl Builder {
         Ok(())
     }
 
-    /// Appends rows given as columns read back from files: their ids, and
-    /// row-major features, dimension codes and (with the outcomes)
-    /// labels and measures of this run's shape.
-    pub fn append_rows(
+    /// Appends rows given column by column, as read back from files:
+    /// their ids, and each feature's, dimension's and (with the outcomes)
+    /// measure's values and the labels, one value a row, laid out
+    /// row-major as they are appended.
+    pub fn append_columns(
         &mut self,
         ids: &[&str],
-        features: &[f32],
-        dimensions: &[u32],
+        features: &[&[f32]],
+        dimensions: &[&[u32]],
         labels: &[u8],
-        measures: &[f64],
+        measures: &[&[f64]],
     ) -> Result<(), String> {
         let rows = ids.len();
-        let shape = self.columns.shape;
-        let sized = |what: &str, got: usize, width: usize| {
-            if got == rows * width {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{rows} rows with {got} {what}, not {}",
-                    rows * width
-                ))
-            }
-        };
-        sized("features", features.len(), shape.features)?;
-        sized("dimension codes", dimensions.len(), shape.dimensions)?;
-        if self.columns.outcomes {
-            sized("labels", labels.len(), 1)?;
-            sized("measures", measures.len(), shape.measures)?;
+        let shape = self.shape;
+        sized("features", features, shape.features, rows)?;
+        sized("dimension codes", dimensions, shape.dimensions, rows)?;
+        if self.outcomes {
+            sized("labels", &[labels], 1, rows)?;
+            sized("measures", measures, shape.measures, rows)?;
             if labels.iter().any(|&label| label > 1) {
                 return Err("a stored label is neither 0 nor 1".to_owned());
             }
         }
-        let c = &mut self.columns;
+        let c = &mut *self;
         c.ids.reserve_exact(ids.iter().map(|id| id.len()).sum());
         c.id_ends.reserve_exact(rows);
         for id in ids {
@@ -448,11 +477,11 @@ impl Builder {
             c.ids.push_str(id);
             c.id_ends.push(c.ids.len() as u64);
         }
-        c.features.extend_from_slice(features);
-        c.dimensions.extend_from_slice(dimensions);
+        row_major(&mut c.features, features, rows);
+        row_major(&mut c.dimensions, dimensions, rows);
         if c.outcomes {
             c.labels.extend_from_slice(labels);
-            c.measures.extend_from_slice(measures);
+            row_major(&mut c.measures, measures, rows);
         }
         Ok(())
     }
@@ -460,7 +489,7 @@ impl Builder {
     /// Appends rows `rows` of a stored block (of this run's shape, with
     /// the outcomes if this run keeps them).
     pub fn append_stored(&mut self, block: &Stored<'_>, rows: Range<usize>) {
-        let shape = self.columns.shape;
+        let shape = self.shape;
         let (k, m, p) = (shape.features, shape.measures, shape.dimensions);
         let first = if rows.start == 0 {
             0
@@ -472,7 +501,7 @@ impl Builder {
         } else {
             block.id_end(rows.end - 1)
         };
-        let c = &mut self.columns;
+        let c = &mut *self;
         let base = c.ids.len() as u64;
         c.ids.push_str(&block.ids[first..last]);
         c.id_ends.extend(
@@ -513,7 +542,7 @@ impl Builder {
         } else {
             from.id_ends[rows.end - 1]
         };
-        let c = &mut self.columns;
+        let c = &mut *self;
         let base = c.ids.len() as u64;
         c.ids.push_str(&from.ids[first as usize..last as usize]);
         c.id_ends.extend(
@@ -533,7 +562,18 @@ impl Builder {
     }
 
     pub fn finish(self) -> Columns {
-        self.columns
+        Columns {
+            shape: self.shape,
+            outcomes: self.outcomes,
+            ids: self.ids,
+            id_ends: self.id_ends,
+            labels: self.labels.into(),
+            features: self.features.into(),
+            measures: self.measures.into(),
+            dimensions: self.dimensions.into(),
+            index: OnceLock::new(),
+            touched: Touched::default(),
+        }
     }
 }
 

@@ -440,6 +440,7 @@ impl Pass for Terms {
 impl Summed for Terms {
     const KIND: &'static str = "frank-wolfe";
     const READS_IDS: bool = false;
+    const READS_DIMENSIONS: bool = false;
 
     fn sums(&self) -> Vec<i128> {
         self.sums.clone()

@@ -261,6 +261,7 @@ impl<L: Loss> Pass for Gradients<L> {
 impl<L: Loss> Summed for Gradients<L> {
     const KIND: &'static str = L::KIND;
     const READS_IDS: bool = false;
+    const READS_DIMENSIONS: bool = false;
 
     fn sums(&self) -> Vec<i128> {
         self.sums.clone()

@@ -321,6 +321,7 @@ impl Pass for Join {
 impl Summed for Join {
     const KIND: &'static str = "walr-supplied";
     const READS_FEATURES: bool = false;
+    const READS_DIMENSIONS: bool = false;
 
     fn sums(&self) -> Vec<i128> {
         let mut sums = self.sums.clone();

@@ -311,6 +311,7 @@ impl Pass for MappedSums {
 impl Summed for MappedSums {
     const KIND: &'static str = "walr";
     const READS_IDS: bool = false;
+    const READS_DIMENSIONS: bool = false;
 
     fn sums(&self) -> Vec<i128> {
         let mut sums = self.sums.clone();

@@ -4,7 +4,7 @@
 //! does. A vector of no values is left out rather than sent as a list of
 //! size 0.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::{
     Array, ArrayRef, FixedSizeListArray, Float32Array, Float64Array, RecordBatch, StringArray,
@@ -13,7 +13,7 @@ use arrow_array::{
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use super::{Columns, Shape};
+use super::{Columns, Shape, Touched};
 use crate::dataset::ROW_ID;
 
 pub const FEATURES: &str = "features";
@@ -82,17 +82,17 @@ impl Columns {
             .map_err(|error| error.to_string())?;
         let mut columns: Vec<ArrayRef> = vec![Arc::new(ids)];
         if shape.features > 0 {
-            let values = Float32Array::from(self.features);
+            let values = Float32Array::new(self.features, None);
             columns.push(listed(shape.features, Arc::new(values))?);
         }
         if shape.dimensions > 0 {
-            let values = UInt32Array::from(self.dimensions);
+            let values = UInt32Array::new(self.dimensions, None);
             columns.push(listed(shape.dimensions, Arc::new(values))?);
         }
         if self.outcomes {
-            columns.push(Arc::new(UInt8Array::from(self.labels)));
+            columns.push(Arc::new(UInt8Array::new(self.labels, None)));
             if shape.measures > 0 {
-                let values = Float64Array::from(self.measures);
+                let values = Float64Array::new(self.measures, None);
                 columns.push(listed(shape.measures, Arc::new(values))?);
             }
         }
@@ -100,7 +100,8 @@ impl Columns {
             .map_err(|error| error.to_string())
     }
 
-    /// The rows of `batch`, a batch of [`batch_schema`]`(shape, outcomes)`.
+    /// The rows of `batch`, a batch of [`batch_schema`]`(shape, outcomes)`:
+    /// its values' buffers shared, not copied (the ids are).
     pub fn from_batch(
         shape: Shape,
         outcomes: bool,
@@ -115,27 +116,63 @@ impl Columns {
             return Err("a batch with a null row id".to_owned());
         }
         let ids: Vec<&str> = (0..rows).map(|row| ids.value(row)).collect();
+        let mut built = Columns::builder(
+            Shape {
+                features: 0,
+                measures: 0,
+                dimensions: 0,
+                ..shape
+            },
+            false,
+            rows,
+        );
+        built.append_columns(&ids, &[], &[], &[], &[])?;
+        let sized = |what: &str, values: usize, width: usize| match values == rows * width {
+            true => Ok(()),
+            false => Err(format!(
+                "{rows} rows with {values} {what}, not {}",
+                rows * width
+            )),
+        };
         let features = match shape.features {
-            0 => &[][..],
-            _ => values::<Float32Array>(batch, FEATURES)?.values(),
+            0 => Vec::new().into(),
+            _ => values::<Float32Array>(batch, FEATURES)?.values().clone(),
         };
+        sized("features", features.len(), shape.features)?;
         let dimensions = match shape.dimensions {
-            0 => &[][..],
-            _ => values::<UInt32Array>(batch, DIMENSIONS)?.values(),
+            0 => Vec::new().into(),
+            _ => values::<UInt32Array>(batch, DIMENSIONS)?.values().clone(),
         };
-        let (mut labels, mut measures) = (&[][..], &[][..]);
+        sized("dimension codes", dimensions.len(), shape.dimensions)?;
+        let (mut labels, mut measures) = (Vec::new().into(), Vec::new().into());
         if outcomes {
             labels = batch
                 .column_by_name(LABEL)
                 .and_then(|column| column.as_any().downcast_ref::<UInt8Array>())
                 .ok_or("a batch without its labels")?
-                .values();
-            if shape.measures > 0 {
-                measures = values::<Float64Array>(batch, MEASURES)?.values();
+                .values()
+                .clone();
+            sized("labels", labels.len(), 1)?;
+            if labels.iter().any(|&label| label > 1) {
+                return Err("a stored label is neither 0 nor 1".to_owned());
             }
+            if shape.measures > 0 {
+                measures = values::<Float64Array>(batch, MEASURES)?.values().clone();
+            }
+            sized("measures", measures.len(), shape.measures)?;
         }
-        let mut built = Columns::builder(shape, outcomes, rows);
-        built.append_rows(&ids, features, dimensions, labels, measures)?;
-        Ok(built.finish())
+        let columns = Columns {
+            shape,
+            outcomes,
+            ids: built.ids,
+            id_ends: built.id_ends,
+            labels,
+            features,
+            measures,
+            dimensions,
+            index: OnceLock::new(),
+            touched: Touched::default(),
+        };
+        Ok(columns)
     }
 }
