@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use arrow_array::types::{Float32Type, Float64Type, UInt32Type};
 use arrow_array::{
-    Array, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
+    Array, ArrowPrimitiveType, PrimitiveArray, RecordBatch, StringArray, UInt8Array,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
@@ -121,6 +122,22 @@ fn column<'b, T: 'static>(
         .ok_or_else(|| corrupt(path, format!("no column {name:?} of the expected type")))
 }
 
+/// The values of `batch`'s columns `names`, in that order.
+fn values_of<'b, T: ArrowPrimitiveType>(
+    batch: &'b RecordBatch,
+    names: &[String],
+    path: &str,
+) -> Result<Vec<&'b [T::Native]>, StoreError> {
+    names
+        .iter()
+        .map(|name| {
+            Ok(column::<PrimitiveArray<T>>(batch, name, path)?
+                .values()
+                .as_ref())
+        })
+        .collect()
+}
+
 /// A version's inputs file and, when read, its outcomes file.
 struct Version<'f> {
     inputs: &'f VersionFile,
@@ -183,20 +200,8 @@ impl<'b> Decoded<'b> {
         if ids.is_some_and(|ids| ids.null_count() > 0) {
             return Err(corrupt(path, "a null row id"));
         }
-        let features = names
-            .features
-            .iter()
-            .map(|name| {
-                Ok(column::<Float32Array>(inputs, name, path)?
-                    .values()
-                    .as_ref())
-            })
-            .collect::<Result<_, StoreError>>()?;
-        let dimensions = names
-            .dimensions
-            .iter()
-            .map(|name| Ok(column::<UInt32Array>(inputs, name, path)?.values().as_ref()))
-            .collect::<Result<_, StoreError>>()?;
+        let features = values_of::<Float32Type>(inputs, &names.features, path)?;
+        let dimensions = values_of::<UInt32Type>(inputs, &names.dimensions, path)?;
         let (mut labels, mut measures) = (&[][..], Vec::new());
         if let Some(outcomes) = outcomes {
             if outcomes.num_rows() != inputs.num_rows() {
@@ -206,15 +211,7 @@ impl<'b> Decoded<'b> {
                 ));
             }
             labels = column::<UInt8Array>(outcomes, &names.label, path)?.values();
-            measures = names
-                .measures
-                .iter()
-                .map(|name| {
-                    Ok(column::<Float64Array>(outcomes, name, path)?
-                        .values()
-                        .as_ref())
-                })
-                .collect::<Result<_, StoreError>>()?;
+            measures = values_of::<Float64Type>(outcomes, &names.measures, path)?;
         }
         Ok(Decoded {
             ids,

@@ -444,6 +444,21 @@ impl Builder {
         Ok(())
     }
 
+    /// Appends rows' ids (empty in a run without ids), and nothing else:
+    /// the caller adds their values.
+    fn append_ids(&mut self, ids: &[&str]) -> Result<(), String> {
+        self.ids.reserve_exact(ids.iter().map(|id| id.len()).sum());
+        self.id_ends.reserve_exact(ids.len());
+        for id in ids {
+            if id.is_empty() == self.shape.ids {
+                return Err(empty_or_not(self.shape));
+            }
+            self.ids.push_str(id);
+            self.id_ends.push(self.ids.len() as u64);
+        }
+        Ok(())
+    }
+
     /// Appends rows given column by column, as read back from files:
     /// their ids, and each feature's, dimension's and (with the outcomes)
     /// measure's values and the labels, one value a row, laid out
@@ -467,16 +482,8 @@ impl Builder {
                 return Err("a stored label is neither 0 nor 1".to_owned());
             }
         }
+        self.append_ids(ids)?;
         let c = &mut *self;
-        c.ids.reserve_exact(ids.iter().map(|id| id.len()).sum());
-        c.id_ends.reserve_exact(rows);
-        for id in ids {
-            if id.is_empty() == shape.ids {
-                return Err(empty_or_not(shape));
-            }
-            c.ids.push_str(id);
-            c.id_ends.push(c.ids.len() as u64);
-        }
         row_major(&mut c.features, features, rows);
         row_major(&mut c.dimensions, dimensions, rows);
         if c.outcomes {

@@ -116,17 +116,8 @@ impl Columns {
             return Err("a batch with a null row id".to_owned());
         }
         let ids: Vec<&str> = (0..rows).map(|row| ids.value(row)).collect();
-        let mut built = Columns::builder(
-            Shape {
-                features: 0,
-                measures: 0,
-                dimensions: 0,
-                ..shape
-            },
-            false,
-            rows,
-        );
-        built.append_columns(&ids, &[], &[], &[], &[])?;
+        let mut built = Columns::builder(shape, outcomes, 0);
+        built.append_ids(&ids)?;
         let sized = |what: &str, values: usize, width: usize| match values == rows * width {
             true => Ok(()),
             false => Err(format!(
