@@ -881,3 +881,38 @@ fn labels_and_dimensions_read_at_once_are_read_as_value_by_value() {
         Err("row 2: campaign is null".to_owned())
     );
 }
+
+/// Values matched as words (at most 8 bytes) or as strings (a longer one
+/// declared) get the codes a search of the declared values gives: a
+/// prefix, a trailing NUL or a multi-byte character is another value.
+#[test]
+fn dimension_codes_are_the_declared_positions_of_short_and_long_values() {
+    use arrow_array::StringArray;
+    use dpgate_api_types::Dimension;
+
+    let declared = |values: &[&str]| Dimension {
+        name: "d".to_owned(),
+        values: values.iter().map(|v| (*v).to_owned()).collect(),
+    };
+    let rows = ["ab", "a", "a\0", "é", "abcdefgh", "a"];
+    let column = StringArray::from(rows.to_vec());
+    let short = declared(&["a", "a\0", "ab", "abcdefgh", "é"]);
+    let long = declared(&["a", "a\0", "ab", "abcdefgh", "é", "abcdefghi"]);
+    for dimension in [&short, &long] {
+        let expected: Vec<u32> = rows
+            .iter()
+            .map(|row| dimension.values.iter().position(|v| v == row).unwrap() as u32)
+            .collect();
+        assert_eq!(
+            super::arrow_format::codes_at_once(dimension, &column),
+            Some(expected)
+        );
+    }
+    // Undeclared, short or long: none, for the value-by-value path to name.
+    for dimension in [&short, &long] {
+        for undeclared in ["b", "abcdefghij", "abcdefgi", ""] {
+            let column = StringArray::from(vec!["a", undeclared]);
+            assert_eq!(super::arrow_format::codes_at_once(dimension, &column), None);
+        }
+    }
+}
