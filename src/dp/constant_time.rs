@@ -47,7 +47,7 @@ pub fn logistic(z: f64) -> f64 {
 
 /// 1.5·2^52: adding it rounds a float of magnitude below 2^51 to the
 /// nearest integer (ties to even) in its low bits, without a branch.
-const ROUNDER: f64 = 6755399441055744.0;
+pub(super) const ROUNDER: f64 = 6755399441055744.0;
 
 /// ln 2 split so that k·LN2_HIGH is exact for |k| < 2^11 (Cody & Waite
 /// 1980; the split of fdlibm's e_exp.c).

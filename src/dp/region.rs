@@ -25,15 +25,18 @@
 //! [`Region::line_units`] bounds ‖u − u′‖ by D/s·2^40 plus a public
 //! rounding term of at most 6√k + 2⁻²⁸·r + 1 units.
 //!
-//! Summands are i64 (bounds are at most 2^52 units), sums i128: 2^75 rows
-//! before a sum could overflow.
+//! Summands are i64 (bounds are at most 2^51 units), sums i128: 2^76 rows
+//! before a sum could overflow ([`SnappedSums`] adds in i64 words and
+//! carries them into the i128 sums before a word could overflow).
 
 use super::DpError;
+use super::constant_time::ROUNDER;
 use super::fixed::{FRACTION_BITS, ceil_sqrt};
 
 /// The largest bound, in units, of a box side or a ball's radius: every
-/// value on the grid is then an exact integer as a float.
-const MAX_BOUND_UNITS: f64 = (1u64 << 52) as f64;
+/// value on the grid is then an exact integer as a float, and within the
+/// reach of [`round_within`]'s rounding by addition.
+const MAX_BOUND_UNITS: f64 = (1u64 << 51) as f64;
 
 /// Most coordinates a region has: the float norm of a vector on it is then
 /// within 2⁻⁴⁰ of the exact one, which the ball's margin covers.
@@ -47,8 +50,9 @@ const BALL_MARGIN: f64 = 1.0 - 1.0 / (1u64 << 30) as f64;
 pub struct Region {
     /// Units per unit of the quantity: 2^40/s.
     per_unit: f64,
-    lo: Vec<i64>,
-    hi: Vec<i64>,
+    /// The box, in units: integers, exact as floats (at most 2^51).
+    lo: Vec<f64>,
+    hi: Vec<f64>,
     ball: Option<Ball>,
 }
 
@@ -77,24 +81,28 @@ impl Region {
             ));
         }
         let per_unit = 2f64.powi(FRACTION_BITS) / scale;
-        let on_grid = |value: f64| -> Result<i64, DpError> {
+        let on_grid = |value: f64| -> Result<f64, DpError> {
             let units = (value * per_unit).round();
             if units.is_nan() || units.abs() > MAX_BOUND_UNITS {
                 return Err(DpError::InvalidRegion(
-                    "bounds must be finite and at most 2^12 scales",
+                    "bounds must be finite and at most 2^11 scales",
                 ));
             }
-            Ok(units as i64)
+            Ok(units)
         };
-        let lo: Vec<i64> = lo.iter().map(|&v| on_grid(v)).collect::<Result<_, _>>()?;
-        let hi: Vec<i64> = hi.iter().map(|&v| on_grid(v)).collect::<Result<_, _>>()?;
-        if lo.iter().zip(&hi).any(|(&lo, &hi)| !(lo <= 0 && 0 <= hi)) {
+        let lo: Vec<f64> = lo.iter().map(|&v| on_grid(v)).collect::<Result<_, _>>()?;
+        let hi: Vec<f64> = hi.iter().map(|&v| on_grid(v)).collect::<Result<_, _>>()?;
+        if lo
+            .iter()
+            .zip(&hi)
+            .any(|(&lo, &hi)| !(lo <= 0.0 && 0.0 <= hi))
+        {
             return Err(DpError::InvalidRegion("every box must hold 0"));
         }
         let ball = match radius {
             None => None,
             Some(radius) => {
-                let radius = on_grid(radius)?;
+                let radius = on_grid(radius)? as i64;
                 if radius <= 0 {
                     return Err(DpError::InvalidRegion("a ball's radius must be positive"));
                 }
@@ -121,8 +129,22 @@ impl Region {
         self.per_unit.recip()
     }
 
+    /// Exact sums of vectors snapped onto this region, from 0.
+    pub fn sums(&self) -> SnappedSums<'_> {
+        let largest = self.side_bounds().max().unwrap_or(0).max(1);
+        SnappedSums {
+            region: self,
+            words: vec![0; self.dims()],
+            units: vec![0; self.dims()],
+            rows: 0,
+            carry_every: i64::MAX.unsigned_abs() / largest,
+            sums: vec![0; self.dims()],
+        }
+    }
+
     /// `v` on the grid, inside the region, into `out` (both of
-    /// [`Region::dims`] values). A NaN coordinate becomes 0.
+    /// [`Region::dims`] values). A NaN coordinate becomes 0; halves round
+    /// to even.
     pub fn snap(&self, v: &[f64], out: &mut [i64]) {
         let mut norm_squared = 0.0;
         for (((out, &v), &lo), &hi) in out.iter_mut().zip(v).zip(&self.lo).zip(&self.hi) {
@@ -152,7 +174,7 @@ impl Region {
             .lo
             .iter()
             .zip(&self.hi)
-            .map(|(&lo, &hi)| u128::from(lo.unsigned_abs().max(hi.unsigned_abs())).pow(2))
+            .map(|(&lo, &hi)| u128::from(units(lo).max(units(hi))).pow(2))
             .sum::<u128>();
         self.ball.map_or(corner, |ball| {
             corner.min(u128::from(ball.radius.unsigned_abs()).pow(2))
@@ -166,7 +188,7 @@ impl Region {
             .lo
             .iter()
             .zip(&self.hi)
-            .map(|(&lo, &hi)| u128::from(hi.abs_diff(lo)).pow(2))
+            .map(|(&lo, &hi)| u128::from(units(lo) + units(hi)).pow(2))
             .sum::<u128>();
         self.ball.map_or(diagonal, |ball| {
             diagonal.min(4 * u128::from(ball.radius.unsigned_abs()).pow(2))
@@ -205,9 +227,14 @@ impl Region {
         self.lo
             .iter()
             .zip(&self.hi)
-            .map(|(&lo, &hi)| hi.abs_diff(lo))
+            .map(|(&lo, &hi)| units(lo) + units(hi))
             .max()
             .unwrap_or(0)
+    }
+
+    /// |loⱼ| and |hiⱼ| of every coordinate, in units.
+    fn side_bounds(&self) -> impl Iterator<Item = u64> + '_ {
+        self.lo.iter().chain(&self.hi).map(|&bound| units(bound))
     }
 
     /// A bound, in units, on how far one coordinate of snap(v) and
@@ -222,25 +249,79 @@ impl Region {
     }
 }
 
-/// round(`x`) (halves away from 0) clamped to [`lo`, `hi`], exactly as
-/// `x.round().clamp(lo, hi)`; NaN is 0. Clamping first gives the same
-/// integer (rounding is monotone and keeps the integer bounds), and leaves
-/// |x| ≤ 2^52, where the truncating cast and the remainder are exact: a
-/// few instructions where `round` is a call into libm on a baseline
-/// x86-64 build (a quarter of a WALR pass's time in `snap`).
-#[inline]
-fn round_within(x: f64, lo: i64, hi: i64) -> i64 {
-    let x = x.clamp(lo as f64, hi as f64);
-    let whole = x as i64;
-    let rest = x - whole as f64;
-    whole + i64::from(rest >= 0.5) - i64::from(rest <= -0.5)
+/// |`bound`| in units: a bound of the box is an integer of at most 2^51,
+/// exact as a float, and lo ≤ 0 ≤ hi, so the sides' widths are sums.
+fn units(bound: f64) -> u64 {
+    bound.abs() as u64
 }
 
-/// Adds `units` into `sum`, coordinate by coordinate, `weight` times
-/// (0 or 1: a row's label, multiplied in, so no branch reads it).
-pub fn accumulate(sum: &mut [i128], units: &[i64], weight: i64) {
-    for (sum, &units) in sum.iter_mut().zip(units) {
-        *sum += i128::from(units * weight);
+/// round(`x`) (halves to even) clamped to [`lo`, `hi`], exactly as
+/// `x.round_ties_even().clamp(lo, hi)`; NaN is 0. Clamping first gives
+/// the same integer (rounding is monotone and keeps the integer bounds)
+/// and leaves |x| ≤ 2^51, where adding 1.5·2^52 rounds x into the low
+/// bits of a float in [2^52, 2^53], whose bits then differ from 1.5·2^52's
+/// by round(x). Additions, comparisons and selects only, so that a loop of
+/// these runs on vector registers: x86-64's baseline has no vector
+/// float → i64 conversion, and a WALR pass spent a quarter of its time
+/// converting one coordinate at a time.
+#[inline]
+fn round_within(x: f64, lo: f64, hi: f64) -> i64 {
+    let x = if lo > x { lo } else { x };
+    let x = if x > hi { hi } else { x };
+    let x = if x.is_nan() { 0.0 } else { x };
+    (x + ROUNDER).to_bits() as i64 - ROUNDER.to_bits() as i64
+}
+
+/// Exact sums of vectors snapped onto a region ([`Region::snap`]), each
+/// added with a weight of 0 or 1 ([`SnappedSums::add`]). A row's units go
+/// into i64 words, which are carried into the i128 sums every
+/// `carry_every` rows, before they could overflow: a word then holds at
+/// most `carry_every` summands of at most the largest bound each.
+pub struct SnappedSums<'r> {
+    region: &'r Region,
+    words: Vec<i64>,
+    /// Scratch space for a row shrunk onto the ball.
+    units: Vec<i64>,
+    rows: u64,
+    carry_every: u64,
+    sums: Vec<i128>,
+}
+
+impl SnappedSums<'_> {
+    /// Adds snap(`v`) if `weight` (a row's label, masked in, so that no
+    /// branch reads it). Without a ball the coordinates are snapped
+    /// independently, in one loop with the adding.
+    pub fn add(&mut self, v: &[f64], weight: bool) {
+        let mask = -i64::from(weight);
+        let region = self.region;
+        if region.ball.is_some() {
+            region.snap(v, &mut self.units);
+            for (word, &units) in self.words.iter_mut().zip(&self.units) {
+                *word += units & mask;
+            }
+        } else {
+            let bounds = region.lo.iter().zip(&region.hi);
+            for ((word, &v), (&lo, &hi)) in self.words.iter_mut().zip(v).zip(bounds) {
+                *word += round_within(v * region.per_unit, lo, hi) & mask;
+            }
+        }
+        self.rows += 1;
+        if self.rows == self.carry_every {
+            self.carry();
+        }
+    }
+
+    fn carry(&mut self) {
+        for (sum, word) in self.sums.iter_mut().zip(&mut self.words) {
+            *sum += i128::from(std::mem::take(word));
+        }
+        self.rows = 0;
+    }
+
+    /// Σ weightᵢ·snap(vᵢ), exactly.
+    pub fn finish(mut self) -> Vec<i128> {
+        self.carry();
+        self.sums
     }
 }
 

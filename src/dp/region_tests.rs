@@ -78,56 +78,86 @@ fn regions_that_cannot_be_held_exactly_are_refused() {
     refused(Region::new(1.0, &[0.0], &[1.0, 1.0], None));
     refused(Region::new(1.0, &[0.5], &[1.0], None));
     refused(Region::new(1.0, &[0.0], &[f64::INFINITY], None));
-    refused(Region::new(1.0, &[0.0], &[5000.0], None));
+    refused(Region::new(1.0, &[0.0], &[2049.0], None));
     refused(Region::new(1.0, &[0.0], &[1.0], Some(0.0)));
     refused(Region::new(1.0, &[0.0], &[1.0], Some(f64::NAN)));
 }
 
+/// Σ weightᵢ·snap(vᵢ), one row at a time in i128.
+fn summed_one_by_one(region: &Region, rows: &[(Vec<f64>, bool)]) -> Vec<i128> {
+    let mut sum = vec![0i128; region.dims()];
+    for (row, weight) in rows {
+        for (sum, units) in sum.iter_mut().zip(snapped(region, row)) {
+            *sum += i128::from(units) * i128::from(*weight);
+        }
+    }
+    sum
+}
+
+fn summed(region: &Region, rows: &[(Vec<f64>, bool)]) -> Vec<i128> {
+    let mut sums = region.sums();
+    for (row, weight) in rows {
+        sums.add(row, *weight);
+    }
+    sums.finish()
+}
+
 #[test]
-fn sums_of_snapped_rows_are_the_same_in_any_order() {
-    let region = Region::new(0.7, &[-1.0; 3], &[1.0; 3], Some(0.7)).unwrap();
-    let rows: Vec<Vec<f64>> = (0..5000)
+fn sums_of_snapped_rows_are_the_snapped_rows_summed_in_any_order() {
+    let rows: Vec<(Vec<f64>, bool)> = (0..5000)
         .map(|i| {
             let t = f64::from(i);
-            vec![(t * 0.37).sin(), (t * 1.3).cos(), (t * 0.011).sin() * 0.9]
+            let row = vec![(t * 0.37).sin(), (t * 1.3).cos(), (t * 0.011).sin() * 0.9];
+            (row, i % 3 != 0)
         })
         .collect();
-    let sum = |order: &mut dyn Iterator<Item = &Vec<f64>>| {
-        let (mut sum, mut out) = (vec![0i128; 3], vec![0i64; 3]);
-        for row in order {
-            region.snap(row, &mut out);
-            accumulate(&mut sum, &out, 1);
-        }
-        sum
-    };
-    assert_eq!(sum(&mut rows.iter()), sum(&mut rows.iter().rev()));
-    let mut out = vec![0; 3];
-    region.snap(&rows[1], &mut out);
-    let mut zeroed = vec![0i128; 3];
-    accumulate(&mut zeroed, &out, 0);
-    assert_eq!(zeroed, vec![0; 3]);
-}
-
-/// What `round_within` must equal: libm's rounding, then the clamp.
-fn rounded_then_clamped(x: f64, lo: i64, hi: i64) -> i64 {
-    x.round().clamp(lo as f64, hi as f64) as i64
+    let reversed: Vec<_> = rows.iter().rev().cloned().collect();
+    for ball in [Some(0.7), None] {
+        let region = Region::new(0.7, &[-1.0; 3], &[1.0; 3], ball).unwrap();
+        let sum = summed(&region, &rows);
+        assert_eq!(sum, summed_one_by_one(&region, &rows));
+        assert_eq!(sum, summed(&region, &reversed));
+        assert_ne!(sum, vec![0; 3]);
+    }
+    let region = Region::new(1.0, &[-1.0; 3], &[1.0; 3], None).unwrap();
+    assert_eq!(summed(&region, &[(vec![0.5; 3], false)]), vec![0; 3]);
 }
 
 #[test]
-fn rounding_within_bounds_is_libms_round_then_the_clamp() {
-    let (lo, hi) = (-(1i64 << 52), 1i64 << 52);
+fn words_are_carried_before_they_could_overflow() {
+    // Every row at the bounds, 2^51 units: a word holds 4,095 of them.
+    let region = Region::new(1.0, &[-2048.0; 2], &[2048.0; 2], None).unwrap();
+    let rows = vec![(vec![2048.0, -2048.0], true); 10_000];
+    let largest = 1i128 << 51;
+    assert_eq!(
+        summed(&region, &rows),
+        vec![10_000 * largest, -10_000 * largest]
+    );
+}
+
+/// What `round_within` must equal: rounding (halves to even), then the
+/// clamp.
+fn rounded_then_clamped(x: f64, lo: i64, hi: i64) -> i64 {
+    x.round_ties_even().clamp(lo as f64, hi as f64) as i64
+}
+
+#[test]
+fn rounding_within_bounds_is_rounding_halves_to_even_then_the_clamp() {
+    let (lo, hi) = (-(1i64 << 51), 1i64 << 51);
     let halves = [0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994];
     let edges = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1e300, -1e300];
-    let bounds = [2f64.powi(52), -(2f64.powi(52)), 2f64.powi(52) - 0.5];
+    let bounds = [2f64.powi(51), -(2f64.powi(51)), 2f64.powi(51) - 0.5];
     for x in halves.into_iter().chain(edges).chain(bounds) {
         for (lo, hi) in [(lo, hi), (-3, 2), (0, 0), (-1, 0)] {
             assert_eq!(
-                round_within(x, lo, hi),
+                round_within(x, lo as f64, hi as f64),
                 rounded_then_clamped(x, lo, hi),
                 "{x} in [{lo}, {hi}]"
             );
         }
     }
+    assert_eq!(round_within(2.5, -3.0, 3.0), 2);
+    assert_eq!(round_within(-3.5, -9.0, 3.0), -4);
 }
 
 fn vectors(dims: usize) -> impl Strategy<Value = Vec<f64>> {
@@ -136,15 +166,26 @@ fn vectors(dims: usize) -> impl Strategy<Value = Vec<f64>> {
 
 proptest! {
     #[test]
-    fn rounding_within_bounds_is_libms_round_for_any_float(
+    fn rounding_within_bounds_rounds_any_float(
         bits in any::<u64>(),
-        whole in -(1i64 << 53)..(1i64 << 53),
-        lo in -(1i64 << 52)..=0,
-        hi in 0..=(1i64 << 52),
+        whole in -(1i64 << 52)..(1i64 << 52),
+        lo in -(1i64 << 51)..=0,
+        hi in 0..=(1i64 << 51),
     ) {
         // Any float at all, and halves (whole/2) of every size on the grid.
         for x in [f64::from_bits(bits), whole as f64 / 2.0] {
-            prop_assert_eq!(round_within(x, lo, hi), rounded_then_clamped(x, lo, hi));
+            prop_assert_eq!(round_within(x, lo as f64, hi as f64), rounded_then_clamped(x, lo, hi));
+        }
+    }
+
+    #[test]
+    fn sums_of_snapped_rows_are_the_snapped_rows_summed(
+        rows in prop::collection::vec((vectors(5), any::<bool>()), 0..50),
+        radius in 0.05f64..3.0,
+    ) {
+        for ball in [None, Some(radius)] {
+            let region = Region::new(0.3, &[-1.0; 5], &[0.5; 5], ball).unwrap();
+            prop_assert_eq!(summed(&region, &rows), summed_one_by_one(&region, &rows));
         }
     }
 
@@ -159,8 +200,8 @@ proptest! {
         for ball in [None, Some(radius)] {
             let region = Region::new(scale, &lo, &hi, ball).unwrap();
             let (a, b) = (snapped(&region, &v), snapped(&region, &w));
-            for (units, (&lo, &hi)) in a.iter().zip(region.lo.iter().zip(&region.hi)) {
-                prop_assert!(lo <= *units && *units <= hi);
+            for (&units, (&lo, &hi)) in a.iter().zip(region.lo.iter().zip(&region.hi)) {
+                prop_assert!(lo <= units as f64 && units as f64 <= hi);
             }
             if let Some(ball) = region.ball {
                 prop_assert!(norm_squared(&a) <= u128::from(ball.radius.unsigned_abs()).pow(2));

@@ -39,7 +39,7 @@ use dpgate_api_types::{self as api, DebiasParams, FrankWolfeParams, PrivacyUnit,
 use super::iterative::{RowPasses, SnapshotRows, check_work, learned, within};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::{FRACTION_BITS, Fixed};
-use crate::dp::region::{Region, accumulate};
+use crate::dp::region::Region;
 use crate::dp::{
     Charge, Delta, DpError, Epsilon, OsNoise, PrivacyLoss, SelectionRule, Selector,
     per_step_epsilon,
@@ -410,8 +410,8 @@ impl Pass for Terms {
         let dims = self.theta.len();
         let offset = usize::from(self.fit.intercept);
         let parts = block.chunks(|rows| {
-            let mut sum = vec![0; dims];
-            let (mut u, mut terms, mut units) = (vec![1.0; dims], vec![0.0; dims], vec![0; dims]);
+            let mut sum = self.region.sums();
+            let (mut u, mut terms) = (vec![1.0; dims], vec![0.0; dims]);
             for row in rows {
                 for (slot, &x) in u[offset..].iter_mut().zip(block.features(row)) {
                     *slot = 2.0 * f64::from(x) - 1.0;
@@ -425,10 +425,9 @@ impl Pass for Terms {
                 for (term, value) in terms.iter_mut().zip(&u) {
                     *term = residual * value;
                 }
-                self.region.snap(&terms, &mut units);
-                accumulate(&mut sum, &units, 1);
+                sum.add(&terms, true);
             }
-            sum
+            sum.finish()
         });
         for part in parts {
             add_exact(&mut self.sums, &part)?;

@@ -19,7 +19,7 @@
 use crate::dp::DpError;
 use crate::dp::constant_time::{flush_tiny, logistic};
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
-use crate::dp::region::{Region, accumulate};
+use crate::dp::region::Region;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -162,9 +162,8 @@ impl Grid {
         };
         let weights = &theta[offset..];
         let matrix = columns.feature_matrix();
-        let mut sum = vec![0; theta.len()];
+        let mut sum = self.region.sums();
         let mut gradient = vec![0.0; theta.len()];
-        let mut units = vec![0; theta.len()];
         for row in rows {
             map.apply(&matrix[row * k..(row + 1) * k], &mut gradient[offset..]);
             let mapped = &gradient[offset..];
@@ -182,10 +181,9 @@ impl Grid {
             for value in &mut gradient {
                 *value *= factor;
             }
-            self.region.snap(&gradient, &mut units);
-            accumulate(&mut sum, &units, 1);
+            sum.add(&gradient, true);
         }
-        sum
+        sum.finish()
     }
 }
 

@@ -114,14 +114,11 @@ impl Supplied {
         let (mut v, mut units) = (vec![0.0; self.k], vec![0; self.k]);
         let reach = (0..self.rows())
             .map(|position| {
-                let mut sums = vec![0; self.k];
-                grid.add(
-                    map,
-                    (self.vector(position), 1),
-                    (&mut v, &mut units),
-                    &mut sums,
-                );
-                sums.iter().map(|&u| u.unsigned_abs().pow(2)).sum::<u128>()
+                grid.units(map, self.vector(position), &mut v, &mut units);
+                units
+                    .iter()
+                    .map(|&u| u128::from(u.unsigned_abs()).pow(2))
+                    .sum::<u128>()
             })
             .max()
             .unwrap_or(0);
@@ -251,16 +248,16 @@ impl Join {
     /// The sums over `rows`, given as (supplied position, stored label).
     fn part(&self, rows: impl Iterator<Item = (usize, u8)>) -> (Vec<i128>, u64, u64) {
         let k = self.supplied.k;
-        let (mut sums, mut v, mut units) = (vec![0; k], vec![0.0; k], vec![0; k]);
+        let mut v = vec![0.0; k];
+        let mut sums = self.grid.sums();
         let (mut labels, mut joined) = (0, 0);
         for (position, label) in rows {
             let x = self.supplied.vector(position);
-            self.grid
-                .add(&self.map, (x, label), (&mut v, &mut units), &mut sums);
+            self.grid.add(&self.map, (x, label), &mut v, &mut sums);
             labels += u64::from(label);
             joined += 1;
         }
-        (sums, labels, joined)
+        (sums.finish(), labels, joined)
     }
 
     fn absorb(&mut self, (sums, labels, joined): (Vec<i128>, u64, u64)) {

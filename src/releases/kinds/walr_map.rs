@@ -24,7 +24,7 @@ use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
 
 use crate::dp::DpError;
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
-use crate::dp::region::{Region, accumulate};
+use crate::dp::region::{Region, SnappedSums};
 use crate::engine::Summed;
 use crate::snapshots::Columns;
 use crate::snapshots::Pass;
@@ -221,18 +221,28 @@ impl WalrGrid {
         (n as f64 * largest as f64).next_up() * 2f64.powi(-FRACTION_BITS)
     }
 
-    /// Adds `label`·u(φ(`x`)) into `sums` (`v` and `units` are scratch
-    /// space of k values).
+    /// Exact sums of u(φ(x)) over rows, from 0 ([`WalrGrid::add`]).
+    pub fn sums(&self) -> SnappedSums<'_> {
+        self.region.sums()
+    }
+
+    /// Adds `label`·u(φ(`x`)) into `sums` (`v` is scratch space of k
+    /// values).
     pub fn add(
         &self,
         map: &FeatureMap,
         (x, label): (&[f64], u8),
-        (v, units): (&mut [f64], &mut [i64]),
-        sums: &mut [i128],
+        v: &mut [f64],
+        sums: &mut SnappedSums,
     ) {
         map.apply(x, v);
+        sums.add(v, label != 0);
+    }
+
+    /// u(φ(`x`)) into `units` (`v` is scratch space of k values).
+    pub fn units(&self, map: &FeatureMap, x: &[f64], v: &mut [f64], units: &mut [i64]) {
+        map.apply(x, v);
         self.region.snap(v, units);
-        accumulate(sums, units, i64::from(label));
     }
 
     /// The exact sums Σ yᵢ·uᵢ and, with the intercept, `labels`·A.
@@ -280,15 +290,18 @@ impl MappedSums {
     /// Adds Σ yᵢ·u(xᵢ) and Σ yᵢ over rows given as (label, features).
     pub fn add_rows<'a>(&mut self, rows: impl Iterator<Item = (u8, &'a [f32])>) {
         let k = self.map.k();
-        let (mut x, mut v, mut units) = (vec![0.0; k], vec![0.0; k], vec![0; k]);
+        let (mut x, mut v) = (vec![0.0; k], vec![0.0; k]);
+        let mut sums = self.grid.sums();
+        let mut labels = 0;
         for (label, features) in rows {
             for (x, &value) in x.iter_mut().zip(features) {
                 *x = f64::from(value);
             }
-            self.grid
-                .add(&self.map, (&x, label), (&mut v, &mut units), &mut self.sums);
-            self.labels += u64::from(label);
+            self.grid.add(&self.map, (&x, label), &mut v, &mut sums);
+            labels += u64::from(label);
         }
+        let sums = sums.finish();
+        self.absorb(&sums, labels);
     }
 }
 
