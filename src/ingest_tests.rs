@@ -802,8 +802,9 @@ fn labels_and_dimensions_read_at_once_are_read_as_value_by_value() {
     use std::sync::Arc;
 
     use arrow_array::{
-        ArrayRef, BooleanArray, Float64Array, Int8Array, Int64Array, LargeStringArray, RecordBatch,
-        StringArray, StringViewArray, UInt8Array, UInt16Array, UInt32Array,
+        ArrayRef, BooleanArray, Float64Array, Int8Array, Int8DictionaryArray, Int32Array,
+        Int32DictionaryArray, Int64Array, LargeStringArray, RecordBatch, StringArray,
+        StringViewArray, UInt8Array, UInt16Array, UInt32Array,
     };
 
     let batch = |label: ArrayRef, campaign: ArrayRef| {
@@ -848,12 +849,41 @@ fn labels_and_dimensions_read_at_once_are_read_as_value_by_value() {
         assert_eq!(stored(label, strings.clone()), expected);
     }
     let labels: ArrayRef = Arc::new(Int8Array::from(vec![1, 0, 1]));
+    // Parquet's text columns are read as dictionaries, with keys of any
+    // width in an Arrow body's; "zz", undeclared, is in the dictionary but
+    // no row's.
+    let int8_keys: Int8DictionaryArray = vec!["b", "a", "b"].into_iter().collect();
     for campaign in [
         Arc::new(LargeStringArray::from(vec!["b", "a", "b"])) as ArrayRef,
         Arc::new(StringViewArray::from(vec!["b", "a", "b"])),
+        Arc::new(Int32DictionaryArray::new(
+            Int32Array::from(vec![2, 0, 2]),
+            Arc::new(StringArray::from(vec!["a", "zz", "b"])),
+        )),
+        Arc::new(int8_keys),
     ] {
         assert_eq!(stored(labels.clone(), campaign), expected);
     }
+    assert_eq!(
+        stored(
+            labels.clone(),
+            Arc::new(Int32DictionaryArray::new(
+                Int32Array::from(vec![2, 1, 2]),
+                Arc::new(StringArray::from(vec!["a", "zz", "b"])),
+            ))
+        ),
+        Err("row 2: campaign = \"zz\" is not a declared value".to_owned())
+    );
+    assert_eq!(
+        stored(
+            labels.clone(),
+            Arc::new(Int32DictionaryArray::new(
+                Int32Array::from(vec![Some(2), Some(0), None]),
+                Arc::new(StringArray::from(vec!["a", "zz", "b"])),
+            ))
+        ),
+        Err("row 3: campaign is null".to_owned())
+    );
     // Refused as value by value refuses them.
     assert_eq!(
         stored(Arc::new(Int64Array::from(vec![1, 2, 1])), strings.clone()),

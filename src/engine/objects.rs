@@ -15,6 +15,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -22,7 +23,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::registry::ObjectStoreRegistry;
 use object_store::{GetResultPayload, ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
@@ -92,7 +93,8 @@ impl Object {
     }
 
     /// A reader of its Parquet batches of `batch_rows` rows, of the
-    /// columns `columns` picks from its schema; it is `bytes` long, and
+    /// columns `columns` picks from its schema, the text columns named in
+    /// `dictionaries` read as Arrow dictionaries; it is `bytes` long, and
     /// each part read is checked against `checks` when there are. On a
     /// blocking thread of the runtime. It reads row group by row group,
     /// each group's column chunks fetched in one go (a few ranged
@@ -100,12 +102,12 @@ impl Object {
     /// columns.
     pub fn batches(
         &self,
-        bytes: u64,
-        checks: Option<&ChunkHashes>,
+        (bytes, checks): (u64, Option<&ChunkHashes>),
         batch_rows: usize,
+        dictionaries: &[&str],
         columns: impl FnOnce(&parquet::schema::types::SchemaDescriptor) -> ProjectionMask,
     ) -> Result<Batches, ParquetError> {
-        let builder = self.parquet(bytes, checks)?;
+        let builder = self.parquet(bytes, checks, dictionaries)?;
         let mask = columns(builder.parquet_schema());
         let stream = builder
             .with_projection(mask)
@@ -118,13 +120,16 @@ impl Object {
     }
 
     /// Its Parquet footer, read (and checked against `checks` when there
-    /// are); it is `bytes` long. On a blocking thread of the runtime.
+    /// are), for a reader of the text columns named in `dictionaries` as
+    /// Arrow dictionaries; it is `bytes` long. On a blocking thread of the
+    /// runtime.
     pub fn parquet(
         &self,
         bytes: u64,
         checks: Option<&ChunkHashes>,
+        dictionaries: &[&str],
     ) -> Result<ParquetRecordBatchStreamBuilder<ObjectReader>, ParquetError> {
-        let reader = ObjectReader {
+        let mut reader = ObjectReader {
             object: self.clone(),
             bytes,
             checks: checks.map(|hashes| Checks {
@@ -132,7 +137,20 @@ impl Object {
                 chunks: Vec::new(),
             }),
         };
-        runtime()?.block_on(ParquetRecordBatchStreamBuilder::new(reader))
+        runtime()?.block_on(async {
+            let options = ArrowReaderOptions::new();
+            let metadata = ArrowReaderMetadata::load_async(&mut reader, options.clone()).await?;
+            let metadata = match as_dictionaries(metadata.schema(), dictionaries) {
+                Some(schema) => ArrowReaderMetadata::try_new(
+                    metadata.metadata().clone(),
+                    options.with_schema(schema),
+                )?,
+                None => metadata,
+            };
+            Ok(ParquetRecordBatchStreamBuilder::new_with_metadata(
+                reader, metadata,
+            ))
+        })
     }
 
     /// Its bytes, in order, to `each`: a local file read in large blocks,
@@ -337,6 +355,38 @@ impl ObjectReader {
         }
         Ok((metadata, length))
     }
+}
+
+/// `schema` with its text columns named in `names` as dictionaries of
+/// their values (`None`: no such column). Parquet writers encode a column
+/// of few distinct values with a dictionary page as a rule: read as a
+/// dictionary, it stays its page's few values and a key a row, where read
+/// as text it is a string built for every row (14% of an aggregate's time
+/// over registered files, and matching those strings to the declared
+/// values another 19%).
+fn as_dictionaries(schema: &SchemaRef, names: &[&str]) -> Option<SchemaRef> {
+    let mut changed = false;
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let text = matches!(
+                field.data_type(),
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+            );
+            if text && names.contains(&field.name().as_str()) {
+                changed = true;
+                let dictionary = DataType::Dictionary(
+                    Box::new(DataType::Int32),
+                    Box::new(field.data_type().clone()),
+                );
+                field.as_ref().clone().with_data_type(dictionary)
+            } else {
+                field.as_ref().clone()
+            }
+        })
+        .collect();
+    changed.then(|| Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone())))
 }
 
 impl AsyncFileReader for ObjectReader {

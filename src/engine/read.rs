@@ -85,10 +85,19 @@ fn reader(
 ) -> Result<Batches, StoreError> {
     let part = names.of_part(file.part);
     let columns = columns.unwrap_or(&part);
+    // dpgate's own files hold dimension codes; a registered file, text.
+    let dictionaries: Vec<&str> = if file.registered() {
+        names.dimensions.iter().map(String::as_str).collect()
+    } else {
+        Vec::new()
+    };
     open(dir, file)?
-        .batches(file.bytes, file.chunks.as_ref(), batch_rows, |schema| {
-            ProjectionMask::columns(schema, columns.iter().copied())
-        })
+        .batches(
+            (file.bytes, file.chunks.as_ref()),
+            batch_rows,
+            &dictionaries,
+            |schema| ProjectionMask::columns(schema, columns.iter().copied()),
+        )
         .map_err(|error| read_failed(&file.path, error))
 }
 

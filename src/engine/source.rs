@@ -80,7 +80,7 @@ impl Located {
     pub fn open(&self) -> SourceFile<ObjectReader> {
         SourceFile {
             name: self.name.clone(),
-            parquet: self.object.parquet(self.stamp.bytes, None),
+            parquet: self.object.parquet(self.stamp.bytes, None, &[]),
         }
     }
 

@@ -106,8 +106,26 @@ fn short_key(bytes: &[u8]) -> Option<(usize, u64)> {
 
 /// Every code of a string column without nulls whose values are all
 /// declared, in one loop; `None` otherwise, for the value-by-value path
-/// to name the first that is not.
+/// to name the first that is not. A dictionary's values are matched once
+/// each, and its rows by their keys.
 pub(super) fn codes_at_once(dimension: &Dimension, array: &dyn Array) -> Option<Vec<u32>> {
+    if array.null_count() > 0 {
+        return None;
+    }
+    if let Some(dictionary) = array.as_any_dictionary_opt() {
+        let known = codes_of(dimension, dictionary.values().as_ref())?;
+        return dictionary
+            .normalized_keys()
+            .into_iter()
+            .map(|key| known.get(key).copied().flatten())
+            .collect();
+    }
+    codes_of(dimension, array)?.into_iter().collect()
+}
+
+/// The code of each value of a string column (`None` where a value is
+/// null or not declared); `None` for a column of another type.
+fn codes_of(dimension: &Dimension, array: &dyn Array) -> Option<Vec<Option<u32>>> {
     let keys: Option<Vec<(usize, u64)>> = dimension
         .values
         .iter()
@@ -125,14 +143,21 @@ pub(super) fn codes_at_once(dimension: &Dimension, array: &dyn Array) -> Option<
         };
         u32::try_from(index).ok()
     };
-    if array.null_count() > 0 {
-        return None;
-    }
     match array.data_type() {
-        DataType::Utf8 => array.as_string::<i32>().iter().map(code).collect(),
-        DataType::LargeUtf8 => array.as_string::<i64>().iter().map(code).collect(),
-        DataType::Utf8View => array.as_string_view().iter().map(code).collect(),
+        DataType::Utf8 => Some(array.as_string::<i32>().iter().map(code).collect()),
+        DataType::LargeUtf8 => Some(array.as_string::<i64>().iter().map(code).collect()),
+        DataType::Utf8View => Some(array.as_string_view().iter().map(code).collect()),
         _ => None,
+    }
+}
+
+/// A dictionary column as its values, row by row (Parquet's text columns
+/// are read as dictionaries, and an Arrow body may send a categorical
+/// column as one), for the value-by-value path; any other as it is.
+pub(super) fn plain(array: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    match array.data_type() {
+        DataType::Dictionary(_, values) => arrow::compute::cast(array, values),
+        _ => Ok(Arc::clone(array)),
     }
 }
 
@@ -254,11 +279,19 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
                 return Ok(collector.finish());
             }
         };
-        let columns: Vec<Option<&dyn Array>> = rows
+        let decoded: Result<Vec<Option<ArrayRef>>, ArrowError> = rows
             .names
             .iter()
-            .map(|name| batch.column_by_name(name).map(|column| column.as_ref()))
+            .map(|name| batch.column_by_name(name).map(plain).transpose())
             .collect();
+        let decoded = match decoded {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                collector.error(unreadable(error, unfit, line + 1));
+                return Ok(collector.finish());
+            }
+        };
+        let columns: Vec<Option<&dyn Array>> = decoded.iter().map(Option::as_deref).collect();
         if let Some(at) = columns.iter().position(Option::is_none) {
             collector.error(LineError {
                 line: line + 1,
@@ -325,9 +358,9 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
     }
     let mut columns: Vec<(&str, ArrayRef)> = Vec::with_capacity(batch.num_columns());
     let fields = batch.schema();
-    for (field, array) in fields.fields().iter().zip(batch.columns()) {
+    for (field, column) in fields.fields().iter().zip(batch.columns()) {
         let name = field.name().as_str();
-        let array = array.as_ref();
+        let array = column.as_ref();
         let stored: ArrayRef = if name == ROW_ID {
             Arc::new(StringArray::from(each(rows, |row| {
                 row_id(cell(array, row))
@@ -357,7 +390,10 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
         } else if let Some(dimension) = schema.dimensions.iter().find(|d| d.name == name) {
             Arc::new(UInt32Array::from(match codes_at_once(dimension, array) {
                 Some(codes) => codes,
-                None => each(rows, |row| code(dimension, cell(array, row)))?,
+                None => {
+                    let plain = plain(column).map_err(|error| error.to_string())?;
+                    each(rows, |row| code(dimension, cell(plain.as_ref(), row)))?
+                }
             }))
         } else {
             continue;

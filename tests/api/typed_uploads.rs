@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt8Array};
+use arrow_schema::DataType;
 use dpgate::auth::Role;
 use dpgate::snapshots::Columns;
 use dpgate_client::types::{Problem, ReleaseRequest};
@@ -120,9 +121,29 @@ async fn arrow_and_parquet_bodies_store_what_csv_stores() {
             .upload_rows(parquet.id, UploadFormat::Parquet, parquet_file(&batches))
             .await
             .unwrap();
+        // A text column may come as a dictionary (pandas' categorical).
+        let categorical = app
+            .dataset(ads_dataset("categorical", "label", "rdp", 5.0))
+            .await;
+        let as_dictionary = |from, count| {
+            batch(from, count, |columns| {
+                let keys = DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8));
+                columns[5].1 = arrow::compute::cast(&columns[5].1, &keys).unwrap();
+            })
+        };
+        let dictionaries = [as_dictionary(0, 1_000), as_dictionary(1_000, 2_000)];
+        app.admin
+            .upload_rows(
+                categorical.id,
+                UploadFormat::ArrowStream,
+                arrow_stream(&dictionaries),
+            )
+            .await
+            .unwrap();
         let expected = stored(&app, csv.id).await;
         assert_eq!(stored(&app, arrow.id).await, expected, "{backend:?}");
         assert_eq!(stored(&app, parquet.id).await, expected, "{backend:?}");
+        assert_eq!(stored(&app, categorical.id).await, expected, "{backend:?}");
         // The running sums are the same too: a release prices alike.
         for id in [arrow.id, parquet.id] {
             assert_eq!(
