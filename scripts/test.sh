@@ -2,10 +2,9 @@
 # Every suite, in one command (the README's; .ci/run calls it): the Rust
 # tests (and the Postgres ones when TEST_POSTGRES_URL is set; those of
 # data in an object store against moto's S3 server; the engine's passes
-# on a Ballista cluster), a short privacy audit of the cheap release
-# kinds, the API fuzzed from outside, the admin console in headless
-# Chromium, and last the audit's mutation test (a build with known privacy
-# faults, so it runs after everything that uses target/debug/dpgate).
+# on a Ballista cluster; the audit's mutation test), a short privacy audit
+# of the cheap release kinds, the API fuzzed from outside, and the admin
+# console in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,11 +14,15 @@ export PATH="$PWD/target/moto-venv/bin:$PATH"
 
 # With Ballista (`--features ballista`): its tests run a scheduler and one
 # or two executors in the test process, then `dpgate serve` on `dpgate
-# scheduler` and two `dpgate executor` processes. One build serves every
-# suite: a second build of the crate for Ballista alone cost about ten
-# minutes of CI.
+# scheduler` and two `dpgate executor` processes. With `mutants`: the
+# audit's mutation test switches known privacy faults on one at a time in
+# its own test process (the audit must fail each that is non-private and
+# pass the real code); nothing else switches one on, so every other suite
+# runs the real code. One build serves every suite: a second build of the
+# crate for Ballista alone cost about ten minutes of CI, one for the
+# mutants about four.
 log=$(mktemp)
-cargo test --workspace --features ballista 2>&1 | tee "$log"
+cargo test --workspace --features ballista,mutants 2>&1 | tee "$log"
 # One closing line for all the test binaries (cargo prints one per binary,
 # ending with empty doc-test runs).
 awk '/^test result:/ { passed += $4; failed += $6 }
@@ -43,9 +46,4 @@ bash scripts/fuzz/run.sh target/debug/dpgate openapi.yaml
 # server; screenshots in target/browser/screenshots (skips loudly if the
 # browser or playwright-core cannot be installed; about 2 minutes).
 bash scripts/browser/install.sh && bash scripts/browser/run.sh target/debug/dpgate
-
-# Known privacy faults switched on one at a time: the audit must fail each
-# that is non-private and pass the real code (builds the crate once more
-# with the test-only `mutants` feature; a few minutes).
-cargo test --features mutants --test audit_mutants -- --nocapture
 
