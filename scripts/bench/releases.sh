@@ -12,7 +12,9 @@
 #   cargo build --release --bin dpgate
 #   bash scripts/bench/releases.sh [ROWS] [FILES]
 # DATA=DIR reuses a directory written by parquet_data.py. CLUSTER=1 runs
-# the releases on a Ballista cluster against the embedded engine instead.
+# the releases on a Ballista cluster against the embedded engine instead;
+# BASE=OTHER_BIN, on BIN against OTHER_BIN (e.g. a build of an earlier
+# commit), two servers side by side on the same files.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROWS="${1:-10000000}"
@@ -33,12 +35,12 @@ export DPGATE_JWT_SECRET="a-benchmark-secret-of-at-least-32-bytes"
 features=$(python3 -c 'import json; print(json.dumps([{"name": f"x{j}", "min": 0, "max": 1} for j in range(1, 33)]))')
 STEPS="${STEPS:-5}"
 
-# A server NAME (engine ENGINE) with the directory registered, and its
-# release scripts $WORK/NAME-{walr,aggregate,dp_gd}.
+# A server NAME (engine ENGINE; binary $3, default BIN) with the directory
+# registered, and its release scripts $WORK/NAME-{walr,aggregate,dp_gd}.
 serve() {
-    local name=$1 port=$((20000 + RANDOM % 20000))
+    local name=$1 port=$((20000 + RANDOM % 20000)) bin=${3:-$BIN}
     DATABASE_URL="sqlite://$WORK/$name.db" DPGATE_DATA_DIR="$WORK/$name-data" DPGATE_ENGINE="$2" \
-        "$BIN" serve --addr "127.0.0.1:$port" >"$WORK/$name.log" 2>&1 &
+        "$bin" serve --addr "127.0.0.1:$port" >"$WORK/$name.log" 2>&1 &
     SERVERS+=("$!")
     for _ in $(seq 1 100); do curl -sf "127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
     local admin started registration id state analyst
@@ -101,6 +103,16 @@ if [ -n "${CLUSTER:-}" ]; then
     done
     names=(scheduler executor1 executor2 embedded ballista)
     for i in "${!names[@]}"; do echo "${names[$i]} peak RSS: $(grep VmHWM /proc/"${SERVERS[$i]}"/status)"; done
+    exit 0
+fi
+if [ -n "${BASE:-}" ]; then
+    serve base embedded "$BASE"
+    serve dpgate embedded
+    for kind in walr aggregate dp_gd; do
+        echo "== $kind: $BIN vs $BASE"
+        farm-bench -n "${RUNS:-5}" --timeout 3600 --vs "$WORK/base-$kind" -- "$WORK/dpgate-$kind"
+    done
+    echo "peak RSS: $BASE $(grep VmHWM /proc/"${SERVERS[0]}"/status), $BIN $(grep VmHWM /proc/"${SERVERS[1]}"/status)"
     exit 0
 fi
 serve dpgate embedded
