@@ -102,7 +102,8 @@ impl Object {
     /// columns.
     pub fn batches(
         &self,
-        (bytes, checks): (u64, Option<&ChunkHashes>),
+        bytes: u64,
+        checks: Option<&ChunkHashes>,
         batch_rows: usize,
         dictionaries: &[&str],
         columns: impl FnOnce(&parquet::schema::types::SchemaDescriptor) -> ProjectionMask,

@@ -93,7 +93,8 @@ fn reader(
     };
     open(dir, file)?
         .batches(
-            (file.bytes, file.chunks.as_ref()),
+            file.bytes,
+            file.chunks.as_ref(),
             batch_rows,
             &dictionaries,
             |schema| ProjectionMask::columns(schema, columns.iter().copied()),
