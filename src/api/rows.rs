@@ -426,7 +426,10 @@ pub(super) async fn read_rows(
             let files = located.clone();
             let parser = tokio::task::spawn_blocking(move || {
                 let _entered = span.enter();
-                let opened = files.iter().map(Located::open).collect();
+                // A dimension is matched once per dictionary value, not per row.
+                let dimensions: Vec<&str> =
+                    schema.dimensions.iter().map(|d| d.name.as_str()).collect();
+                let opened = files.iter().map(|file| file.open(&dimensions)).collect();
                 let parsed = ingest::parse_files(opened, &schema, |batch| keeper.take(batch));
                 (parsed, keeper.added)
             });

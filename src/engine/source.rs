@@ -76,11 +76,13 @@ impl Located {
         self.object.url()
     }
 
-    /// Its Parquet footer, read: on a blocking thread of the runtime.
-    pub fn open(&self) -> SourceFile<ObjectReader> {
+    /// Its Parquet footer, read for a reader of the text columns named in
+    /// `dictionaries` as Arrow dictionaries: on a blocking thread of the
+    /// runtime.
+    pub fn open(&self, dictionaries: &[&str]) -> SourceFile<ObjectReader> {
         SourceFile {
             name: self.name.clone(),
-            parquet: self.object.parquet(self.stamp.bytes, None, &[]),
+            parquet: self.object.parquet(self.stamp.bytes, None, dictionaries),
         }
     }
 

@@ -279,10 +279,39 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
                 return Ok(collector.finish());
             }
         };
-        let decoded: Result<Vec<Option<ArrayRef>>, ArrowError> = rows
+        if let Some(missing) = rows
             .names
             .iter()
-            .map(|name| batch.column_by_name(name).map(plain).transpose())
+            .find(|name| batch.column_by_name(name).is_none())
+        {
+            collector.error(LineError {
+                line: line + 1,
+                reason: format!("the body has no column {missing:?}"),
+                file: None,
+            });
+            return Ok(collector.finish());
+        }
+        // A batch whose every value is good is checked and encoded a column
+        // at a time; one with a bad value goes row by row below, to name
+        // each bad row as a CSV upload's would be.
+        let stored = stored_columns(&batch, rows.schema).ok();
+        if let Some(records) = stored
+            .as_ref()
+            .and_then(|stored| records(stored, rows.schema, line))
+        {
+            for record in records {
+                line += 1;
+                collector.push(Ok(ParsedRow::of(record)));
+                if !collector.more() {
+                    return Ok(collector.finish());
+                }
+            }
+            continue;
+        }
+        let decoded: Result<Vec<ArrayRef>, ArrowError> = rows
+            .names
+            .iter()
+            .filter_map(|name| batch.column_by_name(name).map(plain))
             .collect();
         let decoded = match decoded {
             Ok(decoded) => decoded,
@@ -291,19 +320,12 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
                 return Ok(collector.finish());
             }
         };
-        let columns: Vec<Option<&dyn Array>> = decoded.iter().map(Option::as_deref).collect();
-        if let Some(at) = columns.iter().position(Option::is_none) {
-            collector.error(LineError {
-                line: line + 1,
-                reason: format!("the body has no column {:?}", rows.names[at]),
-                file: None,
-            });
-            return Ok(collector.finish());
-        }
+        let columns: Vec<&dyn Array> = decoded.iter().map(AsRef::as_ref).collect();
         for row in 0..batch.num_rows() {
             line += 1;
             let built = rows.build(line, |at| {
-                columns[at].map(|array| Cell::Typed(Typed { array, row }))
+                let array = *columns.get(at)?;
+                Some(Cell::Typed(Typed { array, row }))
             });
             collector.push(match built {
                 Ok(record) => Ok(ParsedRow::of(record)),
@@ -315,6 +337,62 @@ pub(super) fn run<I: Iterator<Item = Result<RecordBatch, ArrowError>>>(
         }
     }
     Ok(collector.finish())
+}
+
+/// The rows of `stored` (a batch of [`stored_columns`] holding every
+/// column of `schema`), numbered after `line`; `None` if a column is
+/// missing or not of its stored type.
+fn records<'b>(
+    stored: &'b RecordBatch,
+    schema: &'b Schema,
+    line: u64,
+) -> Option<impl Iterator<Item = RowRecord> + 'b> {
+    fn values<'c, T: ArrowPrimitiveType>(
+        stored: &'c RecordBatch,
+        name: &str,
+    ) -> Option<&'c [T::Native]> {
+        Some(
+            stored
+                .column_by_name(name)?
+                .as_primitive_opt::<T>()?
+                .values(),
+        )
+    }
+    fn all<'c, T: ArrowPrimitiveType>(
+        stored: &'c RecordBatch,
+        names: impl Iterator<Item = &'c str>,
+    ) -> Option<Vec<&'c [T::Native]>> {
+        names.map(|name| values::<T>(stored, name)).collect()
+    }
+    let ids = stored.column_by_name(ROW_ID)?.as_string_opt::<i32>()?;
+    let labels = values::<UInt8Type>(stored, &schema.label)?;
+    let names = |columns: &'b [dpgate_api_types::BoundedColumn]| {
+        columns.iter().map(|column| column.name.as_str())
+    };
+    let features = all::<Float32Type>(stored, names(&schema.features))?;
+    let measures = all::<Float64Type>(stored, names(&schema.measures))?;
+    let dimensions = all::<UInt32Type>(
+        stored,
+        schema
+            .dimensions
+            .iter()
+            .map(|dimension| dimension.name.as_str()),
+    )?;
+    fn bytes<T: Copy, const N: usize>(
+        columns: &[&[T]],
+        row: usize,
+        le: impl Fn(T) -> [u8; N],
+    ) -> Vec<u8> {
+        columns.iter().flat_map(|column| le(column[row])).collect()
+    }
+    Some((0..stored.num_rows()).map(move |row| RowRecord {
+        line: line + 1 + row as u64,
+        row_id: ids.value(row).to_owned(),
+        label: labels[row],
+        features: bytes(&features, row, f32::to_le_bytes),
+        measures: bytes(&measures, row, f64::to_le_bytes),
+        dimensions: bytes(&dimensions, row, u32::to_le_bytes),
+    }))
 }
 
 /// An Arrow IPC stream's batches.
