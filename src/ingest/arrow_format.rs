@@ -113,12 +113,19 @@ pub(super) fn codes_at_once(dimension: &Dimension, array: &dyn Array) -> Option<
         return None;
     }
     if let Some(dictionary) = array.as_any_dictionary_opt() {
-        let known = codes_of(dimension, dictionary.values().as_ref())?;
-        return dictionary
-            .normalized_keys()
+        // Each dictionary value's code, u32::MAX where it is not declared
+        // (a dimension has at most 100,000 values): a row's code is then one
+        // lookup, and one pass over the codes finds any undeclared.
+        let known: Vec<u32> = codes_of(dimension, dictionary.values().as_ref())?
             .into_iter()
-            .map(|key| known.get(key).copied().flatten())
+            .map(|code| code.unwrap_or(u32::MAX))
             .collect();
+        let codes: Vec<u32> = dictionary
+            .normalized_keys()
+            .iter()
+            .map(|&key| known.get(key).copied().unwrap_or(u32::MAX))
+            .collect();
+        return codes.iter().all(|&code| code != u32::MAX).then_some(codes);
     }
     codes_of(dimension, array)?.into_iter().collect()
 }

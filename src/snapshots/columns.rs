@@ -444,9 +444,23 @@ impl Builder {
         Ok(())
     }
 
+    /// Appends `rows` empty ids (a run without ids): each row's end is
+    /// where the ids end now.
+    fn append_empty_ids(&mut self, rows: usize) {
+        let end = self.ids.len() as u64;
+        self.id_ends.resize(self.id_ends.len() + rows, end);
+    }
+
     /// Appends rows' ids (empty in a run without ids), and nothing else:
     /// the caller adds their values.
     fn append_ids(&mut self, ids: &[&str]) -> Result<(), String> {
+        if !self.shape.ids {
+            if ids.iter().any(|id| !id.is_empty()) {
+                return Err(empty_or_not(self.shape));
+            }
+            self.append_empty_ids(ids.len());
+            return Ok(());
+        }
         self.ids.reserve_exact(ids.iter().map(|id| id.len()).sum());
         self.id_ends.reserve_exact(ids.len());
         for id in ids {

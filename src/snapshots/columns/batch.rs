@@ -115,9 +115,18 @@ impl Columns {
         if ids.null_count() > 0 {
             return Err("a batch with a null row id".to_owned());
         }
-        let ids: Vec<&str> = (0..rows).map(|row| ids.value(row)).collect();
         let mut built = Columns::builder(shape, outcomes, 0);
-        built.append_ids(&ids)?;
+        if shape.ids {
+            let ids: Vec<&str> = (0..rows).map(|row| ids.value(row)).collect();
+            built.append_ids(&ids)?;
+        } else {
+            // A run without ids: every id empty, which their offsets show.
+            let offsets = ids.value_offsets();
+            if offsets.first() != offsets.last() {
+                return Err(super::empty_or_not(shape));
+            }
+            built.append_empty_ids(rows);
+        }
         let sized = |what: &str, values: usize, width: usize| match values == rows * width {
             true => Ok(()),
             false => Err(format!(
