@@ -235,6 +235,14 @@ impl Columns {
         &self.labels
     }
 
+    /// Every row's measures, row-major; only on a run read with the
+    /// outcomes.
+    pub fn measure_matrix(&self) -> &[f64] {
+        debug_assert!(self.outcomes, "the outcomes were not read");
+        Touched::mark(&self.touched.outcomes);
+        &self.measures
+    }
+
     /// The whole feature matrix, row-major.
     pub fn feature_matrix(&self) -> &[f32] {
         Touched::mark(&self.touched.inputs);

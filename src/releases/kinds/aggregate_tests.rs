@@ -549,7 +549,10 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
         ids: true,
     };
     let whole = Columns::of_rows(shape, &rows);
-    let q = query(&["mean:value", "sum:delta", "count"], &["campaign"]);
+    let q = query(
+        &["mean:value", "sum:delta", "count", "sum:y"],
+        &["campaign"],
+    );
     let c = Calibration::new(&q, PrivacyUnit::Row, &schema(), Norm::L2);
     let pass = || Tallying {
         query: q.clone(),
