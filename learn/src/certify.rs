@@ -88,6 +88,20 @@
 //!   sum s:
 //!   |res − s| ≤ u|s| + γ²ₙ₋₁ Σ|pₗ|. Using |s| ≤ |res| + |res − s|:
 //!   |res − s| ≤ (u|res| + γ²ₙ Σ|pₗ|)/(1 − u).
+//!
+//!   The rows are summed in blocks of a fixed length, each block by Sum2
+//!   on some core, and the blocks' running sums then added in block
+//!   order by one more TwoSum cascade, their compensations (and the new
+//!   low parts) added to the compensation. The bound holds unchanged for
+//!   that order: its proof rests on (i) s = S + Σq exactly, S the
+//!   cascaded sum and q the n − 1 TwoSum low parts, which holds for any
+//!   tree of TwoSums; (ii) Σ|q| ≤ γₙ₋₁Σ|pₗ|, since each |q| ≤ u times
+//!   its partial sum and each partial sum is at most (1 + u)^(n−1) Σ|pₗ|
+//!   over its leaves, for any tree of depth ≤ n − 1; and (iii) the
+//!   float sum of the n − 1 low parts, in any order, errs by at most
+//!   γₙ₋₂Σ|q| (Higham, Lemma 3.1 and §4.2). The rows' Ê terms are a sum
+//!   of non-negative floats in the same tree, within the N + 12
+//!   roundings counted below.
 //! - **Division and the regulariser.** q = fl(res/N) (N is an exact float
 //!   for N < 2⁵³), r = fl(λŵⱼ), ĝⱼ = fl(q + r), each erring by at most
 //!   u|result|/(1 − u).
@@ -196,10 +210,11 @@
 //! below the floor a fit may still succeed, but nothing guarantees it, so
 //! the server should refuse such λ before it spends any budget.
 
-use ndarray::{Array1, ArrayView1};
+use ndarray::{Array1, ArrayView1, s};
 use thiserror::Error;
 
 use crate::logistic::{Objective, sigmoid};
+use crate::passes::{BLOCK_ROWS, block_range, by_core};
 
 /// u = 2⁻⁵³, the unit roundoff of binary64 with round-to-nearest.
 pub const UNIT_ROUNDOFF: f64 = f64::EPSILON / 2.0;
@@ -288,6 +303,24 @@ fn two_sum(a: f64, b: f64) -> (f64, f64) {
     (s, (a - (s - bv)) + (b - bv))
 }
 
+/// A block's Sum2 of the gradient's terms (running sums and their
+/// compensations) and the rows' part of Ê, by coordinate.
+struct BlockSums {
+    sum: Vec<f64>,
+    compensation: Vec<f64>,
+    error: Vec<f64>,
+}
+
+impl BlockSums {
+    fn new(k: usize) -> BlockSums {
+        BlockSums {
+            sum: vec![0.0; k],
+            compensation: vec![0.0; k],
+            error: vec![0.0; k],
+        }
+    }
+}
+
 /// ‖v‖₂ in floating point.
 fn norm(v: &Array1<f64>) -> f64 {
     v.iter().map(|x| x * x).sum::<f64>().sqrt()
@@ -330,34 +363,65 @@ impl Objective<'_> {
         let row_constant = SIGMOID_ERROR + UNIT_ROUNDOFF + gamma_n_squared;
         let margin = 0.25 * gamma_k / (1.0 - gamma_k);
 
-        let mut sum = vec![0.0f64; k];
-        let mut compensation = vec![0.0f64; k];
-        let mut error = vec![0.0f64; k];
-        let mut scratch = vec![0.0f64; k];
-        for (row, &y) in self.x.outer_iter().zip(self.y.iter()) {
-            let x: &[f64] = if let Some(slice) = row.to_slice() {
-                slice
-            } else {
-                for (s, &v) in scratch.iter_mut().zip(row.iter()) {
-                    *s = v;
+        // Each block of rows by Sum2 on its own core, then the blocks'
+        // sums added in block order by one more TwoSum cascade (see
+        // "Compensated sum" above).
+        let block = |range: std::ops::Range<usize>| {
+            let mut sums = BlockSums::new(k);
+            let mut scratch = vec![0.0f64; k];
+            for (row, &y) in self
+                .x
+                .slice(s![range.clone(), ..])
+                .outer_iter()
+                .zip(self.y.slice(s![range]))
+            {
+                let x: &[f64] = if let Some(slice) = row.to_slice() {
+                    slice
+                } else {
+                    for (s, &v) in scratch.iter_mut().zip(row.iter()) {
+                        *s = v;
+                    }
+                    &scratch
+                };
+                let (m, a) = lane_dot(x, &w);
+                let c = -y * sigmoid(-y * m);
+                let rho = row_constant + margin * a;
+                // Equal-length slices, so the loop compiles without bounds
+                // checks and vectorises across columns.
+                let (sum, compensation, error) = (
+                    &mut sums.sum[..k],
+                    &mut sums.compensation[..k],
+                    &mut sums.error[..k],
+                );
+                let x = &x[..k];
+                for j in 0..k {
+                    let (total, low) = two_sum(sum[j], c * x[j]);
+                    sum[j] = total;
+                    compensation[j] += low;
+                    error[j] += rho * x[j].abs();
                 }
-                &scratch
-            };
-            let (m, a) = lane_dot(x, &w);
-            let c = -y * sigmoid(-y * m);
-            let rho = row_constant + margin * a;
-            // Equal-length slices, so the loop compiles without bounds
-            // checks and vectorises across columns.
-            let (sum, compensation, error) =
-                (&mut sum[..k], &mut compensation[..k], &mut error[..k]);
-            let x = &x[..k];
+            }
+            sums
+        };
+        let parts = by_core(rows.div_ceil(BLOCK_ROWS), |blocks| {
+            blocks
+                .map(|index| block(block_range(index, rows)))
+                .collect::<Vec<_>>()
+        });
+        let mut total = BlockSums::new(k);
+        for part in parts.iter().flatten() {
             for j in 0..k {
-                let (total, low) = two_sum(sum[j], c * x[j]);
-                sum[j] = total;
-                compensation[j] += low;
-                error[j] += rho * x[j].abs();
+                let (sum, low) = two_sum(total.sum[j], part.sum[j]);
+                total.sum[j] = sum;
+                total.compensation[j] += part.compensation[j] + low;
+                total.error[j] += part.error[j];
             }
         }
+        let BlockSums {
+            sum,
+            compensation,
+            error,
+        } = total;
 
         let n = rows as f64;
         let mut gradient = Array1::<f64>::zeros(k);

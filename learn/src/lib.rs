@@ -15,13 +15,15 @@
 //! - [`synthetic`]: seeded labelled data from a known logistic model, for
 //!   tests, benchmarks and figures.
 //!
-//! Pure `f64` math: no I/O, and randomness only in [`synthetic`] (noise is
-//! drawn by the caller).
+//! Pure math in `f64` (the Newton phase's Hessian products in `f32`, which
+//! only steer its steps): no I/O, and randomness only in [`synthetic`]
+//! (noise is drawn by the caller).
 
 pub mod affine;
 pub mod certify;
 pub mod logistic;
 pub mod metrics;
+mod passes;
 pub mod synthetic;
 
 pub use affine::{rescale, unscale};

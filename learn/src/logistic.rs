@@ -15,19 +15,10 @@
 //! only once that tolerance is certified for the exact gradient at the
 //! float weights it returns ([`crate::certify`]).
 
-use ndarray::linalg::{general_mat_mul, general_mat_vec_mul};
-use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, s};
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 use thiserror::Error;
 
-/// Scratch memory, in `f64`s, for one block of rows in a Hessian pass
-/// (16 MiB). Bounds the scratch of a fit whatever N is, while keeping blocks
-/// long enough for the matrix product to run at full speed.
-const BLOCK_VALUES: usize = 1 << 21;
-
-/// Rows per block for k columns: 65,536 at k = 32, 4,096 at k = 512.
-fn block_rows(k: usize) -> usize {
-    (BLOCK_VALUES / k.max(1)).max(256)
-}
+use crate::passes::{Precision, Wanted, sums};
 
 /// Newton iterations driven by the fast gradient before the certified
 /// phase takes over. Newton with a line search on this strongly convex
@@ -235,37 +226,26 @@ impl Objective<'_> {
     /// If `w.len() != x.ncols()`.
     #[must_use]
     pub fn hessian(&self, w: ArrayView1<'_, f64>) -> Array2<f64> {
-        let (rows, k) = self.x.dim();
-        let block = block_rows(k);
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(rows.div_ceil(block))
-            .max(1);
-        let part_rows = rows.div_ceil(threads).max(1);
-        let mut hessian = if threads == 1 {
-            gram_weighted(self.x, w, block)
-        } else {
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = self
-                    .x
-                    .axis_chunks_iter(Axis(0), part_rows)
-                    .map(|part| scope.spawn(move || gram_weighted(part, w, block)))
-                    .collect();
-                let mut sum = Array2::<f64>::zeros((k, k));
-                for part in parts {
-                    match part.join() {
-                        Ok(partial) => sum += &partial,
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    }
-                }
-                sum
-            })
+        self.hessian_in(w, Precision::Double)
+    }
+
+    fn hessian_in(&self, w: ArrayView1<'_, f64>, precision: Precision) -> Array2<f64> {
+        let wanted = Wanted {
+            loss: false,
+            gradient: false,
+            hessian: Some(precision),
         };
-        hessian *= 1.0 / rows as f64;
-        for j in 0..k {
-            hessian[(j, j)] += self.lambda;
+        let gram = sums(self.x, self.y, w, wanted).hessian;
+        self.hessian_of(gram.unwrap_or_else(|| Array2::zeros((w.len(), w.len()))))
+    }
+
+    /// `(1/N)·gram + λI` for `gram = Σᵢ dᵢ xᵢxᵢᵀ`.
+    fn hessian_of(&self, mut gram: Array2<f64>) -> Array2<f64> {
+        gram *= 1.0 / self.x.nrows() as f64;
+        for j in 0..gram.nrows() {
+            gram[(j, j)] += self.lambda;
         }
-        hessian
+        gram
     }
 
     /// Minimises `J` from `w = 0` until the exact gradient norm at the
@@ -278,9 +258,10 @@ impl Objective<'_> {
     ///    fast gradient, until its norm is ≤ `tolerance/2` or no step along
     ///    the Newton direction improves anything (the rounding floor of the
     ///    fast evaluation). Each iteration costs one pass forming the Hessian
-    ///    (an N×k×k matrix product, in row blocks, on all cores) plus one
-    ///    cheap pass per line-search trial; the k×k system is solved by
-    ///    Cholesky.
+    ///    (an N×k×k matrix product, in row blocks, on all cores; in single
+    ///    precision while the steps keep converging faster, then in double)
+    ///    plus one cheap pass per line-search trial (on all cores); the k×k
+    ///    system is solved by Cholesky.
     /// 2. Certification: one pass computing the gradient with compensated
     ///    summation and a bound on its error. Usually that bound is already
     ///    ≤ `tolerance` and the fit returns. Otherwise Newton steps driven by
@@ -315,13 +296,28 @@ impl Objective<'_> {
     /// fast gradient from `w`, until its norm is ≤ `target`, no step helps,
     /// or [`MAX_ITERATIONS`]. Returns (w, J(w), iterations).
     fn newton_phase(&self, mut w: Array1<f64>, target: f64) -> (Array1<f64>, f64, usize) {
-        let (mut value, mut gradient) = self.evaluate(w.view(), true);
+        // Single precision while Newton's steps keep converging faster
+        // (each full step's ratio ‖g′‖/‖g‖ below the last one's, as in
+        // Newton's quadratic phase); a full step that converged no faster
+        // than the last is the approximate Hessian's linear rate, and the
+        // rest of the phase runs in double precision.
+        let mut precision = Precision::Single;
+        let mut last_ratio = f64::INFINITY;
+        let (mut value, mut gradient, mut hessian) = self.evaluate_with(w.view(), Some(precision));
         let mut gradient_norm = norm(&gradient);
         let mut iterations = 0;
         while gradient_norm > target && iterations < MAX_ITERATIONS {
             iterations += 1;
-            let direction = self.newton_direction(w.view(), &gradient);
+            let hessian_here = hessian
+                .take()
+                .unwrap_or_else(|| self.hessian_in(w.view(), precision));
+            let direction = shifted_newton_direction(&hessian_here, self.lambda, &gradient);
             let slope = gradient.dot(&direction);
+            // The full step's pass also forms the Hessian there, which the
+            // next iteration needs, unless Newton's quadratic rate (the
+            // next ratio about the square of the last) says the phase ends
+            // at that step.
+            let ends = gradient_norm * last_ratio * last_ratio < 0.1 * target;
 
             // Near the optimum the decrease in J is below the rounding noise
             // of evaluating J, and Armijo's test becomes a coin toss. There,
@@ -332,21 +328,36 @@ impl Objective<'_> {
             let mut accepted = None;
             for _ in 0..MAX_HALVINGS {
                 let trial = &w + &(&direction * step);
-                let (trial_value, trial_gradient) = self.evaluate(trial.view(), true);
+                let with_hessian = (step == 1.0 && !ends).then_some(precision);
+                let (trial_value, trial_gradient, trial_hessian) =
+                    self.evaluate_with(trial.view(), with_hessian);
                 let trial_norm = norm(&trial_gradient);
                 let armijo = trial_value <= value + ARMIJO * step * slope;
                 let flat = trial_value <= value + noise && trial_norm < gradient_norm;
                 if trial_value.is_finite() && trial_norm.is_finite() && (armijo || flat) {
-                    accepted = Some((trial, trial_value, trial_gradient, trial_norm));
+                    accepted = Some((
+                        trial,
+                        trial_value,
+                        trial_gradient,
+                        trial_norm,
+                        trial_hessian,
+                    ));
                     break;
                 }
                 step *= 0.5;
             }
             // No progress along the Newton direction: the fast gradient is as
             // small as its rounding lets it get. The certificate decides.
-            let Some((trial, trial_value, trial_gradient, trial_norm)) = accepted else {
+            let Some((trial, trial_value, trial_gradient, trial_norm, trial_hessian)) = accepted
+            else {
                 break;
             };
+            let ratio = trial_norm / gradient_norm;
+            if step == 1.0 && ratio >= last_ratio {
+                precision = Precision::Double;
+            }
+            last_ratio = if step == 1.0 { ratio } else { f64::INFINITY };
+            hessian = trial_hessian.filter(|_| precision == Precision::Single);
             w = trial;
             value = trial_value;
             gradient = trial_gradient;
@@ -425,74 +436,56 @@ impl Objective<'_> {
     }
 
     /// `J(w)` and, if asked, `∇J(w)`, in one pass over the rows.
-    ///
-    /// Row by row rather than as `Xᵀc`: a transposed matrix-vector product
-    /// walks a row-major `X` with a stride of k and was 8× slower.
     fn evaluate(&self, w: ArrayView1<'_, f64>, with_gradient: bool) -> (f64, Array1<f64>) {
-        let (rows, k) = self.x.dim();
-        let inv_n = 1.0 / rows as f64;
-        let mut gradient = Array1::<f64>::zeros(if with_gradient { k } else { 0 });
-        let mut loss = 0.0;
-        for (chunk, labels) in self
-            .x
-            .axis_chunks_iter(Axis(0), block_rows(k))
-            .zip(self.y.axis_chunks_iter(Axis(0), block_rows(k)))
-        {
-            // Summing per block keeps the rounding error of the total small.
-            let mut block_loss = 0.0;
-            for (row, &y) in chunk.outer_iter().zip(labels.iter()) {
-                let z = -y * row.dot(&w);
-                block_loss += log1p_exp(z);
-                if with_gradient {
-                    // d/dm log(1 + e^{−y m}) = −y σ(−y m)
-                    gradient.scaled_add(-y * sigmoid(z), &row);
-                }
-            }
-            loss += block_loss;
-        }
-        let mut value = loss * inv_n + 0.5 * self.lambda * w.dot(&w);
+        let wanted = Wanted {
+            loss: true,
+            gradient: with_gradient,
+            hessian: None,
+        };
+        let (value, gradient, _) = self.evaluate_wanted(w, wanted);
+        (value, gradient)
+    }
+
+    /// `J(w)`, `∇J(w)` and, in `hessian`'s precision if asked, `∇²J(w)`,
+    /// in one pass over the rows.
+    fn evaluate_with(
+        &self,
+        w: ArrayView1<'_, f64>,
+        hessian: Option<Precision>,
+    ) -> (f64, Array1<f64>, Option<Array2<f64>>) {
+        let wanted = Wanted {
+            loss: true,
+            gradient: true,
+            hessian,
+        };
+        self.evaluate_wanted(w, wanted)
+    }
+
+    fn evaluate_wanted(
+        &self,
+        w: ArrayView1<'_, f64>,
+        wanted: Wanted,
+    ) -> (f64, Array1<f64>, Option<Array2<f64>>) {
+        let inv_n = 1.0 / self.x.nrows() as f64;
+        let sums = sums(self.x, self.y, w, wanted);
+        let mut value = sums.loss * inv_n + 0.5 * self.lambda * w.dot(&w);
         if let Some(b) = self.linear {
             value += b.dot(&w) * inv_n;
         }
-        if with_gradient {
+        let mut gradient = sums.gradient;
+        if wanted.gradient {
             gradient *= inv_n;
             gradient.scaled_add(self.lambda, &w);
             if let Some(b) = self.linear {
                 gradient.scaled_add(inv_n, &b);
             }
         }
-        (value, gradient)
+        (
+            value,
+            gradient,
+            sums.hessian.map(|gram| self.hessian_of(gram)),
+        )
     }
-}
-
-/// `Σᵢ dᵢ xᵢxᵢᵀ` over the rows of `x`, with `dᵢ = σ(mᵢ)σ(−mᵢ)`, `mᵢ = wᵀxᵢ`:
-/// rows are scaled by `dᵢ` into a reused block buffer, then one matrix
-/// product per block adds `X_blockᵀ (D X_block)`.
-fn gram_weighted(x: ArrayView2<'_, f64>, w: ArrayView1<'_, f64>, block: usize) -> Array2<f64> {
-    let (rows, k) = x.dim();
-    let block = block.min(rows);
-    let mut sum = Array2::<f64>::zeros((k, k));
-    let mut margins = Array1::<f64>::zeros(block);
-    let mut scaled = Array2::<f64>::zeros((block, k));
-    for chunk in x.axis_chunks_iter(Axis(0), block) {
-        let len = chunk.nrows();
-        let mut margins = margins.slice_mut(s![..len]);
-        general_mat_vec_mul(1.0, &chunk, &w, 0.0, &mut margins);
-        let mut scaled = scaled.slice_mut(s![..len, ..]);
-        for ((mut out, row), &m) in scaled
-            .outer_iter_mut()
-            .zip(chunk.outer_iter())
-            .zip(margins.iter())
-        {
-            // σ(m)σ(−m) from the smaller factor, which keeps full relative
-            // precision where the other rounds to 1.
-            let small = sigmoid(-m.abs());
-            let d = small * (1.0 - small);
-            out.zip_mut_with(&row, |o, &v| *o = d * v);
-        }
-        general_mat_mul(1.0, &chunk.t(), &scaled, 1.0, &mut sum);
-    }
-    sum
 }
 
 fn norm(v: &Array1<f64>) -> f64 {
@@ -574,7 +567,7 @@ pub fn cholesky_solve(l: &Array2<f64>, rhs: &Array1<f64>) -> Array1<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ndarray::{Array, array};
+    use ndarray::{Array, array, s};
 
     /// A small deterministic data set (LCG), features in [0, 1) plus an
     /// intercept column, labels from a fixed logistic model.
@@ -676,7 +669,7 @@ mod tests {
     #[test]
     fn hessian_matches_finite_differences_of_gradient() {
         // More rows than one block, so the blocking is exercised.
-        let (x, y) = synthetic(2 * block_rows(3) + 1234, 3, 11);
+        let (x, y) = synthetic(2 * 2_048 + 1234, 3, 11);
         let objective = Objective {
             x: x.view(),
             y: y.view(),
