@@ -146,7 +146,11 @@ pub struct Design {
 /// Collects a snapshot's rows into a [`Design`], block by block.
 #[derive(Debug)]
 pub struct DesignBuilder {
+    /// Allocated zeroed for every expected row (pages the OS hands over
+    /// zeroed, touched first by the cores that write them), filled up to
+    /// `filled` values.
     values: Vec<f64>,
+    filled: usize,
     labels: Vec<f64>,
     k: usize,
     fit_intercept: bool,
@@ -158,7 +162,8 @@ impl DesignBuilder {
         let d = columns(k, fit_intercept);
         let rows = usize::try_from(rows).unwrap_or(0);
         DesignBuilder {
-            values: Vec::with_capacity(rows.saturating_mul(d)),
+            values: vec![0.0; rows.saturating_mul(d)],
+            filled: 0,
             labels: Vec::with_capacity(rows),
             k,
             fit_intercept,
@@ -166,8 +171,9 @@ impl DesignBuilder {
         }
     }
 
-    pub fn build(self) -> Result<Design, String> {
+    pub fn build(mut self) -> Result<Design, String> {
         let d = columns(self.k, self.fit_intercept);
+        self.values.truncate(self.filled);
         let x = Array2::from_shape_vec((self.labels.len(), d), self.values)
             .map_err(|error| format!("malformed training rows: {error}"))?;
         Ok(Design {
@@ -187,9 +193,12 @@ impl Pass for DesignBuilder {
         }
         let d = columns(self.k, self.fit_intercept);
         let (scale, fit_intercept) = (self.scale, self.fit_intercept);
-        let start = self.values.len();
-        self.values.resize(start + block.len() * d, 0.0);
-        self.values[start..]
+        let (start, end) = (self.filled, self.filled + block.len() * d);
+        if end > self.values.len() {
+            self.values.resize(end, 0.0);
+        }
+        self.filled = end;
+        self.values[start..end]
             .par_chunks_mut(CHUNK_ROWS * d)
             .enumerate()
             .for_each(|(chunk, out)| {
