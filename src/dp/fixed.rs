@@ -66,7 +66,12 @@ impl Grid {
     /// bounds, to lie within ±2^62: the same number, by a one-instruction
     /// conversion instead of the i128 one (a library call).
     pub fn units_within_i64(self, x: f64) -> i128 {
-        i128::from(round_to_i64((x / self.scale) * 2f64.powi(FRACTION_BITS)))
+        i128::from(self.units_i64(x))
+    }
+
+    /// [`Grid::units_within_i64`] as an i64.
+    pub fn units_i64(self, x: f64) -> i64 {
+        round_to_i64((x / self.scale) * 2f64.powi(FRACTION_BITS))
     }
 
     /// Whether `count` summands each at most `largest` units in magnitude

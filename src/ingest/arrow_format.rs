@@ -19,7 +19,7 @@ use arrow_schema::{ArrowError, DataType};
 use dpgate_api_types::{Dimension, LineError};
 
 use super::collector::{Collector, Naming, ParsedRow};
-use super::row::{Cell, RowBuilder, clamped, code, feature, measure, row_id, scaled};
+use super::row::{Cell, RowBuilder, clamped, clamped_all, code, feature, measure, row_id, scaled};
 use super::{RowRecord, Summary};
 use crate::dataset::{ROW_ID, Schema};
 
@@ -469,6 +469,9 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
             }))
         } else if let Some(column) = schema.measures.iter().find(|c| c.name == name) {
             Arc::new(Float64Array::from(match floats(array) {
+                Some(values) if values.iter().all(|value| value.is_finite()) => {
+                    clamped_all(column, &values)
+                }
                 Some(values) => each(rows, |row| Ok(clamped(column, finite(name, values[row])?)))?,
                 None => each(rows, |row| measure(column, cell(array, row)))?,
             }))

@@ -199,6 +199,18 @@ pub(super) fn clamped(column: &BoundedColumn, value: f64) -> f64 {
     }
 }
 
+/// [`clamped`] for every value of a column.
+pub(super) fn clamped_all(column: &BoundedColumn, values: &[f64]) -> Vec<f64> {
+    if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
+        values.to_vec()
+    } else {
+        values
+            .iter()
+            .map(|value| value.clamp(column.min, column.max))
+            .collect()
+    }
+}
+
 /// A dimension's value as the index of its declared value.
 pub(super) fn code(dimension: &Dimension, cell: Cell<'_>) -> Result<u32, String> {
     let value = cell.text(&dimension.name)?;

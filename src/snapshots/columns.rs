@@ -255,6 +255,12 @@ impl Columns {
         &self.dimensions[row * p..(row + 1) * p]
     }
 
+    /// Every row's dimension codes, row-major.
+    pub fn dimension_matrix(&self) -> &[u32] {
+        Touched::mark(&self.touched.inputs);
+        &self.dimensions
+    }
+
     /// Row `row` with its outcomes; only on a run read with them.
     pub fn row(&self, row: usize) -> Row<'_> {
         debug_assert!(self.outcomes, "the outcomes were not read");

@@ -253,6 +253,40 @@ impl Query {
             })
     }
 
+    /// The cells of the rows `rows` of `block`, as [`Query::cell`] finds
+    /// them, in one loop over the block's codes.
+    fn cells_of(
+        &self,
+        block: &Columns,
+        rows: std::ops::Range<usize>,
+    ) -> Result<Vec<usize>, String> {
+        if self.group_by.is_empty() {
+            return Ok(vec![0; rows.len()]);
+        }
+        let p = block.shape().dimensions;
+        if self.group_by.iter().any(|&(dimension, _)| dimension >= p) {
+            return Err("a row has a malformed dimension".to_owned());
+        }
+        let codes = &block.dimension_matrix()[rows.start * p..rows.end * p];
+        let mut malformed = false;
+        let cells = codes
+            .chunks_exact(p)
+            .map(|codes| {
+                self.group_by
+                    .iter()
+                    .fold(0usize, |cell, &(dimension, values)| {
+                        let value = codes[dimension] as usize;
+                        malformed |= value >= values;
+                        cell * values + value
+                    })
+            })
+            .collect();
+        match malformed {
+            true => Err("a row has a malformed dimension".to_owned()),
+            false => Ok(cells),
+        }
+    }
+
     /// The group keys in cell order: the first dimension varies slowest.
     fn keys(&self, schema: &Schema) -> Vec<BTreeMap<String, String>> {
         (0..self.cells)
@@ -348,9 +382,12 @@ impl Tally {
 
     /// Adds the rows `rows` of `block` (read with the outcomes) a quantity
     /// at a time: every row's cell first, then each quantity's units into
-    /// their cells, with the quantity's kind and grid chosen once. The same
-    /// integers as adding the rows one by one (the tests' `Tally::add`), in
-    /// another order, which exact sums do not see.
+    /// their cells, with the quantity's kind and grid chosen once. Where a
+    /// row's units depend on its cell alone (a count, a 0/1 label) the
+    /// cells' rows are counted and multiplied out; a measure's units are
+    /// added in i64 per cell where its public bound rules out overflow for
+    /// this many rows. The same integers as adding the rows one by one (the
+    /// tests' `Tally::add`), in another order, which exact sums do not see.
     pub fn add_rows(
         &mut self,
         query: &Query,
@@ -359,34 +396,56 @@ impl Tally {
         rows: std::ops::Range<usize>,
     ) -> Result<(), String> {
         let width = query.quantities.len();
-        let cells: Vec<usize> = rows
-            .clone()
-            .map(|row| query.cell(block.dimensions(row)))
-            .collect::<Result<_, _>>()?;
+        let cells = query.cells_of(block, rows.clone())?;
         let m = block.shape().measures;
         let labels = &block.labels()[rows.clone()];
         let measures = &block.measure_matrix()[rows.start * m..rows.end * m];
+        // Per cell, over these rows: how many, and how many labelled 1;
+        // counted when a quantity first needs them.
+        let per_cell = |values: &mut Vec<u64>, of: &dyn Fn(usize) -> u64| {
+            if values.is_empty() {
+                values.resize(query.cells, 0);
+                for (row, &cell) in cells.iter().enumerate() {
+                    values[cell] += of(row);
+                }
+            }
+        };
+        let (mut counts, mut ones) = (Vec::new(), Vec::new());
+        let labels_binary = labels.iter().all(|&label| label <= 1);
         for (q, (quantity, &tallied)) in query
             .quantities
             .iter()
             .zip(&calibration.tallied)
             .enumerate()
         {
-            let mut add = |cell: usize, units: i128| self.sums[cell * width + q] += units;
+            let sums = &mut self.sums;
+            let mut add = |cell: usize, units: i128| sums[cell * width + q] += units;
             match quantity {
+                Quantity::Count if cells.len() >= query.cells => {
+                    per_cell(&mut counts, &|_| 1);
+                    let one = tallied.units(1.0);
+                    for (cell, &count) in counts.iter().enumerate() {
+                        add(cell, i128::from(count) * one);
+                    }
+                }
                 Quantity::Count => {
                     let one = tallied.units(1.0);
                     cells.iter().for_each(|&cell| add(cell, one));
                 }
-                Quantity::Sum(Column::Label) => {
+                Quantity::Sum(Column::Label) if labels_binary && cells.len() >= query.cells => {
+                    per_cell(&mut counts, &|_| 1);
+                    per_cell(&mut ones, &|row| u64::from(labels[row]));
                     let (zero, one) = (tallied.units(0.0), tallied.units(1.0));
+                    for (cell, (&count, &ones)) in counts.iter().zip(&ones).enumerate() {
+                        add(
+                            cell,
+                            i128::from(ones) * one + i128::from(count - ones) * zero,
+                        );
+                    }
+                }
+                Quantity::Sum(Column::Label) => {
                     for (&cell, &label) in cells.iter().zip(labels) {
-                        let units = match label {
-                            0 => zero,
-                            1 => one,
-                            other => tallied.units(f64::from(other)),
-                        };
-                        add(cell, units);
+                        add(cell, tallied.units(f64::from(label)));
                     }
                 }
                 Quantity::Sum(Column::Measure(index)) => {
@@ -396,8 +455,22 @@ impl Tally {
                     if *index >= m {
                         return Err("a row has a malformed measure".to_owned());
                     }
-                    for (&cell, row) in cells.iter().zip(measures.chunks_exact(m)) {
-                        add(cell, tallied.units(row[*index]));
+                    let values = measures.chunks_exact(m).map(|row| row[*index]);
+                    match tallied.grid_for(cells.len()) {
+                        Some(grid) if cells.len() >= query.cells => {
+                            let mut units = vec![0i64; query.cells];
+                            for (&cell, value) in cells.iter().zip(values) {
+                                units[cell] += grid.units_i64(value);
+                            }
+                            for (cell, &units) in units.iter().enumerate() {
+                                add(cell, i128::from(units));
+                            }
+                        }
+                        _ => {
+                            for (&cell, value) in cells.iter().zip(values) {
+                                add(cell, tallied.units(value));
+                            }
+                        }
                     }
                 }
             }
@@ -555,6 +628,19 @@ impl Tallied {
                 grid.units_within_i64(value)
             }
             Tallied::Private { grid, .. } => grid.units(value),
+        }
+    }
+
+    /// Its grid, if `rows` rows' units sum within i64 whatever their
+    /// values (from the public bound on one row's units).
+    fn grid_for(self, rows: usize) -> Option<Grid> {
+        match self {
+            Tallied::Private { grid, largest, .. }
+                if largest.checked_mul(rows as u128)? < 1 << 62 =>
+            {
+                Some(grid)
+            }
+            _ => None,
         }
     }
 

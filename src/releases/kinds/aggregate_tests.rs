@@ -592,6 +592,34 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
     assert_eq!(tally(&q, &c, &reversed), one);
 }
 
+/// A block's rows tallied at once (cells counted and multiplied out, i64
+/// sums per cell) are the rows added one by one, for every grouping, and
+/// for blocks with fewer rows than cells (tallied row by row).
+#[test]
+fn a_block_tallies_as_its_rows_one_by_one() {
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let shape = Shape {
+        features: 1,
+        measures: 2,
+        dimensions: 2,
+        ids: true,
+    };
+    let statistics = ["mean:value", "sum:delta", "count", "sum:y", "mean:y"];
+    for group_by in [&[][..], &["campaign"], &["device", "campaign"]] {
+        let q = query(&statistics, group_by);
+        for unit in [PrivacyUnit::Row, PrivacyUnit::Label] {
+            let c = Calibration::new(&q, unit, &schema(), Norm::L2);
+            for rows in [1, 2, 5, 6, 1_000] {
+                let rows: Vec<OwnedRow> = (0..rows).map(|_| random_row(&mut rng)).collect();
+                let block = Columns::of_rows(shape, &rows);
+                let mut at_once = c.tally(&q);
+                at_once.add_rows(&q, &c, &block, 0..rows.len()).unwrap();
+                assert_eq!(at_once, tally(&q, &c, &rows), "{group_by:?} {unit:?}");
+            }
+        }
+    }
+}
+
 /// One measure `m` whose span is 10⁻⁹ of its magnitude, the narrowest the
 /// schema allows: m ∈ [10⁹, 10⁹ + 1.1].
 fn narrow_schema() -> Schema {
