@@ -4,7 +4,12 @@
 //! ```sh
 //! cargo run --release --example service_bench                       # SQLite
 //! cargo run --release --example service_bench -- postgres://postgres@127.0.0.1:5432/test
+//! cargo run --release --example service_bench -- --parquet DIR --rows 1e8
 //! ```
+//!
+//! `--parquet DIR`: a dataset registered in place from DIR's Parquet files
+//! (written there first if it has none), against DuckDB; see `parquet.rs`.
+//! Otherwise:
 //!
 //! 1. ingest of a generated CSV (1,000,000 rows × 32 features by default;
 //!    set `BENCH_ROWS`, `BENCH_FEATURES`), and the database's own bulk
@@ -45,7 +50,43 @@ use dpgate_client::types::{
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use futures_util::StreamExt;
 
+mod parquet;
+
 const ANALYSTS: usize = 32;
+
+/// The benchmark's options.
+#[derive(clap::Parser)]
+struct Args {
+    /// A Postgres URL to run on instead of SQLite (a scratch database is
+    /// created in it).
+    postgres: Option<String>,
+    /// Register this directory's Parquet files in place instead (written
+    /// there first if it has none).
+    #[arg(long)]
+    parquet: Option<std::path::PathBuf>,
+    /// Rows to write into `--parquet`'s directory (1e8 allowed).
+    #[arg(long, default_value = "1e8", value_parser = count)]
+    rows: u64,
+    /// Files to write them in.
+    #[arg(long, default_value_t = 64)]
+    files: usize,
+    /// Timed runs of each `--parquet` release, after the first.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Steps of the `--parquet` DP-GD release.
+    #[arg(long, default_value_t = 1)]
+    steps: u32,
+}
+
+/// A count written as an integer or in scientific notation (`1e8`).
+fn count(text: &str) -> Result<u64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value >= 1.0 && value.fract() == 0.0 && value < 2f64.powi(53) => {
+            Ok(value as u64)
+        }
+        _ => Err(format!("{text:?} is not a positive whole number")),
+    }
+}
 
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -95,8 +136,11 @@ fn write_csv(path: &std::path::Path, rows: usize, features: usize) -> u64 {
     std::fs::metadata(path).unwrap().len()
 }
 
-async fn database(dir: &tempfile::TempDir) -> (String, Option<(String, String)>) {
-    match std::env::args().nth(1) {
+async fn database(
+    dir: &tempfile::TempDir,
+    postgres: Option<String>,
+) -> (String, Option<(String, String)>) {
+    match postgres {
         None => (
             format!("sqlite://{}", dir.path().join("bench.db").display()),
             None,
@@ -459,6 +503,17 @@ async fn train_figures(address: &str, token: &str, dataset: uuid::Uuid, dir: &st
 
 #[tokio::main]
 async fn main() {
+    let args = <Args as clap::Parser>::parse();
+    if let Some(dir) = &args.parquet {
+        let options = parquet::Options {
+            dir,
+            rows: args.rows,
+            files: args.files,
+            runs: args.runs,
+            steps: args.steps,
+        };
+        return parquet::run(options).await;
+    }
     let rows = env_number("BENCH_ROWS", 1_000_000);
     let features = env_number("BENCH_FEATURES", 32);
     let dir = tempfile::tempdir().unwrap();
@@ -471,7 +526,7 @@ async fn main() {
         started.elapsed()
     );
 
-    let (url, postgres) = database(&dir).await;
+    let (url, postgres) = database(&dir, args.postgres).await;
     let store = dpgate::store::connect(&url).await.unwrap();
     let keys = Keys::from_secret("bench-secret-of-at-least-thirty-two-bytes").unwrap();
     let data = Arc::new(DataDir::new(dir.path().join("data")));

@@ -36,13 +36,9 @@ curl -sf -X POST 127.0.0.1:$PORT/v1/datasets -H "authorization: Bearer $ADMIN" \
   "budget": {"epsilon": 10, "delta": 1e-6},
   "source": {"uri": "file://$WORK/src/"}}' >/dev/null
 SH
-cat >"$WORK/ctas.py" <<PY
-import duckdb
-con = duckdb.connect("$WORK/bench.duckdb")
-con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM read_parquet('$WORK/src/*.parquet')")
-PY
 chmod +x "$WORK/register"
 # farm-bench starts commands without a shell: name the interpreter that has duckdb.
 PYTHON=$(python3 -c 'import sys; print(sys.executable)')
-"$PYTHON" "$WORK/ctas.py"  # fails here, not silently in the timing
-farm-bench -n 5 --timeout 1800 --vs "$PYTHON $WORK/ctas.py" -- "$WORK/register"
+CTAS="$PYTHON scripts/bench/duckdb_peer.py $WORK/src ctas"
+$CTAS  # fails here, not silently in the timing
+farm-bench -n 5 --timeout 1800 --vs "$CTAS" -- "$WORK/register"
