@@ -340,10 +340,11 @@ impl ObjectivePlan {
 /// perturbation's draw of b and its solve are held to. The worst case the
 /// solver allows (500 iterations of up to 61 passes, then 100 certified
 /// ones) would hold every release thousands of times longer than it takes;
-/// 1,620 solves measured over N, k, λ, ε, labels and b took 6.2 units at
-/// the median and 27.5 at most (docs/models.md, "Timing of the solve"), and
-/// an overrun is counted in `dpgate_noise_overruns_total`.
-pub const SOLVE_ALLOWANCE: u32 = 40;
+/// 1,620 solves measured over N, k, λ, ε, labels and b took 6.3 units at
+/// the median and 31.8 at most (docs/models.md, "Timing of the solve"), so
+/// 46 keeps 1.45× over the slowest seen, and an overrun is counted in
+/// `dpgate_noise_overruns_total`.
+pub const SOLVE_ALLOWANCE: u32 = 46;
 
 /// The time of one Newton iteration's passes on `design` (its Hessian and
 /// its gradient), measured at w = 0: the same arithmetic for every dataset
