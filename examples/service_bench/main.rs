@@ -318,18 +318,23 @@ async fn loaded(
     dataset.id
 }
 
+/// Uploads of up to 16 GiB, snapshots cached as by default.
+fn bench_limits() -> Limits {
+    Limits {
+        ingest_bytes: 1 << 34,
+        ..Limits::default()
+    }
+}
+
 /// A server over `store` on a random port: its snapshots and address.
 async fn serve(
     store: Arc<dyn dpgate::store::Store>,
     data: &Arc<DataDir>,
     keys: &Keys,
+    limits: Limits,
 ) -> (Arc<Snapshots>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = format!("http://{}", listener.local_addr().unwrap());
-    let limits = Limits {
-        ingest_bytes: 1 << 34,
-        ..Limits::default()
-    };
     let state = AppState::new(store, data.clone(), keys.clone(), limits);
     let snapshots = state.snapshots.clone();
     tokio::spawn(async move {
@@ -530,7 +535,7 @@ async fn main() {
     let store = dpgate::store::connect(&url).await.unwrap();
     let keys = Keys::from_secret("bench-secret-of-at-least-thirty-two-bytes").unwrap();
     let data = Arc::new(DataDir::new(dir.path().join("data")));
-    let (snapshots, address) = serve(store.clone(), &data, &keys).await;
+    let (snapshots, address) = serve(store.clone(), &data, &keys, bench_limits()).await;
     let hour = Duration::from_secs(3600);
     let admin = Client::new(
         &address,
@@ -627,7 +632,7 @@ async fn main() {
         median(aggregates)
     );
     fit_in_process(&snapshots, &admin, &analyst, dataset.id, &heavy[0].1).await;
-    let (cold, cold_address) = serve(store.clone(), &data, &keys).await;
+    let (cold, cold_address) = serve(store.clone(), &data, &keys, bench_limits()).await;
     let cold_analyst = Client::new(
         &cold_address,
         Some(

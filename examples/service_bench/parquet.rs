@@ -21,13 +21,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dpgate::app::{AppState, Limits};
+use dpgate::app::Limits;
 use dpgate::auth::{Keys, Role};
 use dpgate::engine::{DataDir, Root};
 use dpgate_client::types::{CreateDataset, ReleaseRequest};
 use dpgate_client::{Client, ReleaseOptions};
 
-use super::median;
+use super::{median, serve};
 
 /// What a run of the mode measures.
 pub struct Options<'a> {
@@ -125,18 +125,12 @@ pub async fn run(options: Options<'_>) {
     let data = Arc::new(
         DataDir::new(scratch.path().join("data")).with_roots(vec![Root::Local(dir.clone())]),
     );
+    // Nothing held in memory: every pass streams from the files.
     let limits = Limits {
         cache_bytes: 0,
         ..Limits::default()
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = format!("http://{}", listener.local_addr().unwrap());
-    let state = AppState::new(store, data, keys.clone(), limits);
-    tokio::spawn(async move {
-        axum::serve(listener, dpgate::api::router(state))
-            .await
-            .unwrap()
-    });
+    let (_, address) = serve(store, &data, &keys, limits).await;
     let hour = Duration::from_secs(3600);
     let admin = Client::new(
         &address,
