@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use arrow_array::types::{Float32Type, Float64Type, UInt32Type};
 use arrow_array::{
-    Array, ArrowPrimitiveType, PrimitiveArray, RecordBatch, StringArray, UInt8Array,
+    Array, ArrayRef, ArrowPrimitiveType, PrimitiveArray, RecordBatch, StringArray, UInt8Array,
 };
+use arrow_buffer::{Buffer, OffsetBuffer};
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
 use rayon::slice::ParallelSliceMut;
@@ -16,11 +17,12 @@ use super::source::differs;
 use super::{DataDir, io_error};
 use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
 use crate::ingest::{fingerprint, stored_columns};
-use crate::snapshots::{Builder, Columns, Shape};
+use crate::snapshots::{Builder, Columns, Shape, batch_schema};
 use crate::store::{BlockStream, StoreError};
 
-/// Rows decoded at a time: a batch's columns and their row-major copy stay
-/// in cache while one is turned into the other.
+/// Rows decoded at a time where features are read: a batch's columns and
+/// their row-major copy stay in cache while one is turned into the other.
+/// A read of no features takes each batch as a block as it is decoded.
 const DECODE_ROWS: usize = 8_192;
 
 fn corrupt(path: &str, detail: impl std::fmt::Display) -> StoreError {
@@ -220,7 +222,9 @@ impl<'b> Decoded<'b> {
                     "its outcomes are out of step with its inputs",
                 ));
             }
-            labels = column::<UInt8Array>(outcomes, &names.label, path)?.values();
+            if let Some(label) = &names.label {
+                labels = column::<UInt8Array>(outcomes, label, path)?.values();
+            }
             measures = values_of::<Float64Type>(outcomes, &names.measures, path)?;
         }
         Ok(Decoded {
@@ -250,12 +254,54 @@ impl<'b> Decoded<'b> {
     }
 }
 
+/// A batch of a file's inputs (and, paired, of its outcomes), encoded as
+/// dpgate's files hold them, as a block of rows of `shape`, its columns
+/// taken as they are: for a read of no features, which needs no row-major
+/// matrix.
+fn adopted(
+    names: &Names,
+    shape: Shape,
+    inputs: &RecordBatch,
+    outcomes: Option<&RecordBatch>,
+) -> Result<Columns, String> {
+    fn named(batch: &RecordBatch, name: &str) -> Result<ArrayRef, String> {
+        batch
+            .column_by_name(name)
+            .cloned()
+            .ok_or_else(|| format!("no column {name:?}"))
+    }
+    let rows = inputs.num_rows();
+    let mut columns = vec![match names.ids {
+        true => named(inputs, ROW_ID)?,
+        false => Arc::new(StringArray::new(
+            OffsetBuffer::new_zeroed(rows),
+            Buffer::from_vec(Vec::<u8>::new()),
+            None,
+        )),
+    }];
+    for name in &names.dimensions {
+        columns.push(named(inputs, name)?);
+    }
+    if let Some(outcomes) = outcomes {
+        if outcomes.num_rows() != rows {
+            return Err("its outcomes are out of step with its inputs".to_owned());
+        }
+        for name in names.label.iter().chain(&names.measures) {
+            columns.push(named(outcomes, name)?);
+        }
+    }
+    let batch = RecordBatch::try_new(batch_schema(shape, outcomes.is_some()), columns)
+        .map_err(|error| error.to_string())?;
+    Columns::from_batch(shape, outcomes.is_some(), &batch)
+}
+
 /// The schema's column names, in file order.
 #[derive(Debug, Clone)]
 pub struct Names {
     /// Whether `row_id` is read.
     ids: bool,
-    label: String,
+    /// `None` where the label is not read.
+    label: Option<String>,
     features: Vec<String>,
     measures: Vec<String>,
     dimensions: Vec<String>,
@@ -270,8 +316,11 @@ impl Names {
                 .chain(self.features.iter().map(String::as_str))
                 .chain(self.dimensions.iter().map(String::as_str))
                 .collect(),
-            FilePart::Outcomes => std::iter::once(self.label.as_str())
-                .chain(self.measures.iter().map(String::as_str))
+            FilePart::Outcomes => self
+                .label
+                .iter()
+                .chain(&self.measures)
+                .map(String::as_str)
                 .collect(),
         }
     }
@@ -282,24 +331,42 @@ impl Names {
         };
         Names {
             ids: true,
-            label: schema.label.clone(),
+            label: Some(schema.label.clone()),
             features: names(&schema.features),
             measures: names(&schema.measures),
             dimensions: schema.dimensions.iter().map(|d| d.name.clone()).collect(),
         }
     }
+
+    /// The names of the columns of `schema` that `needed` reads.
+    fn read(schema: &Schema, needed: Needed) -> Names {
+        let mut names = Names::of(schema);
+        names.ids = needed.ids;
+        let clear = |read: bool, names: &mut Vec<String>| {
+            if !read {
+                names.clear();
+            }
+        };
+        clear(needed.features, &mut names.features);
+        clear(needed.dimensions, &mut names.dimensions);
+        clear(needed.measures, &mut names.measures);
+        names.label = names.label.filter(|_| needed.labels);
+        names
+    }
 }
 
-/// Which columns a [`stream`] reads.
+/// Which columns a [`stream`] reads: a column not read is never decoded,
+/// and its blocks hold none (a shape without it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Needed {
-    /// Labels and measures: else no outcomes file is opened.
-    pub outcomes: bool,
-    /// Features: else its blocks hold none (a shape of no features).
+    /// Labels: with the measures, the outcomes; with neither, no outcomes
+    /// file is opened.
+    pub labels: bool,
+    pub measures: bool,
     pub features: bool,
     /// Row ids: else every row's id is empty.
     pub ids: bool,
-    /// Dimension codes: else its blocks hold none.
+    /// Dimension codes.
     pub dimensions: bool,
 }
 
@@ -307,25 +374,58 @@ impl Needed {
     /// Every column, outcomes only if `outcomes`.
     pub fn all(outcomes: bool) -> Needed {
         Needed {
-            outcomes,
+            labels: outcomes,
+            measures: outcomes,
             features: true,
             ids: true,
             dimensions: true,
         }
     }
+
+    /// The features and the label or the measures (as `measures` says),
+    /// no row id, no dimension: what a learner's pass reads.
+    pub fn features_and(measures: bool) -> Needed {
+        Needed {
+            labels: !measures,
+            measures,
+            features: true,
+            ids: false,
+            dimensions: false,
+        }
+    }
+
+    /// Whether any outcome is read.
+    pub fn outcomes(&self) -> bool {
+        self.labels || self.measures
+    }
+
+    /// What each row read of `schema` holds.
+    pub fn shape(&self, schema: &Schema) -> Shape {
+        let all = Shape::of(schema);
+        let kept = |read: bool, count: usize| if read { count } else { 0 };
+        Shape {
+            features: kept(self.features, all.features),
+            measures: kept(self.measures, all.measures),
+            dimensions: kept(self.dimensions, all.dimensions),
+            ids: self.ids,
+            labels: self.labels,
+        }
+    }
 }
 
 /// Streams the rows of `files` (a snapshot's manifest) in blocks of
-/// `block_rows` (the last may be shorter), of the columns `needed` names
-/// (with no outcomes, no outcomes file is opened), on a blocking thread
-/// that runs one block ahead of the consumer. Every file read is checked
-/// against the manifest: its size before it is opened, then its footer
-/// and each column chunk read against their SHA-256 before they are
-/// decoded (a file recorded before those hashes were kept: its whole
-/// SHA-256, on the other core while its rows are decoded, before the
-/// stream goes on past its version). A file changed since it was recorded ends the stream
-/// with an error, never with its last block: a pass, which reads to the
-/// end before it answers, never answers on it.
+/// `block_rows` (the last may be shorter; a read of no features, whose
+/// blocks are the files' batches as decoded, in blocks of at most
+/// `block_rows`), of the columns `needed` names (with no outcomes, no
+/// outcomes file is opened), on a blocking thread that runs one block
+/// ahead of the consumer. Every file read is checked against the
+/// manifest: its size before it is opened, then its footer and each
+/// column chunk read against their BLAKE3 hashes before they are decoded
+/// (a file recorded before those hashes were kept: its whole SHA-256, on
+/// the other core while its rows are decoded, before the stream goes on
+/// past its version). A file changed since it was recorded ends the
+/// stream with an error, never with its last block: a pass, which reads
+/// to the end before it answers, never answers on it.
 pub fn stream(
     dir: Arc<DataDir>,
     files: Vec<VersionFile>,
@@ -337,23 +437,14 @@ pub fn stream(
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        let (mut names, mut shape) = (Names::of(&schema), Shape::of(&schema));
-        (names.ids, shape.ids) = (needed.ids, needed.ids);
-        if !needed.features {
-            names.features.clear();
-            shape.features = 0;
-        }
-        if !needed.dimensions {
-            names.dimensions.clear();
-            shape.dimensions = 0;
-        }
+        let names = Names::read(&schema, needed);
         let reading = Reading {
             dir: &dir,
             schema: &schema,
             names: &names,
-            shape,
+            shape: needed.shape(&schema),
         };
-        if let Err(error) = reading.send_blocks(&files, needed.outcomes, block_rows, &sender) {
+        if let Err(error) = reading.send_blocks(&files, needed.outcomes(), block_rows, &sender) {
             let _ = sender.blocking_send(Err(error));
         }
     });
@@ -388,9 +479,13 @@ impl Reading<'_> {
         let fresh = || Columns::builder(shape, outcomes, block_rows);
         let mut block = fresh();
         let mut sent = false;
+        let adopting = shape.features == 0;
         for version in versions(files, outcomes)? {
             let path = &version.inputs.path;
-            let batch_rows = DECODE_ROWS.min(block_rows);
+            let batch_rows = match adopting {
+                true => block_rows,
+                false => DECODE_ROWS.min(block_rows),
+            };
             let mut inputs = reader(dir, version.inputs, names, batch_rows, None)?;
             let mut outcome_reader = version
                 .outcomes
@@ -423,8 +518,18 @@ impl Reading<'_> {
                         )?),
                         None => None,
                     };
-                    let decoded = Decoded::of(names, &batch, paired.as_ref(), path)?;
                     let count = batch.num_rows();
+                    rows += count as u64;
+                    if adopting {
+                        let block = adopted(names, shape, &batch, paired.as_ref())
+                            .map_err(|detail| corrupt(path, detail))?;
+                        if sender.blocking_send(Ok(block)).is_err() {
+                            return Ok(false);
+                        }
+                        sent = true;
+                        continue;
+                    }
+                    let decoded = Decoded::of(names, &batch, paired.as_ref(), path)?;
                     let mut at = 0;
                     while at < count {
                         let take = (block_rows - block.len()).min(count - at);
@@ -440,7 +545,6 @@ impl Reading<'_> {
                             sent = true;
                         }
                     }
-                    rows += count as u64;
                 }
                 if outcome_reader
                     .as_mut()

@@ -85,9 +85,10 @@ impl Engine {
     }
 }
 
-/// `pass` over every row of `files` (a version's manifest, outcomes
-/// included, of `rows` rows in all), run by `engine`: the pass with the
-/// rows' sums added.
+/// `pass` over every row of `files` (a version's manifest, with its
+/// outcomes files if the pass reads an outcome, of `rows` rows in all),
+/// of the columns it needs, run by `engine`: the pass with the rows' sums
+/// added.
 pub async fn sum<S: Summed>(
     engine: &Engine,
     dir: Arc<DataDir>,
@@ -107,12 +108,7 @@ pub async fn sum<S: Summed>(
             detail: format!("files of {recorded} rows for a version of {rows}"),
         });
     }
-    let needed = super::Needed {
-        outcomes: true,
-        features: S::READS_FEATURES,
-        ids: S::READS_IDS,
-        dimensions: S::READS_DIMENSIONS,
-    };
+    let needed = pass.needs();
     let partitions = engine.partitions(&files);
     let scan = Scan::new(files, schema.clone(), needed, partitions);
     let (shape, batch) = (scan.shape(), scan.batch());
@@ -121,7 +117,7 @@ pub async fn sum<S: Summed>(
         "dpgate_sums".to_owned(),
         Arc::new(pass.clone()),
         shape,
-        true,
+        needed.outcomes(),
     ));
     let arguments = batch
         .fields()

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::dataset::DatasetRecord;
+use crate::engine::Needed;
 use crate::engine::tests::{append, dataset, fixture, read, uploaded};
 use crate::snapshots::{Columns, Pass};
 
@@ -68,8 +69,14 @@ impl Pass for NoFeatures {
 
 impl Summed for NoFeatures {
     const KIND: &'static str = "no-features";
-    const READS_FEATURES: bool = false;
-    const READS_IDS: bool = false;
+
+    fn needs(&self) -> Needed {
+        Needed {
+            features: false,
+            ids: false,
+            ..Needed::all(true)
+        }
+    }
 
     fn sums(&self) -> Vec<i128> {
         self.0.sums()
@@ -105,7 +112,13 @@ impl Pass for NoDimensions {
 
 impl Summed for NoDimensions {
     const KIND: &'static str = "no-dimensions";
-    const READS_DIMENSIONS: bool = false;
+
+    fn needs(&self) -> Needed {
+        Needed {
+            dimensions: false,
+            ..Needed::all(true)
+        }
+    }
 
     fn sums(&self) -> Vec<i128> {
         self.0.sums()
@@ -274,6 +287,7 @@ fn a_pass_travels_as_its_settings_and_an_unknown_kind_is_refused() {
         measures: 1,
         dimensions: 1,
         ids: false,
+        labels: true,
     };
     let mut pass = Everything::default();
     pass.sums[4] = -(1 << 100);

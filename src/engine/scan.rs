@@ -44,7 +44,7 @@ pub type Unit = Vec<VersionFile>;
 pub struct Scan {
     pub parts: Vec<Vec<Unit>>,
     pub schema: Schema,
-    /// Of the columns besides the outcomes and dimensions, those read.
+    /// The columns read.
     pub needed: Needed,
 }
 
@@ -90,20 +90,12 @@ impl Scan {
 
     /// What each row it yields holds.
     pub fn shape(&self) -> Shape {
-        let mut shape = Shape::of(&self.schema);
-        if !self.needed.features {
-            shape.features = 0;
-        }
-        if !self.needed.dimensions {
-            shape.dimensions = 0;
-        }
-        shape.ids = self.needed.ids;
-        shape
+        self.needed.shape(&self.schema)
     }
 
     /// The schema of its batches.
     pub fn batch(&self) -> SchemaRef {
-        batch_schema(self.shape(), self.needed.outcomes)
+        batch_schema(self.shape(), self.needed.outcomes())
     }
 
     /// The plan that reads it from `dir`: a partition per part.

@@ -21,6 +21,7 @@ use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatil
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::Needed;
 use crate::snapshots::{Columns, Pass, Shape};
 
 /// A pass whose state is a fixed number of exact sums: a part over some
@@ -30,17 +31,12 @@ pub trait Summed: Pass + Clone + Sync + Serialize + DeserializeOwned {
     /// Names the pass's type among those a plan may carry ([`Passes`]).
     const KIND: &'static str;
 
-    /// Whether it reads the features: a pass that does not is handed
-    /// blocks of no features, and their columns are never decoded.
-    const READS_FEATURES: bool = true;
-
-    /// Whether it reads the row ids: a pass that does not is handed rows
-    /// whose ids are empty, and the `row_id` column is never read.
-    const READS_IDS: bool = true;
-
-    /// Whether it reads the dimensions: a pass that does not is handed
-    /// blocks of none, and their columns are never decoded or matched.
-    const READS_DIMENSIONS: bool = true;
+    /// The columns it reads: it is handed blocks of these alone, and the
+    /// others are never decoded (a pass reading no label nor measure opens
+    /// no outcomes file). Every column unless a pass says otherwise.
+    fn needs(&self) -> Needed {
+        Needed::all(true)
+    }
 
     /// The sums so far, always as many.
     fn sums(&self) -> Vec<i128>;

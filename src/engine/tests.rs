@@ -268,6 +268,69 @@ fn changed(items: &[Result<Columns, crate::store::StoreError>], why: &str) -> bo
     matches!(items.last(), Some(Err(crate::store::StoreError::Changed(detail))) if detail.contains(why))
 }
 
+/// A read of the measures without the labels (an aggregate of counts and
+/// means) never decodes the labels: a changed label chunk fails a read of
+/// the labels and not one of the measures alone, whose blocks are each a
+/// batch of the file, with every row's measure and dimension.
+#[tokio::test]
+async fn a_read_of_the_measures_alone_decodes_no_label() {
+    let (fixture, record, files) = uploaded(2_000).await;
+    // The outcomes file: y, spend; y's chunk.
+    flip_chunk(&fixture, &files[1], 0);
+    let measures_only = Needed {
+        labels: false,
+        features: false,
+        ids: false,
+        ..Needed::all(true)
+    };
+    let read_with = |needed| {
+        stream(
+            fixture.data.clone(),
+            files.clone(),
+            record.schema.clone(),
+            needed,
+            700,
+        )
+        .collect::<Vec<_>>()
+    };
+    let blocks: Vec<Columns> = read_with(measures_only)
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("no label is read");
+    assert!(blocks.iter().all(|block| block.len() <= 700));
+    let shape = blocks[0].shape();
+    assert_eq!(
+        (shape.labels, shape.measures, shape.features),
+        (false, 1, 0)
+    );
+    let spend: Vec<f64> = blocks.iter().flat_map(|b| b.measure(0).to_vec()).collect();
+    let device: Vec<u32> = blocks
+        .iter()
+        .flat_map(|b| b.dimension(0).to_vec())
+        .collect();
+    assert_eq!(
+        spend,
+        (0..2_000).map(|i| (i % 100) as f64).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        device,
+        (0..2_000).map(|i| (i % 2) as u32).collect::<Vec<_>>()
+    );
+    let with_labels = read_with(Needed {
+        labels: true,
+        ..measures_only
+    })
+    .await;
+    assert!(
+        changed(
+            &with_labels,
+            "a column chunk's BLAKE3 hash is not the manifest's"
+        ),
+        "{with_labels:?}"
+    );
+}
+
 /// A read checks the column chunks it decodes, and only those: a changed
 /// feature fails a read of the features and not one without them; a
 /// changed footer fails every read.
@@ -278,10 +341,8 @@ async fn a_read_checks_exactly_the_chunks_it_decodes() {
     // row_id, f, g, device: f's chunk.
     flip_chunk(&fixture, inputs, 1);
     let without_features = Needed {
-        outcomes: true,
         features: false,
-        ids: true,
-        dimensions: true,
+        ..Needed::all(true)
     };
     let read_with = |needed| {
         stream(

@@ -368,16 +368,12 @@ fn batches(
         )));
     }
     for j in 0..shape.dimensions {
-        input_columns.push(Arc::new(UInt32Array::from_iter_values(
-            (0..rows).map(|row| block.dimensions(row)[j]),
-        )));
+        input_columns.push(Arc::new(UInt32Array::from(block.dimension(j).to_vec())));
     }
     let mut outcome_columns: Vec<ArrayRef> = Vec::with_capacity(outcomes.fields().len());
     outcome_columns.push(Arc::new(UInt8Array::from(block.labels().to_vec())));
     for j in 0..shape.measures {
-        outcome_columns.push(Arc::new(Float64Array::from_iter_values(
-            (0..rows).map(|row| block.row(row).measures[j]),
-        )));
+        outcome_columns.push(Arc::new(Float64Array::from(block.measure(j).to_vec())));
     }
     let batch = |schema: &Arc<ArrowSchema>, columns| {
         RecordBatch::try_new(schema.clone(), columns).map_err(|error| io_error("a block", error))

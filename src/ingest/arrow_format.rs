@@ -120,11 +120,17 @@ pub(super) fn codes_at_once(dimension: &Dimension, array: &dyn Array) -> Option<
             .into_iter()
             .map(|code| code.unwrap_or(u32::MAX))
             .collect();
-        let codes: Vec<u32> = dictionary
-            .normalized_keys()
-            .iter()
-            .map(|&key| known.get(key).copied().unwrap_or(u32::MAX))
-            .collect();
+        let code = |key: usize| known.get(key).copied().unwrap_or(u32::MAX);
+        // Parquet's readers key their dictionaries by i32: read in place.
+        let codes: Vec<u32> = match array.as_dictionary_opt::<Int32Type>() {
+            Some(keyed) => keyed
+                .keys()
+                .values()
+                .iter()
+                .map(|&key| usize::try_from(key).map_or(u32::MAX, code))
+                .collect(),
+            None => dictionary.normalized_keys().into_iter().map(code).collect(),
+        };
         return codes.iter().all(|&code| code != u32::MAX).then_some(codes);
     }
     codes_of(dimension, array)?.into_iter().collect()
@@ -468,12 +474,16 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
                 (None, None) => each(rows, |row| feature(column, cell(array, row)))?,
             }))
         } else if let Some(column) = schema.measures.iter().find(|c| c.name == name) {
-            Arc::new(Float64Array::from(match floats(array) {
-                Some(values) if values.iter().all(|value| value.is_finite()) => {
-                    clamped_all(column, &values)
+            let values = floats(array);
+            let fast = values
+                .as_deref()
+                .and_then(|values| clamped_all(column, values));
+            Arc::new(Float64Array::from(match (fast, values) {
+                (Some(clamped), _) => clamped,
+                (None, Some(values)) => {
+                    each(rows, |row| Ok(clamped(column, finite(name, values[row])?)))?
                 }
-                Some(values) => each(rows, |row| Ok(clamped(column, finite(name, values[row])?)))?,
-                None => each(rows, |row| measure(column, cell(array, row)))?,
+                (None, None) => each(rows, |row| measure(column, cell(array, row)))?,
             }))
         } else if let Some(dimension) = schema.dimensions.iter().find(|d| d.name == name) {
             Arc::new(UInt32Array::from(match codes_at_once(dimension, array) {

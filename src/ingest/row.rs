@@ -199,16 +199,23 @@ pub(super) fn clamped(column: &BoundedColumn, value: f64) -> f64 {
     }
 }
 
-/// [`clamped`] for every value of a column.
-pub(super) fn clamped_all(column: &BoundedColumn, values: &[f64]) -> Vec<f64> {
-    if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
+/// [`clamped`] for every value of a column, in one loop; `None` if one is
+/// not finite, for the value-by-value path to name it.
+pub(super) fn clamped_all(column: &BoundedColumn, values: &[f64]) -> Option<Vec<f64>> {
+    let mut finite = true;
+    let all = if crate::mutants::active(crate::mutants::Mutant::ClampSkipped) {
+        finite = values.iter().all(|value| value.is_finite());
         values.to_vec()
     } else {
         values
             .iter()
-            .map(|value| value.clamp(column.min, column.max))
+            .map(|&value| {
+                finite &= value.is_finite();
+                value.clamp(column.min, column.max)
+            })
             .collect()
-    }
+    };
+    finite.then_some(all)
 }
 
 /// A dimension's value as the index of its declared value.

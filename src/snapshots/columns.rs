@@ -1,9 +1,11 @@
 //! A run of a dataset's rows held as columns, in stored order.
 //!
-//! Features are one row-major f32 matrix: every learner and every
-//! aggregate walks a row at a time (xᵢ·w, a row's cell), so a row's values
-//! sit together; a column-major layout would make each row touch k cache
-//! lines. Rows stay in the order they were stored (upload by upload, each
+//! Features are one row-major f32 matrix: every learner walks a row at a
+//! time (xᵢ·w), so a row's values sit together; a column-major layout
+//! would make each row touch k cache lines. Measures and dimension codes
+//! are a column each: a pass reads one measure or one dimension at a time
+//! (an aggregate's cells, a learner's outcome), and a file's columns
+//! become a run's without a copy. Rows stay in the order they were stored (upload by upload, each
 //! in arrival order): that is the order every pass sums in, fixed by the
 //! committed uploads alone, and a snapshot is built by appending stored
 //! blocks without sorting. The supplied-vector join finds ids through an
@@ -39,6 +41,10 @@ pub struct Shape {
     /// Whether rows carry their ids: a pass that reads none is handed rows
     /// whose ids are all empty.
     pub ids: bool,
+    /// Whether rows read with their outcomes carry their labels: a pass
+    /// that reads none (an aggregate of counts and measures) is handed
+    /// rows without.
+    pub labels: bool,
 }
 
 impl Shape {
@@ -48,6 +54,7 @@ impl Shape {
             measures: schema.measures.len(),
             dimensions: schema.dimensions.len(),
             ids: true,
+            labels: true,
         }
     }
 
@@ -63,24 +70,25 @@ impl Shape {
     }
 }
 
-/// One row, outcomes included.
-#[derive(Debug, Clone, Copy)]
+/// One row, outcomes included (its measures and dimension codes
+/// gathered from their columns: for tests and single rows, not passes).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Row<'c> {
     pub id: &'c str,
     pub label: u8,
     /// Scaled into [0, 1], schema order.
     pub features: &'c [f32],
     /// Clamped to their bounds, schema order.
-    pub measures: &'c [f64],
+    pub measures: Vec<f64>,
     /// Indices into each dimension's declared values, schema order.
-    pub dimensions: &'c [u32],
+    pub dimensions: Vec<u32>,
 }
 
 /// Rows as columns, in stored order. Built with or without the outcomes
 /// (labels and measures): a block read for public columns only never holds
 /// them. The values are Arrow buffers, so a block becomes a record batch
 /// of the engine's plans and back without a copy (an aggregate function
-/// is handed batches).
+/// is handed batches), and a batch decoded from a file becomes a block.
 #[derive(Debug, Clone)]
 pub struct Columns {
     shape: Shape,
@@ -90,9 +98,12 @@ pub struct Columns {
     /// Where each row id ends in `ids`.
     id_ends: Vec<u64>,
     labels: ScalarBuffer<u8>,
+    /// Row-major.
     features: ScalarBuffer<f32>,
-    measures: ScalarBuffer<f64>,
-    dimensions: ScalarBuffer<u32>,
+    /// A column per measure (none without the outcomes).
+    measures: Vec<ScalarBuffer<f64>>,
+    /// A column per dimension.
+    dimensions: Vec<ScalarBuffer<u32>>,
     /// Rows in byte order of their ids, once [`Columns::position`] needs it.
     index: OnceLock<Vec<u32>>,
     /// Which columns were read since [`Columns::take_touched`] last looked.
@@ -135,18 +146,24 @@ impl PartialEq for Columns {
             &self.ids,
             &self.id_ends,
             &self.labels[..],
+            &self.features[..],
         ) == (
             other.shape,
             other.outcomes,
             &other.ids,
             &other.id_ends,
             &other.labels[..],
-        ) && (&self.features[..], &self.measures[..], &self.dimensions[..])
-            == (
-                &other.features[..],
-                &other.measures[..],
-                &other.dimensions[..],
-            )
+            &other.features[..],
+        ) && self
+            .measures
+            .iter()
+            .map(|m| &m[..])
+            .eq(other.measures.iter().map(|m| &m[..]))
+            && self
+                .dimensions
+                .iter()
+                .map(|d| &d[..])
+                .eq(other.dimensions.iter().map(|d| &d[..]))
     }
 }
 
@@ -158,14 +175,17 @@ impl Columns {
             outcomes,
             ids: String::new(),
             id_ends: Vec::with_capacity(capacity),
-            labels: Vec::with_capacity(if outcomes { capacity } else { 0 }),
-            features: Vec::with_capacity(capacity * shape.features),
-            measures: Vec::with_capacity(if outcomes {
-                capacity * shape.measures
+            labels: Vec::with_capacity(if outcomes && shape.labels {
+                capacity
             } else {
                 0
             }),
-            dimensions: Vec::with_capacity(capacity * shape.dimensions),
+            features: Vec::with_capacity(capacity * shape.features),
+            measures: match outcomes {
+                true => vec![Vec::with_capacity(capacity); shape.measures],
+                false => Vec::new(),
+            },
+            dimensions: vec![Vec::with_capacity(capacity); shape.dimensions],
         }
     }
 
@@ -191,6 +211,11 @@ impl Columns {
         self.outcomes
     }
 
+    /// Whether the labels were read.
+    fn keeps_labels(&self) -> bool {
+        self.outcomes && self.shape.labels
+    }
+
     /// Memory held, the id index counted whether built or not.
     pub fn bytes(&self) -> usize {
         self.ids.capacity()
@@ -198,8 +223,16 @@ impl Columns {
             + 8 * self.id_ends.capacity()
             + self.labels.inner().capacity()
             + self.features.inner().capacity()
-            + self.measures.inner().capacity()
-            + self.dimensions.inner().capacity()
+            + self
+                .measures
+                .iter()
+                .map(|m| m.inner().capacity())
+                .sum::<usize>()
+            + self
+                .dimensions
+                .iter()
+                .map(|d| d.inner().capacity())
+                .sum::<usize>()
     }
 
     /// (labels or measures, ids, features or dimensions): whether each was
@@ -228,19 +261,19 @@ impl Columns {
         &self.features[row * k..(row + 1) * k]
     }
 
-    /// Every row's label; only on a run read with the outcomes.
+    /// Every row's label; only on a run read with the outcomes and labels.
     pub fn labels(&self) -> &[u8] {
-        debug_assert!(self.outcomes, "the outcomes were not read");
+        debug_assert!(self.keeps_labels(), "the labels were not read");
         Touched::mark(&self.touched.outcomes);
         &self.labels
     }
 
-    /// Every row's measures, row-major; only on a run read with the
+    /// Measure `j`'s value in every row; only on a run read with the
     /// outcomes.
-    pub fn measure_matrix(&self) -> &[f64] {
+    pub fn measure(&self, j: usize) -> &[f64] {
         debug_assert!(self.outcomes, "the outcomes were not read");
         Touched::mark(&self.touched.outcomes);
-        &self.measures
+        &self.measures[j]
     }
 
     /// The whole feature matrix, row-major.
@@ -249,29 +282,24 @@ impl Columns {
         &self.features
     }
 
-    pub fn dimensions(&self, row: usize) -> &[u32] {
+    /// Dimension `j`'s code in every row.
+    pub fn dimension(&self, j: usize) -> &[u32] {
         Touched::mark(&self.touched.inputs);
-        let p = self.shape.dimensions;
-        &self.dimensions[row * p..(row + 1) * p]
-    }
-
-    /// Every row's dimension codes, row-major.
-    pub fn dimension_matrix(&self) -> &[u32] {
-        Touched::mark(&self.touched.inputs);
-        &self.dimensions
+        &self.dimensions[j]
     }
 
     /// Row `row` with its outcomes; only on a run read with them.
     pub fn row(&self, row: usize) -> Row<'_> {
         debug_assert!(self.outcomes, "the outcomes were not read");
         Touched::mark(&self.touched.outcomes);
-        let m = self.shape.measures;
         Row {
             id: self.id(row),
-            label: self.labels[row],
+            label: self.labels()[row],
             features: self.features(row),
-            measures: &self.measures[row * m..(row + 1) * m],
-            dimensions: self.dimensions(row),
+            measures: self.measures.iter().map(|column| column[row]).collect(),
+            dimensions: (0..self.shape.dimensions)
+                .map(|j| self.dimension(j)[row])
+                .collect(),
         }
     }
 
@@ -325,6 +353,7 @@ impl Columns {
             measures: 0,
             dimensions: 0,
             ids: true,
+            labels: true,
         };
         let mut columns = Columns::builder(shape, true, rows);
         for (index, (row, &label)) in x.rows().into_iter().zip(y).enumerate() {
@@ -358,8 +387,8 @@ pub struct Builder {
     id_ends: Vec<u64>,
     labels: Vec<u8>,
     features: Vec<f32>,
-    measures: Vec<f64>,
-    dimensions: Vec<u32>,
+    measures: Vec<Vec<f64>>,
+    dimensions: Vec<Vec<u32>>,
 }
 
 /// Little-endian 4-byte words.
@@ -367,6 +396,13 @@ fn words(bytes: &[u8]) -> impl Iterator<Item = [u8; 4]> + '_ {
     bytes
         .chunks_exact(4)
         .map(|word| [word[0], word[1], word[2], word[3]])
+}
+
+/// Little-endian 8-byte floats.
+fn doubles(bytes: &[u8]) -> impl Iterator<Item = f64> + '_ {
+    bytes
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
 }
 
 /// Whether `columns` are `width` columns of `rows` values each.
@@ -445,15 +481,16 @@ impl Builder {
         self.id_ends.push(self.ids.len() as u64);
         let c = &mut *self;
         c.features.extend(words(features).map(f32::from_le_bytes));
-        c.dimensions
-            .extend(words(dimensions).map(u32::from_le_bytes));
+        for (column, word) in c.dimensions.iter_mut().zip(words(dimensions)) {
+            column.push(u32::from_le_bytes(word));
+        }
         if outcomes {
-            c.labels.push(label);
-            c.measures.extend(
-                measures
-                    .chunks_exact(8)
-                    .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
-            );
+            if shape.labels {
+                c.labels.push(label);
+            }
+            for (column, value) in c.measures.iter_mut().zip(doubles(measures)) {
+                column.push(value);
+            }
         }
         Ok(())
     }
@@ -503,20 +540,28 @@ impl Builder {
         let shape = self.shape;
         sized("features", features, shape.features, rows)?;
         sized("dimension codes", dimensions, shape.dimensions, rows)?;
-        if self.outcomes {
+        if self.outcomes && shape.labels {
             sized("labels", &[labels], 1, rows)?;
-            sized("measures", measures, shape.measures, rows)?;
             if labels.iter().any(|&label| label > 1) {
                 return Err("a stored label is neither 0 nor 1".to_owned());
             }
         }
+        if self.outcomes {
+            sized("measures", measures, shape.measures, rows)?;
+        }
         self.append_ids(ids)?;
         let c = &mut *self;
         row_major(&mut c.features, features, rows);
-        row_major(&mut c.dimensions, dimensions, rows);
+        for (column, values) in c.dimensions.iter_mut().zip(dimensions) {
+            column.extend_from_slice(values);
+        }
         if c.outcomes {
-            c.labels.extend_from_slice(labels);
-            row_major(&mut c.measures, measures, rows);
+            if shape.labels {
+                c.labels.extend_from_slice(labels);
+            }
+            for (column, values) in c.measures.iter_mut().zip(measures) {
+                column.extend_from_slice(values);
+            }
         }
         Ok(())
     }
@@ -546,27 +591,26 @@ impl Builder {
         c.features.extend(
             words(&block.features[4 * k * rows.start..4 * k * rows.end]).map(f32::from_le_bytes),
         );
-        c.dimensions.extend(
-            words(&block.dimensions[4 * p * rows.start..4 * p * rows.end]).map(u32::from_le_bytes),
-        );
+        let codes = &block.dimensions[4 * p * rows.start..4 * p * rows.end];
+        for (j, column) in c.dimensions.iter_mut().enumerate() {
+            column.extend(words(codes).skip(j).step_by(p).map(u32::from_le_bytes));
+        }
         if c.outcomes {
-            c.labels
-                .extend_from_slice(&block.labels[rows.start..rows.end]);
-            c.measures.extend(
-                block.measures[8 * m * rows.start..8 * m * rows.end]
-                    .chunks_exact(8)
-                    .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
-            );
+            if shape.labels {
+                c.labels
+                    .extend_from_slice(&block.labels[rows.start..rows.end]);
+            }
+            let values = &block.measures[8 * m * rows.start..8 * m * rows.end];
+            for (j, column) in c.measures.iter_mut().enumerate() {
+                column.extend(doubles(values).skip(j).step_by(m));
+            }
         }
     }
 
-    /// Appends rows `rows` of `from`.
+    /// Appends rows `rows` of `from` (with their outcomes if this run
+    /// keeps them, which `from` then holds).
     fn extend(&mut self, from: &Columns, rows: Range<usize>) {
-        let (k, m, p) = (
-            from.shape.features,
-            from.shape.measures,
-            from.shape.dimensions,
-        );
+        let k = from.shape.features;
         let first = if rows.start == 0 {
             0
         } else {
@@ -587,12 +631,16 @@ impl Builder {
         );
         c.features
             .extend_from_slice(&from.features[k * rows.start..k * rows.end]);
-        c.dimensions
-            .extend_from_slice(&from.dimensions[p * rows.start..p * rows.end]);
-        if from.outcomes {
-            c.labels.extend_from_slice(&from.labels[rows.clone()]);
-            c.measures
-                .extend_from_slice(&from.measures[m * rows.start..m * rows.end]);
+        for (column, values) in c.dimensions.iter_mut().zip(&from.dimensions) {
+            column.extend_from_slice(&values[rows.clone()]);
+        }
+        if c.outcomes {
+            if c.shape.labels {
+                c.labels.extend_from_slice(&from.labels[rows.clone()]);
+            }
+            for (column, values) in c.measures.iter_mut().zip(&from.measures) {
+                column.extend_from_slice(&values[rows.clone()]);
+            }
         }
     }
 
@@ -604,8 +652,8 @@ impl Builder {
             id_ends: self.id_ends,
             labels: self.labels.into(),
             features: self.features.into(),
-            measures: self.measures.into(),
-            dimensions: self.dimensions.into(),
+            measures: self.measures.into_iter().map(Into::into).collect(),
+            dimensions: self.dimensions.into_iter().map(Into::into).collect(),
             index: OnceLock::new(),
             touched: Touched::default(),
         }
@@ -630,14 +678,22 @@ impl OwnedRow {
             id: &self.id,
             label: self.label,
             features: &self.features,
-            measures: &self.measures,
-            dimensions: &self.dimensions,
+            measures: self.measures.clone(),
+            dimensions: self.dimensions.clone(),
         }
     }
 }
 
 #[cfg(test)]
 impl Columns {
+    /// Its rows without their outcomes, as a read of the public columns
+    /// gives them.
+    pub fn inputs(&self) -> Columns {
+        let mut inputs = Columns::builder(self.shape, false, self.len());
+        inputs.extend(self, 0..self.len());
+        inputs.finish()
+    }
+
     /// A run of `rows` in their order (with unique ids), outcomes included.
     pub fn of_rows(shape: Shape, rows: &[OwnedRow]) -> Columns {
         let bytes = |values: &[f32]| {

@@ -8,6 +8,7 @@ const SHAPE: Shape = Shape {
     measures: 1,
     dimensions: 1,
     ids: true,
+    labels: true,
 };
 
 fn encoded(values: &[f32]) -> Vec<u8> {
@@ -49,8 +50,8 @@ fn rows_decode_as_stored() {
             "b",
             1,
             &[0.1f32, 0.9][..],
-            &[f64::from(0.1f32)][..],
-            &[7u32][..]
+            vec![f64::from(0.1f32)],
+            vec![7u32]
         )
     );
     assert_eq!(columns.feature_matrix(), &[0.0, 1.0, 0.1, 0.9]);
@@ -117,7 +118,7 @@ fn stored_blocks_decode_in_any_cut() {
             third.measures,
             third.dimensions
         ),
-        (0, &[2.0f32, 1.0][..], &[2.0][..], &[2u32][..])
+        (0, &[2.0f32, 1.0][..], vec![2.0], vec![2u32])
     );
     // Without the outcomes, only the inputs are kept.
     let inputs = Stored::check(packed.raw(), SHAPE, false).expect("well formed");

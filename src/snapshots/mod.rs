@@ -311,12 +311,12 @@ impl Snapshots {
         engine::unchanged(&self.data, &files).await
     }
 
-    /// `pass` over every row of `dataset`'s version, outcomes included,
-    /// run by the engine over its files: only after a debit.
+    /// `pass` over every row of `dataset`'s version, of the columns it
+    /// needs, run by the engine over its files: only after a debit.
     pub async fn sum<S: Summed>(&self, dataset: &DatasetRecord, pass: S) -> Result<S, StoreError> {
         let files = self
             .store
-            .version_files(dataset.id, dataset.n_rows, true)
+            .version_files(dataset.id, dataset.n_rows, pass.needs().outcomes())
             .await?;
         let summing = engine::sum(
             &self.engine,

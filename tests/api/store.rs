@@ -190,7 +190,7 @@ async fn conformance(store: &dyn Store, data: &Arc<DataDir>) {
     assert_eq!((a.id, a.label, b.id, b.label), ("a", 1, "b", 0));
     assert_eq!(
         (a.features, a.measures, a.dimensions),
-        (&[0.5f32, 0.25][..], &[7.0][..], &[1u32][..])
+        (&[0.5f32, 0.25][..], vec![7.0], vec![1u32])
     );
     // Blocks of one row each; without outcomes, none are read.
     let small = blocks(store, data, &dataset, 2, false, 1).await;

@@ -66,7 +66,7 @@ use dpgate_api_types::{self as api, PrivacyUnit};
 use crate::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::{FRACTION_BITS, Fixed, Grid, ceil_f64, ceil_sqrt};
 use crate::dp::{Delta, Epsilon, Mechanism};
-use crate::engine::Summed;
+use crate::engine::{Needed, Summed};
 use crate::releases::plan::{noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::Columns;
@@ -240,7 +240,8 @@ impl Query {
 
     /// The cell of a row of `dimensions`; a code outside its dimension's
     /// values (never stored: codes are checked on ingest and on read) is
-    /// an error.
+    /// an error. What the tests' `Tally::add` finds a row's cell with.
+    #[cfg(test)]
     fn cell(&self, dimensions: &[u32]) -> Result<usize, String> {
         self.group_by
             .iter()
@@ -254,33 +255,26 @@ impl Query {
     }
 
     /// The cells of the rows `rows` of `block`, as [`Query::cell`] finds
-    /// them, in one loop over the block's codes.
+    /// them, a dimension's column at a time.
     fn cells_of(
         &self,
         block: &Columns,
         rows: std::ops::Range<usize>,
     ) -> Result<Vec<usize>, String> {
-        if self.group_by.is_empty() {
-            return Ok(vec![0; rows.len()]);
-        }
-        let p = block.shape().dimensions;
-        if self.group_by.iter().any(|&(dimension, _)| dimension >= p) {
-            return Err("a row has a malformed dimension".to_owned());
-        }
-        let codes = &block.dimension_matrix()[rows.start * p..rows.end * p];
+        let mut cells = vec![0usize; rows.len()];
         let mut malformed = false;
-        let cells = codes
-            .chunks_exact(p)
-            .map(|codes| {
-                self.group_by
-                    .iter()
-                    .fold(0usize, |cell, &(dimension, values)| {
-                        let value = codes[dimension] as usize;
-                        malformed |= value >= values;
-                        cell * values + value
-                    })
-            })
-            .collect();
+        for &(dimension, values) in &self.group_by {
+            if dimension >= block.shape().dimensions {
+                return Err("a row has a malformed dimension".to_owned());
+            }
+            for (cell, &code) in cells
+                .iter_mut()
+                .zip(&block.dimension(dimension)[rows.clone()])
+            {
+                malformed |= code as usize >= values;
+                *cell = *cell * values + code as usize;
+            }
+        }
         match malformed {
             true => Err("a row has a malformed dimension".to_owned()),
             false => Ok(cells),
@@ -315,29 +309,6 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Counts one row in its cell, from its dimensions alone: enough for a
-    /// query of counts only.
-    pub fn count(
-        &mut self,
-        query: &Query,
-        calibration: &Calibration,
-        dimensions: &[u32],
-    ) -> Result<(), String> {
-        let width = query.quantities.len();
-        let cell = query.cell(dimensions)?;
-        let sums = &mut self.sums[cell * width..(cell + 1) * width];
-        for ((sum, quantity), tallied) in sums
-            .iter_mut()
-            .zip(&query.quantities)
-            .zip(&calibration.tallied)
-        {
-            if *quantity == Quantity::Count {
-                *sum += tallied.units(1.0);
-            }
-        }
-        Ok(())
-    }
-
     /// The counts of a query without `group_by`: N, from the snapshot
     /// (public then under every unit, so counted in rows).
     pub fn count_all(&mut self, query: &Query, n: u64) {
@@ -359,7 +330,7 @@ impl Tally {
         row: Row<'_>,
     ) -> Result<(), String> {
         let width = query.quantities.len();
-        let cell = query.cell(row.dimensions)?;
+        let cell = query.cell(&row.dimensions)?;
         let sums = &mut self.sums[cell * width..(cell + 1) * width];
         for ((sum, quantity), tallied) in sums
             .iter_mut()
@@ -380,14 +351,16 @@ impl Tally {
         Ok(())
     }
 
-    /// Adds the rows `rows` of `block` (read with the outcomes) a quantity
-    /// at a time: every row's cell first, then each quantity's units into
-    /// their cells, with the quantity's kind and grid chosen once. Where a
-    /// row's units depend on its cell alone (a count, a 0/1 label) the
-    /// cells' rows are counted and multiplied out; a measure's units are
-    /// added in i64 per cell where its public bound rules out overflow for
-    /// this many rows. The same integers as adding the rows one by one (the
-    /// tests' `Tally::add`), in another order, which exact sums do not see.
+    /// Adds the rows `rows` of `block` a quantity at a time: every row's
+    /// cell first, then each quantity's units into their cells, with the
+    /// quantity's kind and grid chosen once. Where a row's units depend on
+    /// its cell alone (a count, a 0/1 label) the cells' rows are counted
+    /// and multiplied out; a measure's units are added in i64 per cell
+    /// where its public bound rules out overflow for this many rows. The
+    /// same integers as adding the rows one by one (the tests'
+    /// `Tally::add`), in another order, which exact sums do not see. A
+    /// query of counts only reads the rows' dimensions alone, so `block`
+    /// may be read without the outcomes.
     pub fn add_rows(
         &mut self,
         query: &Query,
@@ -397,21 +370,16 @@ impl Tally {
     ) -> Result<(), String> {
         let width = query.quantities.len();
         let cells = query.cells_of(block, rows.clone())?;
-        let m = block.shape().measures;
-        let labels = &block.labels()[rows.clone()];
-        let measures = &block.measure_matrix()[rows.start * m..rows.end * m];
+        let every_cell = cells.len() >= query.cells;
         // Per cell, over these rows: how many, and how many labelled 1;
         // counted when a quantity first needs them.
-        let per_cell = |values: &mut Vec<u64>, of: &dyn Fn(usize) -> u64| {
-            if values.is_empty() {
-                values.resize(query.cells, 0);
-                for (row, &cell) in cells.iter().enumerate() {
-                    values[cell] += of(row);
-                }
+        let mut counts = Vec::new();
+        let count = |counts: &mut Vec<u64>| {
+            if counts.is_empty() {
+                counts.resize(query.cells, 0);
+                cells.iter().for_each(|&cell| counts[cell] += 1);
             }
         };
-        let (mut counts, mut ones) = (Vec::new(), Vec::new());
-        let labels_binary = labels.iter().all(|&label| label <= 1);
         for (q, (quantity, &tallied)) in query
             .quantities
             .iter()
@@ -421,8 +389,8 @@ impl Tally {
             let sums = &mut self.sums;
             let mut add = |cell: usize, units: i128| sums[cell * width + q] += units;
             match quantity {
-                Quantity::Count if cells.len() >= query.cells => {
-                    per_cell(&mut counts, &|_| 1);
+                Quantity::Count if every_cell => {
+                    count(&mut counts);
                     let one = tallied.units(1.0);
                     for (cell, &count) in counts.iter().enumerate() {
                         add(cell, i128::from(count) * one);
@@ -432,9 +400,16 @@ impl Tally {
                     let one = tallied.units(1.0);
                     cells.iter().for_each(|&cell| add(cell, one));
                 }
-                Quantity::Sum(Column::Label) if labels_binary && cells.len() >= query.cells => {
-                    per_cell(&mut counts, &|_| 1);
-                    per_cell(&mut ones, &|row| u64::from(labels[row]));
+                Quantity::Sum(Column::Label) => {
+                    let labels = &block.labels()[rows.clone()];
+                    if labels.len() != cells.len() || labels.iter().any(|&label| label > 1) {
+                        return Err("a row has a malformed label".to_owned());
+                    }
+                    count(&mut counts);
+                    let mut ones = vec![0u64; query.cells];
+                    for (&cell, &label) in cells.iter().zip(labels) {
+                        ones[cell] += u64::from(label);
+                    }
                     let (zero, one) = (tallied.units(0.0), tallied.units(1.0));
                     for (cell, (&count, &ones)) in counts.iter().zip(&ones).enumerate() {
                         add(
@@ -443,23 +418,18 @@ impl Tally {
                         );
                     }
                 }
-                Quantity::Sum(Column::Label) => {
-                    for (&cell, &label) in cells.iter().zip(labels) {
-                        add(cell, tallied.units(f64::from(label)));
-                    }
-                }
                 Quantity::Sum(Column::Measure(index)) => {
                     if cells.is_empty() {
                         continue;
                     }
-                    if *index >= m {
+                    if *index >= block.shape().measures {
                         return Err("a row has a malformed measure".to_owned());
                     }
-                    let values = measures.chunks_exact(m).map(|row| row[*index]);
+                    let values = &block.measure(*index)[rows.clone()];
                     match tallied.grid_for(cells.len()) {
-                        Some(grid) if cells.len() >= query.cells => {
+                        Some(grid) if every_cell => {
                             let mut units = vec![0i64; query.cells];
-                            for (&cell, value) in cells.iter().zip(values) {
+                            for (&cell, &value) in cells.iter().zip(values) {
                                 units[cell] += grid.units_i64(value);
                             }
                             for (cell, &units) in units.iter().enumerate() {
@@ -467,7 +437,7 @@ impl Tally {
                             }
                         }
                         _ => {
-                            for (&cell, value) in cells.iter().zip(values) {
+                            for (&cell, &value) in cells.iter().zip(values) {
                                 add(cell, tallied.units(value));
                             }
                         }
@@ -493,8 +463,6 @@ pub(super) struct Tallying {
     query: Query,
     calibration: Calibration,
     tally: Tally,
-    /// Counts only, from the rows' dimensions (their outcomes unread).
-    counts_only: bool,
 }
 
 impl Pass for Tallying {
@@ -502,13 +470,7 @@ impl Pass for Tallying {
         let (query, calibration) = (&self.query, &self.calibration);
         let parts = block.chunks(|rows| {
             let mut part = calibration.tally(query);
-            if self.counts_only {
-                for row in rows {
-                    part.count(query, calibration, block.dimensions(row))?;
-                }
-            } else {
-                part.add_rows(query, calibration, block, rows)?;
-            }
+            part.add_rows(query, calibration, block, rows)?;
             Ok::<_, String>(part)
         });
         for part in parts {
@@ -520,8 +482,24 @@ impl Pass for Tallying {
 
 impl Summed for Tallying {
     const KIND: &'static str = "aggregate";
-    const READS_FEATURES: bool = false;
-    const READS_IDS: bool = false;
+
+    /// The dimensions (even ungrouped: a read of the inputs needs a
+    /// column), and the outcomes the quantities sum.
+    fn needs(&self) -> Needed {
+        let sums = |of: fn(&Column) -> bool| {
+            self.query
+                .quantities
+                .iter()
+                .any(|quantity| matches!(quantity, Quantity::Sum(column) if of(column)))
+        };
+        Needed {
+            labels: sums(|column| *column == Column::Label),
+            measures: sums(|column| matches!(column, Column::Measure(_))),
+            features: false,
+            ids: false,
+            dimensions: true,
+        }
+    }
 
     fn sums(&self) -> Vec<i128> {
         self.tally.sums.clone()
@@ -1035,11 +1013,10 @@ impl Planned for Aggregate {
             ..
         } = *self;
         let mut tally = calibration.tally(&query);
-        let pass = |counts_only| Tallying {
+        let pass = || Tallying {
             query: query.clone(),
             calibration: calibration.clone(),
             tally: calibration.tally(&query),
-            counts_only,
         };
         let (noisy, noise_std) = match mechanism {
             // Counts only, public under the unit: from N, or from the rows'
@@ -1050,14 +1027,14 @@ impl Planned for Aggregate {
             }
             None => {
                 tally = snapshot
-                    .scan_inputs(pass(true))
+                    .scan_inputs(pass())
                     .await
                     .map_err(|error| Failure::Corrupt(error.to_string()))?
                     .tally;
                 (Vec::new(), 0.0)
             }
             Some(mechanism) => {
-                tally = snapshot.sum(pass(false)).await?.tally;
+                tally = snapshot.sum(pass()).await?.tally;
                 let noise_std = mechanism.noise_std();
                 let exact = calibration.private_values(&tally);
                 (noise_fixed(mechanism, exact).await?, noise_std)

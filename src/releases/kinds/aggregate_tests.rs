@@ -413,11 +413,13 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     let counts = query(&["count"], &["device"]);
     let c = Calibration::new(&counts, PrivacyUnit::Label, &schema, Norm::L1);
     assert!(c.public());
+    let public = Columns::of_rows(Shape::of(&schema), &rows).inputs();
     let mut from_dimensions = c.tally(&counts);
-    for row in &rows {
-        from_dimensions.count(&counts, &c, &row.dimensions).unwrap();
-    }
+    from_dimensions
+        .add_rows(&counts, &c, &public, 0..public.len())
+        .unwrap();
     assert_eq!(from_dimensions, tally(&counts, &c, &rows));
+    assert_eq!(public.take_touched(), (false, true));
     let out = groups(&counts, &schema, &c, &from_dimensions, &[], 0.0);
     let values: Vec<f64> = out.iter().map(|g| g.value).collect();
     assert_eq!(values, vec![2.0, 2.0]);
@@ -547,6 +549,7 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
         measures: 2,
         dimensions: 2,
         ids: true,
+        labels: true,
     };
     let whole = Columns::of_rows(shape, &rows);
     let q = query(
@@ -558,7 +561,6 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
         query: q.clone(),
         calibration: c.clone(),
         tally: c.tally(&q),
-        counts_only: false,
     };
     let on = |threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -603,6 +605,7 @@ fn a_block_tallies_as_its_rows_one_by_one() {
         measures: 2,
         dimensions: 2,
         ids: true,
+        labels: true,
     };
     let statistics = ["mean:value", "sum:delta", "count", "sum:y", "mean:y"];
     for group_by in [&[][..], &["campaign"], &["device", "campaign"]] {

@@ -44,7 +44,7 @@ use crate::dp::{
     Charge, Delta, DpError, Epsilon, OsNoise, PrivacyLoss, SelectionRule, Selector,
     per_step_epsilon,
 };
-use crate::engine::{Summed, add_exact};
+use crate::engine::{Needed, Summed, add_exact};
 use crate::releases::pacing;
 use crate::releases::plan::require_rows;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
@@ -418,7 +418,7 @@ impl Pass for Terms {
                 }
                 let y = match self.outcome {
                     Outcome::Label => f64::from(block.labels()[row]),
-                    Outcome::Measure(index) => block.row(row).measures[index],
+                    Outcome::Measure(index) => block.measure(index)[row],
                 };
                 let target = (y - self.fit.target.centre) / self.fit.target.scale;
                 let residual = u.iter().zip(&self.theta).map(|(a, b)| a * b).sum::<f64>() - target;
@@ -438,8 +438,10 @@ impl Pass for Terms {
 
 impl Summed for Terms {
     const KIND: &'static str = "frank-wolfe";
-    const READS_IDS: bool = false;
-    const READS_DIMENSIONS: bool = false;
+
+    fn needs(&self) -> Needed {
+        Needed::features_and(matches!(self.outcome, Outcome::Measure(_)))
+    }
 
     fn sums(&self) -> Vec<i128> {
         self.sums.clone()

@@ -94,6 +94,10 @@ impl Loss for Fit {
             columns: block,
         }
     }
+
+    fn of_measure(&self) -> bool {
+        matches!(self.target, Target::Measure { .. })
+    }
 }
 
 /// The rows' residuals under a [`Fit`]. Neither loss branches on a row's
@@ -110,7 +114,7 @@ impl Residual for Outcomes<'_> {
                 y0 + f64::from(self.columns.labels()[row]) * (y1 - y0)
             }
             Target::Measure { index, min, width } => {
-                ((self.columns.row(row).measures[index] - min) / width).clamp(0.0, 1.0)
+                ((self.columns.measure(index)[row] - min) / width).clamp(0.0, 1.0)
             }
         };
         match self.fit.loss {

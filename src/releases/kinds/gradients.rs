@@ -23,7 +23,7 @@ use crate::dp::region::Region;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::engine::{Summed, add_exact};
+use crate::engine::{Needed, Summed, add_exact};
 use crate::snapshots::{Columns, Pass};
 
 /// A public map of one row's stored features into the space a model is
@@ -194,6 +194,9 @@ pub trait Loss: Clone + Send + Sync + Serialize + DeserializeOwned + 'static {
     const KIND: &'static str;
 
     fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b;
+
+    /// Whether its residuals read a measure (else the label).
+    fn of_measure(&self) -> bool;
 }
 
 /// The logistic loss on the rows' 0/1 labels ([`LogisticLabels`]).
@@ -205,6 +208,10 @@ impl Loss for Logistic {
 
     fn on<'b>(&'b self, block: &'b Columns) -> impl Residual + 'b {
         LogisticLabels(block.labels())
+    }
+
+    fn of_measure(&self) -> bool {
+        false
     }
 }
 
@@ -258,8 +265,10 @@ impl<L: Loss> Pass for Gradients<L> {
 
 impl<L: Loss> Summed for Gradients<L> {
     const KIND: &'static str = L::KIND;
-    const READS_IDS: bool = false;
-    const READS_DIMENSIONS: bool = false;
+
+    fn needs(&self) -> Needed {
+        Needed::features_and(self.loss.of_measure())
+    }
 
     fn sums(&self) -> Vec<i128> {
         self.sums.clone()

@@ -52,6 +52,7 @@ fn every_possible_row_has_norm_at_most_one() {
             measures: 0,
             dimensions: 0,
             ids: true,
+            labels: true,
         };
         let row = |id: &str, label, features: &[f32]| OwnedRow {
             id: id.to_owned(),

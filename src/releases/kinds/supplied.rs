@@ -30,7 +30,7 @@ use super::walr_map::{self, Moments, WalrGrid};
 use crate::dataset::DatasetRecord;
 use crate::dp::Mechanism;
 use crate::dp::fixed::Fixed;
-use crate::engine::Summed;
+use crate::engine::{Needed, Summed};
 use crate::releases::plan::{noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::{Columns, Pass, chunked};
@@ -317,8 +317,17 @@ impl Pass for Join {
 /// The sums, then Σ yᵢ and the rows joined.
 impl Summed for Join {
     const KIND: &'static str = "walr-supplied";
-    const READS_FEATURES: bool = false;
-    const READS_DIMENSIONS: bool = false;
+
+    /// The rows' ids and labels alone.
+    fn needs(&self) -> Needed {
+        Needed {
+            labels: true,
+            measures: false,
+            features: false,
+            ids: true,
+            dimensions: false,
+        }
+    }
 
     fn sums(&self) -> Vec<i128> {
         let mut sums = self.sums.clone();

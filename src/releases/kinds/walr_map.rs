@@ -25,7 +25,7 @@ use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
 use crate::dp::DpError;
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
 use crate::dp::region::{Region, SnappedSums};
-use crate::engine::Summed;
+use crate::engine::{Needed, Summed};
 use crate::snapshots::Columns;
 use crate::snapshots::Pass;
 
@@ -323,8 +323,10 @@ impl Pass for MappedSums {
 /// The sums, then Σ yᵢ.
 impl Summed for MappedSums {
     const KIND: &'static str = "walr";
-    const READS_IDS: bool = false;
-    const READS_DIMENSIONS: bool = false;
+
+    fn needs(&self) -> Needed {
+        Needed::features_and(false)
+    }
 
     fn sums(&self) -> Vec<i128> {
         let mut sums = self.sums.clone();

@@ -1,14 +1,16 @@
 //! A run as an Arrow record batch, and back: how rows travel through the
-//! engine's plans. A row's vectors (features, dimension codes, measures)
-//! are each one fixed-size list, which Arrow lays out row-major, as a run
-//! does. A vector of no values is left out rather than sent as a list of
-//! size 0.
+//! engine's plans. A row's features are one fixed-size list, which Arrow
+//! lays out row-major, as a run does (features of none are left out
+//! rather than sent as a list of size 0); each dimension's codes and each
+//! measure's values are a column of their own.
 
 use std::sync::{Arc, OnceLock};
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, UInt8Type, UInt32Type};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeListArray, Float32Array, Float64Array, RecordBatch, StringArray,
-    UInt8Array, UInt32Array,
+    Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Float64Array,
+    RecordBatch, StringArray, UInt8Array, UInt32Array,
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -17,9 +19,17 @@ use super::{Columns, Shape, Touched};
 use crate::dataset::ROW_ID;
 
 pub const FEATURES: &str = "features";
-pub const DIMENSIONS: &str = "dimensions";
 pub const LABEL: &str = "label";
-pub const MEASURES: &str = "measures";
+
+/// The name of dimension `j`'s column.
+fn dimension(j: usize) -> String {
+    format!("dimension.{j}")
+}
+
+/// The name of measure `j`'s column.
+fn measure(j: usize) -> String {
+    format!("measure.{j}")
+}
 
 fn list(size: usize, item: DataType) -> DataType {
     DataType::FixedSizeList(
@@ -37,15 +47,15 @@ pub fn batch_schema(shape: Shape, outcomes: bool) -> SchemaRef {
         }
     };
     vector(FEATURES, shape.features, DataType::Float32);
-    vector(DIMENSIONS, shape.dimensions, DataType::UInt32);
+    for j in 0..shape.dimensions {
+        fields.push(Field::new(dimension(j), DataType::UInt32, false));
+    }
     if outcomes {
-        fields.push(Field::new(LABEL, DataType::UInt8, false));
-        if shape.measures > 0 {
-            fields.push(Field::new(
-                MEASURES,
-                list(shape.measures, DataType::Float64),
-                false,
-            ));
+        if shape.labels {
+            fields.push(Field::new(LABEL, DataType::UInt8, false));
+        }
+        for j in 0..shape.measures {
+            fields.push(Field::new(measure(j), DataType::Float64, false));
         }
     }
     Arc::new(Schema::new(fields))
@@ -57,6 +67,18 @@ fn listed(size: usize, values: ArrayRef) -> Result<ArrayRef, String> {
     FixedSizeListArray::try_new(field, size, values, None)
         .map(|array| Arc::new(array) as ArrayRef)
         .map_err(|error| error.to_string())
+}
+
+/// The values of a column of a batch, shared.
+fn column<T: ArrowPrimitiveType>(
+    batch: &RecordBatch,
+    name: &str,
+) -> Result<ScalarBuffer<T::Native>, String> {
+    batch
+        .column_by_name(name)
+        .and_then(|column| column.as_primitive_opt::<T>())
+        .map(|column| column.values().clone())
+        .ok_or_else(|| format!("a batch without its {name}"))
 }
 
 /// The values of a fixed-size list column of a batch, row-major.
@@ -85,15 +107,15 @@ impl Columns {
             let values = Float32Array::new(self.features, None);
             columns.push(listed(shape.features, Arc::new(values))?);
         }
-        if shape.dimensions > 0 {
-            let values = UInt32Array::new(self.dimensions, None);
-            columns.push(listed(shape.dimensions, Arc::new(values))?);
+        for codes in self.dimensions {
+            columns.push(Arc::new(UInt32Array::new(codes, None)));
         }
         if self.outcomes {
-            columns.push(Arc::new(UInt8Array::new(self.labels, None)));
-            if shape.measures > 0 {
-                let values = Float64Array::new(self.measures, None);
-                columns.push(listed(shape.measures, Arc::new(values))?);
+            if shape.labels {
+                columns.push(Arc::new(UInt8Array::new(self.labels, None)));
+            }
+            for values in self.measures {
+                columns.push(Arc::new(Float64Array::new(values, None)));
             }
         }
         RecordBatch::try_new(batch_schema(shape, self.outcomes), columns)
@@ -139,27 +161,20 @@ impl Columns {
             _ => values::<Float32Array>(batch, FEATURES)?.values().clone(),
         };
         sized("features", features.len(), shape.features)?;
-        let dimensions = match shape.dimensions {
-            0 => Vec::new().into(),
-            _ => values::<UInt32Array>(batch, DIMENSIONS)?.values().clone(),
-        };
-        sized("dimension codes", dimensions.len(), shape.dimensions)?;
-        let (mut labels, mut measures) = (Vec::new().into(), Vec::new().into());
-        if outcomes {
-            labels = batch
-                .column_by_name(LABEL)
-                .and_then(|column| column.as_any().downcast_ref::<UInt8Array>())
-                .ok_or("a batch without its labels")?
-                .values()
-                .clone();
-            sized("labels", labels.len(), 1)?;
+        let dimensions = (0..shape.dimensions)
+            .map(|j| column::<UInt32Type>(batch, &dimension(j)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (mut labels, mut measures) = (Vec::new().into(), Vec::new());
+        if outcomes && shape.labels {
+            labels = column::<UInt8Type>(batch, LABEL)?;
             if labels.iter().any(|&label| label > 1) {
                 return Err("a stored label is neither 0 nor 1".to_owned());
             }
-            if shape.measures > 0 {
-                measures = values::<Float64Array>(batch, MEASURES)?.values().clone();
-            }
-            sized("measures", measures.len(), shape.measures)?;
+        }
+        if outcomes {
+            measures = (0..shape.measures)
+                .map(|j| column::<Float64Type>(batch, &measure(j)))
+                .collect::<Result<Vec<_>, _>>()?;
         }
         let columns = Columns {
             shape,
