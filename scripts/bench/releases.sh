@@ -14,7 +14,9 @@
 # DATA=DIR reuses a directory written by parquet_data.py. CLUSTER=1 runs
 # the releases on a Ballista cluster against the embedded engine instead;
 # BASE=OTHER_BIN, on BIN against OTHER_BIN (e.g. a build of an earlier
-# commit), two servers side by side on the same files.
+# commit), two servers side by side on the same files. COLD=N (as root)
+# times N cold aggregates against DuckDB's query instead, the page cache
+# dropped before each run of either.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROWS="${1:-10000000}"
@@ -117,6 +119,20 @@ if [ -n "${BASE:-}" ]; then
 fi
 serve dpgate embedded
 SERVER=${SERVERS[0]}
+
+if [ -n "${COLD:-}" ]; then
+    cold() { sync; echo 1 >/proc/sys/vm/drop_caches; }
+    for _ in $(seq 1 "$COLD"); do
+        cold
+        started=$(date +%s.%N)
+        "$WORK/dpgate-aggregate"
+        ours=$(echo "$(date +%s.%N) - $started" | bc)
+        cold
+        echo "cold aggregate: dpgate $ours s, DuckDB's query $(python3 scripts/bench/duckdb_peer.py "$SRC" aggregate) s"
+    done
+    echo "server peak RSS: $(grep VmHWM /proc/$SERVER/status)"
+    exit 0
+fi
 
 # farm-bench starts commands without a shell: name the interpreter that has duckdb.
 PYTHON=$(python3 -c 'import sys; print(sys.executable)')

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use arrow_array::types::{Float32Type, Float64Type, UInt32Type};
 use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, PrimitiveArray, RecordBatch, StringArray, UInt8Array,
+    Array, ArrayRef, ArrowPrimitiveType, PrimitiveArray, RecordBatch, RecordBatchOptions,
+    StringArray, UInt8Array,
 };
-use arrow_buffer::{Buffer, OffsetBuffer};
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
 use rayon::slice::ParallelSliceMut;
@@ -271,14 +271,10 @@ fn adopted(
             .ok_or_else(|| format!("no column {name:?}"))
     }
     let rows = inputs.num_rows();
-    let mut columns = vec![match names.ids {
-        true => named(inputs, ROW_ID)?,
-        false => Arc::new(StringArray::new(
-            OffsetBuffer::new_zeroed(rows),
-            Buffer::from_vec(Vec::<u8>::new()),
-            None,
-        )),
-    }];
+    let mut columns = Vec::new();
+    if names.ids {
+        columns.push(named(inputs, ROW_ID)?);
+    }
     for name in &names.dimensions {
         columns.push(named(inputs, name)?);
     }
@@ -290,8 +286,13 @@ fn adopted(
             columns.push(named(outcomes, name)?);
         }
     }
-    let batch = RecordBatch::try_new(batch_schema(shape, outcomes.is_some()), columns)
-        .map_err(|error| error.to_string())?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    let batch = RecordBatch::try_new_with_options(
+        batch_schema(shape, outcomes.is_some()),
+        columns,
+        &options,
+    )
+    .map_err(|error| error.to_string())?;
     Columns::from_batch(shape, outcomes.is_some(), &batch)
 }
 

@@ -93,9 +93,10 @@ pub struct Row<'c> {
 pub struct Columns {
     shape: Shape,
     outcomes: bool,
+    rows: usize,
     /// Every row id's text, one after the other.
     ids: String,
-    /// Where each row id ends in `ids`.
+    /// Where each row id ends in `ids` (none in a run without ids).
     id_ends: Vec<u64>,
     labels: ScalarBuffer<u8>,
     /// Row-major.
@@ -143,6 +144,7 @@ impl PartialEq for Columns {
         (
             self.shape,
             self.outcomes,
+            self.rows,
             &self.ids,
             &self.id_ends,
             &self.labels[..],
@@ -150,6 +152,7 @@ impl PartialEq for Columns {
         ) == (
             other.shape,
             other.outcomes,
+            other.rows,
             &other.ids,
             &other.id_ends,
             &other.labels[..],
@@ -173,8 +176,9 @@ impl Columns {
         Builder {
             shape,
             outcomes,
+            rows: 0,
             ids: String::new(),
-            id_ends: Vec::with_capacity(capacity),
+            id_ends: Vec::with_capacity(if shape.ids { capacity } else { 0 }),
             labels: Vec::with_capacity(if outcomes && shape.labels {
                 capacity
             } else {
@@ -195,11 +199,11 @@ impl Columns {
     }
 
     pub fn len(&self) -> usize {
-        self.id_ends.len()
+        self.rows
     }
 
     pub fn is_empty(&self) -> bool {
-        self.id_ends.is_empty()
+        self.rows == 0
     }
 
     pub fn shape(&self) -> Shape {
@@ -244,8 +248,13 @@ impl Columns {
         )
     }
 
+    /// Row `row`'s id (empty in a run without ids).
     pub fn id(&self, row: usize) -> &str {
         Touched::mark(&self.touched.inputs);
+        if !self.shape.ids {
+            debug_assert!(row < self.rows, "row {row} of {}", self.rows);
+            return "";
+        }
         let start = if row == 0 {
             0
         } else {
@@ -359,6 +368,7 @@ impl Columns {
         for (index, (row, &label)) in x.rows().into_iter().zip(y).enumerate() {
             columns.ids.push_str(&format!("{index:010}"));
             columns.id_ends.push(columns.ids.len() as u64);
+            columns.rows += 1;
             columns.labels.push(label);
             #[allow(clippy::cast_possible_truncation)]
             columns
@@ -383,6 +393,7 @@ pub fn chunked<P: Send>(len: usize, part: impl Fn(Range<usize>) -> P + Sync + Se
 pub struct Builder {
     shape: Shape,
     outcomes: bool,
+    rows: usize,
     ids: String,
     id_ends: Vec<u64>,
     labels: Vec<u8>,
@@ -444,11 +455,11 @@ fn empty_or_not(shape: Shape) -> String {
 
 impl Builder {
     pub fn len(&self) -> usize {
-        self.id_ends.len()
+        self.rows
     }
 
     pub fn is_empty(&self) -> bool {
-        self.id_ends.is_empty()
+        self.rows == 0
     }
 
     /// Adds a row from its stored encoding (little-endian f32 features, f64
@@ -474,11 +485,7 @@ impl Builder {
         if outcomes && (measures.len() != 8 * shape.measures || label > 1) {
             return Err(malformed("outcomes"));
         }
-        if id.is_empty() == shape.ids {
-            return Err(empty_or_not(shape));
-        }
-        self.ids.push_str(id);
-        self.id_ends.push(self.ids.len() as u64);
+        self.append_ids(&[id])?;
         let c = &mut *self;
         c.features.extend(words(features).map(f32::from_le_bytes));
         for (column, word) in c.dimensions.iter_mut().zip(words(dimensions)) {
@@ -495,11 +502,9 @@ impl Builder {
         Ok(())
     }
 
-    /// Appends `rows` empty ids (a run without ids): each row's end is
-    /// where the ids end now.
+    /// Appends `rows` rows' empty ids (a run without ids keeps none).
     fn append_empty_ids(&mut self, rows: usize) {
-        let end = self.ids.len() as u64;
-        self.id_ends.resize(self.id_ends.len() + rows, end);
+        self.rows += rows;
     }
 
     /// Appends rows' ids (empty in a run without ids), and nothing else:
@@ -520,6 +525,7 @@ impl Builder {
             }
             self.ids.push_str(id);
             self.id_ends.push(self.ids.len() as u64);
+            self.rows += 1;
         }
         Ok(())
     }
@@ -571,23 +577,26 @@ impl Builder {
     pub fn append_stored(&mut self, block: &Stored<'_>, rows: Range<usize>) {
         let shape = self.shape;
         let (k, m, p) = (shape.features, shape.measures, shape.dimensions);
-        let first = if rows.start == 0 {
-            0
-        } else {
-            block.id_end(rows.start - 1)
-        };
-        let last = if rows.is_empty() {
-            first
-        } else {
-            block.id_end(rows.end - 1)
-        };
         let c = &mut *self;
-        let base = c.ids.len() as u64;
-        c.ids.push_str(&block.ids[first..last]);
-        c.id_ends.extend(
-            rows.clone()
-                .map(|row| base + (block.id_end(row) - first) as u64),
-        );
+        c.rows += rows.len();
+        if shape.ids {
+            let first = if rows.start == 0 {
+                0
+            } else {
+                block.id_end(rows.start - 1)
+            };
+            let last = if rows.is_empty() {
+                first
+            } else {
+                block.id_end(rows.end - 1)
+            };
+            let base = c.ids.len() as u64;
+            c.ids.push_str(&block.ids[first..last]);
+            c.id_ends.extend(
+                rows.clone()
+                    .map(|row| base + (block.id_end(row) - first) as u64),
+            );
+        }
         c.features.extend(
             words(&block.features[4 * k * rows.start..4 * k * rows.end]).map(f32::from_le_bytes),
         );
@@ -611,24 +620,27 @@ impl Builder {
     /// keeps them, which `from` then holds).
     fn extend(&mut self, from: &Columns, rows: Range<usize>) {
         let k = from.shape.features;
-        let first = if rows.start == 0 {
-            0
-        } else {
-            from.id_ends[rows.start - 1]
-        };
-        let last = if rows.is_empty() {
-            first
-        } else {
-            from.id_ends[rows.end - 1]
-        };
         let c = &mut *self;
-        let base = c.ids.len() as u64;
-        c.ids.push_str(&from.ids[first as usize..last as usize]);
-        c.id_ends.extend(
-            from.id_ends[rows.clone()]
-                .iter()
-                .map(|end| base + (end - first)),
-        );
+        c.rows += rows.len();
+        if c.shape.ids {
+            let first = if rows.start == 0 {
+                0
+            } else {
+                from.id_ends[rows.start - 1]
+            };
+            let last = if rows.is_empty() {
+                first
+            } else {
+                from.id_ends[rows.end - 1]
+            };
+            let base = c.ids.len() as u64;
+            c.ids.push_str(&from.ids[first as usize..last as usize]);
+            c.id_ends.extend(
+                from.id_ends[rows.clone()]
+                    .iter()
+                    .map(|end| base + (end - first)),
+            );
+        }
         c.features
             .extend_from_slice(&from.features[k * rows.start..k * rows.end]);
         for (column, values) in c.dimensions.iter_mut().zip(&from.dimensions) {
@@ -648,6 +660,7 @@ impl Builder {
         Columns {
             shape: self.shape,
             outcomes: self.outcomes,
+            rows: self.rows,
             ids: self.ids,
             id_ends: self.id_ends,
             labels: self.labels.into(),

@@ -261,18 +261,29 @@ impl Query {
         block: &Columns,
         rows: std::ops::Range<usize>,
     ) -> Result<Vec<usize>, String> {
-        let mut cells = vec![0usize; rows.len()];
+        if self
+            .group_by
+            .iter()
+            .any(|&(dimension, _)| dimension >= block.shape().dimensions)
+        {
+            return Err("a row has a malformed dimension".to_owned());
+        }
         let mut malformed = false;
-        for &(dimension, values) in &self.group_by {
-            if dimension >= block.shape().dimensions {
-                return Err("a row has a malformed dimension".to_owned());
-            }
-            for (cell, &code) in cells
-                .iter_mut()
-                .zip(&block.dimension(dimension)[rows.clone()])
-            {
-                malformed |= code as usize >= values;
-                *cell = *cell * values + code as usize;
+        let mut code_of = |code: u32, values: usize| {
+            malformed |= code as usize >= values;
+            code as usize
+        };
+        let codes = |dimension: usize| &block.dimension(dimension)[rows.clone()];
+        let mut cells: Vec<usize> = match self.group_by.first() {
+            Some(&(dimension, values)) => codes(dimension)
+                .iter()
+                .map(|&code| code_of(code, values))
+                .collect(),
+            None => vec![0; rows.len()],
+        };
+        for &(dimension, values) in self.group_by.iter().skip(1) {
+            for (cell, &code) in cells.iter_mut().zip(codes(dimension)) {
+                *cell = *cell * values + code_of(code, values);
             }
         }
         match malformed {

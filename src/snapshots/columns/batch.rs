@@ -10,7 +10,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, UInt8Type, UInt32Type};
 use arrow_array::{
     Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Float64Array,
-    RecordBatch, StringArray, UInt8Array, UInt32Array,
+    RecordBatch, RecordBatchOptions, StringArray, UInt8Array, UInt32Array,
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -38,9 +38,13 @@ fn list(size: usize, item: DataType) -> DataType {
     )
 }
 
-/// The columns of a batch of `shape`, with the outcomes or not.
+/// The columns of a batch of `shape`, with the outcomes or not: a run
+/// without ids sends none.
 pub fn batch_schema(shape: Shape, outcomes: bool) -> SchemaRef {
-    let mut fields = vec![Field::new(ROW_ID, DataType::Utf8, false)];
+    let mut fields = Vec::new();
+    if shape.ids {
+        fields.push(Field::new(ROW_ID, DataType::Utf8, false));
+    }
     let mut vector = |name: &str, size: usize, item: DataType| {
         if size > 0 {
             fields.push(Field::new(name, list(size, item), false));
@@ -95,14 +99,17 @@ impl Columns {
     /// copied (but for the ids' ends, as Arrow's 32-bit offsets).
     pub fn into_batch(self) -> Result<RecordBatch, String> {
         let shape = self.shape;
-        let offsets = std::iter::once(Ok(0))
-            .chain(self.id_ends.iter().map(|&end| i32::try_from(end)))
-            .collect::<Result<Vec<i32>, _>>()
-            .map_err(|_| "a block of ids too long for Arrow".to_owned())?;
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-        let ids = StringArray::try_new(offsets, Buffer::from_vec(self.ids.into_bytes()), None)
-            .map_err(|error| error.to_string())?;
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(ids)];
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        if shape.ids {
+            let offsets = std::iter::once(Ok(0))
+                .chain(self.id_ends.iter().map(|&end| i32::try_from(end)))
+                .collect::<Result<Vec<i32>, _>>()
+                .map_err(|_| "a block of ids too long for Arrow".to_owned())?;
+            let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+            let ids = StringArray::try_new(offsets, Buffer::from_vec(self.ids.into_bytes()), None)
+                .map_err(|error| error.to_string())?;
+            columns.push(Arc::new(ids));
+        }
         if shape.features > 0 {
             let values = Float32Array::new(self.features, None);
             columns.push(listed(shape.features, Arc::new(values))?);
@@ -118,7 +125,8 @@ impl Columns {
                 columns.push(Arc::new(Float64Array::new(values, None)));
             }
         }
-        RecordBatch::try_new(batch_schema(shape, self.outcomes), columns)
+        let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
+        RecordBatch::try_new_with_options(batch_schema(shape, self.outcomes), columns, &options)
             .map_err(|error| error.to_string())
     }
 
@@ -130,23 +138,18 @@ impl Columns {
         batch: &RecordBatch,
     ) -> Result<Columns, String> {
         let rows = batch.num_rows();
-        let ids = batch
-            .column_by_name(ROW_ID)
-            .and_then(|column| column.as_any().downcast_ref::<StringArray>())
-            .ok_or("a batch without its row ids")?;
-        if ids.null_count() > 0 {
-            return Err("a batch with a null row id".to_owned());
-        }
         let mut built = Columns::builder(shape, outcomes, 0);
         if shape.ids {
+            let ids = batch
+                .column_by_name(ROW_ID)
+                .and_then(|column| column.as_any().downcast_ref::<StringArray>())
+                .ok_or("a batch without its row ids")?;
+            if ids.null_count() > 0 {
+                return Err("a batch with a null row id".to_owned());
+            }
             let ids: Vec<&str> = (0..rows).map(|row| ids.value(row)).collect();
             built.append_ids(&ids)?;
         } else {
-            // A run without ids: every id empty, which their offsets show.
-            let offsets = ids.value_offsets();
-            if offsets.first() != offsets.last() {
-                return Err(super::empty_or_not(shape));
-            }
             built.append_empty_ids(rows);
         }
         let sized = |what: &str, values: usize, width: usize| match values == rows * width {
@@ -179,6 +182,7 @@ impl Columns {
         let columns = Columns {
             shape,
             outcomes,
+            rows,
             ids: built.ids,
             id_ends: built.id_ends,
             labels,
