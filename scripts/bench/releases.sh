@@ -66,7 +66,7 @@ serve() {
             python3 -c 'import json, sys; print(json.load(sys.stdin)["state"])')
     done
     [ "$state" = done ] || { echo "$name: registration $state" >&2; exit 1; }
-    echo "$name: registered $ROWS rows in $(echo "$(date +%s.%N) - $started" | bc) s; peak RSS so far: $(grep VmHWM /proc/"${SERVERS[-1]}"/status)"
+    echo "$name: registered $SRC in $(echo "$(date +%s.%N) - $started" | bc) s; peak RSS so far: $(grep VmHWM /proc/"${SERVERS[-1]}"/status)"
     analyst=$(DATABASE_URL="sqlite://$WORK/$name.db" "$BIN" token --role analyst --sub bench --datasets "$id")
     release() {
         cat >"$WORK/$name-$1" <<SH

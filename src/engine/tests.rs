@@ -268,6 +268,25 @@ fn changed(items: &[Result<Columns, crate::store::StoreError>], why: &str) -> bo
     matches!(items.last(), Some(Err(crate::store::StoreError::Changed(detail))) if detail.contains(why))
 }
 
+/// The blocks of `needed`'s columns of `files`, `block_rows` at most each.
+async fn streamed(
+    fixture: &Fixture,
+    record: &DatasetRecord,
+    files: &[VersionFile],
+    needed: Needed,
+    block_rows: usize,
+) -> Vec<Result<Columns, crate::store::StoreError>> {
+    stream(
+        fixture.data.clone(),
+        files.to_vec(),
+        record.schema.clone(),
+        needed,
+        block_rows,
+    )
+    .collect()
+    .await
+}
+
 /// A read of the measures without the labels (an aggregate of counts and
 /// means) never decodes the labels: a changed label chunk fails a read of
 /// the labels and not one of the measures alone, whose blocks are each a
@@ -283,16 +302,7 @@ async fn a_read_of_the_measures_alone_decodes_no_label() {
         ids: false,
         ..Needed::all(true)
     };
-    let read_with = |needed| {
-        stream(
-            fixture.data.clone(),
-            files.clone(),
-            record.schema.clone(),
-            needed,
-            700,
-        )
-        .collect::<Vec<_>>()
-    };
+    let read_with = |needed| streamed(&fixture, &record, &files, needed, 700);
     let blocks: Vec<Columns> = read_with(measures_only)
         .await
         .into_iter()
@@ -344,16 +354,7 @@ async fn a_read_checks_exactly_the_chunks_it_decodes() {
         features: false,
         ..Needed::all(true)
     };
-    let read_with = |needed| {
-        stream(
-            fixture.data.clone(),
-            files.clone(),
-            record.schema.clone(),
-            needed,
-            500,
-        )
-        .collect::<Vec<_>>()
-    };
+    let read_with = |needed| streamed(&fixture, &record, &files, needed, 500);
     let read_back = read_with(without_features).await;
     assert!(read_back.iter().all(Result::is_ok));
     assert_eq!(
@@ -372,15 +373,7 @@ async fn a_read_checks_exactly_the_chunks_it_decodes() {
     // A file recorded before its parts were hashed is checked whole.
     let mut legacy = files.clone();
     legacy[0].chunks = None;
-    let read_back: Vec<_> = stream(
-        fixture.data.clone(),
-        legacy,
-        record.schema.clone(),
-        without_features,
-        500,
-    )
-    .collect()
-    .await;
+    let read_back = streamed(&fixture, &record, &legacy, without_features, 500).await;
     assert!(
         changed(&read_back, "its SHA-256 is not the manifest's"),
         "{read_back:?}"
