@@ -544,13 +544,7 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
             ..random_row(&mut rng)
         })
         .collect();
-    let shape = Shape {
-        features: 1,
-        measures: 2,
-        dimensions: 2,
-        ids: true,
-        labels: true,
-    };
+    let shape = Shape::of(&schema());
     let whole = Columns::of_rows(shape, &rows);
     let q = query(
         &["mean:value", "sum:delta", "count", "sum:y"],
@@ -600,13 +594,7 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
 #[test]
 fn a_block_tallies_as_its_rows_one_by_one() {
     let mut rng = ChaCha8Rng::seed_from_u64(21);
-    let shape = Shape {
-        features: 1,
-        measures: 2,
-        dimensions: 2,
-        ids: true,
-        labels: true,
-    };
+    let shape = Shape::of(&schema());
     let statistics = ["mean:value", "sum:delta", "count", "sum:y", "mean:y"];
     for group_by in [&[][..], &["campaign"], &["device", "campaign"]] {
         let q = query(&statistics, group_by);

@@ -45,12 +45,10 @@ pub fn batch_schema(shape: Shape, outcomes: bool) -> SchemaRef {
     if shape.ids {
         fields.push(Field::new(ROW_ID, DataType::Utf8, false));
     }
-    let mut vector = |name: &str, size: usize, item: DataType| {
-        if size > 0 {
-            fields.push(Field::new(name, list(size, item), false));
-        }
-    };
-    vector(FEATURES, shape.features, DataType::Float32);
+    if shape.features > 0 {
+        let features = list(shape.features, DataType::Float32);
+        fields.push(Field::new(FEATURES, features, false));
+    }
     for j in 0..shape.dimensions {
         fields.push(Field::new(dimension(j), DataType::UInt32, false));
     }
