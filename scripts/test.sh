@@ -41,10 +41,10 @@ cat target/audit/report.md
 # The API fuzzed from outside: schemathesis over the committed openapi.yaml
 # against the binary the tests just built (skips loudly if it cannot be
 # installed; about 4 minutes).
-bash scripts/fuzz/run.sh target/debug/dpgate openapi.yaml
+bash tests/fuzz/run.sh target/debug/dpgate openapi.yaml
 
 # The admin console in headless Chromium (Playwright), against a seeded
 # server; screenshots in target/browser/screenshots (skips loudly if the
 # browser or playwright-core cannot be installed; about 2 minutes).
-bash scripts/browser/install.sh && bash scripts/browser/run.sh target/debug/dpgate
+bash tests/browser/install.sh && bash tests/browser/run.sh target/debug/dpgate
 

@@ -1,4 +1,4 @@
-"""Deduplicated findings of scripts/fuzz/run.sh, from its NDJSON event logs.
+"""Deduplicated findings of tests/fuzz/run.sh, from its NDJSON event logs.
 
     findings.py OUT          Markdown: every distinct failure, grouped by
                              operation and check, with a curl command that

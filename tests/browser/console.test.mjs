@@ -1,5 +1,5 @@
 // The admin console in headless chromium, against the real server that
-// scripts/browser/run.sh started (DPGATE_URL) and this file seeds.
+// tests/browser/run.sh started (DPGATE_URL) and this file seeds.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what scripts/browser/run.sh needs: Debian's `chromium` (only if
+# Installs what tests/browser/run.sh needs: Debian's `chromium` (only if
 # /usr/bin/chromium is missing) and npm's playwright-core, pinned by the
 # committed package-lock.json, into target/browser/node_modules.
 #

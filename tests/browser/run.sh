@@ -2,9 +2,9 @@
 # Tests the admin console in a real browser: a real dpgate server over a
 # fresh SQLite file, seeded through its API, driven by Playwright
 # (playwright-core) in Debian's headless chromium. Install both first with
-# scripts/browser/install.sh.
+# tests/browser/install.sh.
 #
-#   scripts/browser/run.sh [DPGATE_BIN]
+#   tests/browser/run.sh [DPGATE_BIN]
 #
 #   DPGATE_BIN  the dpgate binary (default: target/debug/dpgate, as the
 #               preceding `cargo test` builds it; env DPGATE_BIN). A relative
@@ -46,15 +46,15 @@ BANNER
     exit 0
 }
 
-[ ! -f "$out/SKIPPED" ] || skip "$(cat "$out/SKIPPED") (scripts/browser/install.sh)"
-[ -x "$chromium" ] || skip "no $chromium: run scripts/browser/install.sh"
+[ ! -f "$out/SKIPPED" ] || skip "$(cat "$out/SKIPPED") (tests/browser/install.sh)"
+[ -x "$chromium" ] || skip "no $chromium: run tests/browser/install.sh"
 [ -f "$out/node_modules/playwright-core/package.json" ] ||
-    skip "no playwright-core in $out/node_modules: run scripts/browser/install.sh"
+    skip "no playwright-core in $out/node_modules: run tests/browser/install.sh"
 [ -x "$bin" ] || die "no dpgate binary at $bin (build it, or pass its path)"
 command -v curl >/dev/null || die "curl is required"
 
-# shellcheck source=../lib/server.sh
-source "$here/../lib/server.sh" dpgate-browser
+# shellcheck source=../support/server.sh
+source "$here/../support/server.sh" dpgate-browser
 
 port=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
 export DPGATE_URL="http://127.0.0.1:$port"

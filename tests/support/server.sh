@@ -4,7 +4,7 @@
 # the script ends. The caller defines `log` and passes the prefix of the
 # temporary directory's name.
 #
-#   source scripts/lib/server.sh dpgate-fuzz
+#   source tests/support/server.sh dpgate-fuzz
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
 server_pid=
