@@ -14,7 +14,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dpgate::dataset::Schema;
+use dpgate::domain::dataset::Schema;
 use dpgate::ingest::{Format, parse};
 
 mod common;

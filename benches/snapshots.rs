@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dpgate::dataset::{DatasetRecord, WalrStats};
+use dpgate::domain::dataset::{DatasetRecord, WalrStats};
+use dpgate::domain::row::RowRecord;
 use dpgate::engine::{DataDir, Upload};
-use dpgate::ingest::RowRecord;
 use dpgate::snapshots::Snapshots;
 use dpgate::store::{NewDataset, Store};
 

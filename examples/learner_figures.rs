@@ -53,8 +53,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dpgate::app::{AppState, Limits};
-use dpgate::auth::{Keys, Role};
+use dpgate::api::{AppState, Limits};
+use dpgate::domain::auth::{Keys, Role};
 use dpgate::engine::DataDir;
 use dpgate_client::types::{
     CreateDataset, DpGdParams, DpSgdParams, FrankWolfeParams, Iterate, ProjectionParams,

@@ -42,8 +42,8 @@ fn design_of(data: &Synthetic) -> Design {
     builder.build().expect("a well-formed design")
 }
 
-fn schema(k: usize) -> dpgate::dataset::Schema {
-    dpgate::dataset::Schema {
+fn schema(k: usize) -> dpgate::domain::dataset::Schema {
+    dpgate::domain::dataset::Schema {
         features: (0..k)
             .map(|j| dpgate_api_types::BoundedColumn {
                 name: format!("f{j}"),

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use dpgate::app::{AppState, Limits};
-use dpgate::auth::{Keys, Role};
+use dpgate::api::{AppState, Limits};
+use dpgate::domain::auth::{Keys, Role};
 use dpgate::engine::DataDir;
 use dpgate_client::cli::{Cli, run};
 use dpgate_client::evaluate::evaluate;

@@ -8,7 +8,7 @@
 //! seeded simulation; the figures through the server are
 //! `walr_map_figures`.
 
-use dpgate::dataset::WalrStats;
+use dpgate::domain::dataset::WalrStats;
 use dpgate::dp::{Delta, Epsilon, Mechanism};
 use dpgate::releases::kinds::walr_map::{self, MappedSums, Moments, WalrGrid};
 use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};

@@ -8,12 +8,14 @@ use std::time::Duration;
 use anyhow::Context;
 use uuid::Uuid;
 
-use crate::app::{self, AppState, Limits};
-use crate::auth::Role;
+use crate::api::{AppState, Limits};
+use crate::app;
 use crate::config::{Command, Database, ExportFormat, LedgerCommand, Serve, Token, redact_url};
+use crate::domain::auth::Role;
+use crate::domain::ledger::export::{self, Format};
+use crate::domain::ledger::{ChainBreak, Follow};
 use crate::engine::{self, DataDir};
-use crate::ledger::export::{self, Format};
-use crate::ledger::{self, Follow, stored};
+use crate::ledger;
 use crate::store::{self, Store};
 
 /// Runs a command; the exit code is non-zero if it failed (or, for
@@ -35,7 +37,9 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
             print!("{}", openapi_yaml()?);
             return Ok(true);
         }
-        Command::Audit(audit) => return crate::audit::command::run(audit).await,
+        Command::Audit(audit) => {
+            return crate::audit::command::run(audit.settings(), &audit.output()).await;
+        }
         Command::Ledger {
             command: LedgerCommand::Verify {
                 file: Some(file), ..
@@ -64,7 +68,9 @@ pub async fn run(database: Database, command: Command) -> anyhow::Result<bool> {
             Ok(true)
         }
         Command::Revoke { jti } => {
-            store.revoke(&jti, &crate::clock::timestamp()?).await?;
+            store
+                .revoke(&jti, &crate::domain::clock::timestamp()?)
+                .await?;
             eprintln!("revoked {jti}");
             Ok(true)
         }
@@ -92,7 +98,7 @@ pub fn openapi_yaml() -> anyhow::Result<String> {
     Ok(crate::api::openapi().to_yaml()?)
 }
 
-fn mint(keys: &crate::auth::Keys, token: &Token) -> anyhow::Result<String> {
+fn mint(keys: &crate::domain::auth::Keys, token: &Token) -> anyhow::Result<String> {
     if token.role == Role::Admin && !token.datasets.is_empty() {
         anyhow::bail!("--datasets is for analyst tokens; admins see every dataset");
     }
@@ -276,7 +282,7 @@ async fn verify(store: &dyn Store, only: Option<Uuid>) -> anyhow::Result<bool> {
     let mut intact = true;
     let mut out = std::io::stdout().lock();
     for dataset in datasets {
-        let verdict = stored::verify(store, &dataset).await?;
+        let verdict = ledger::verify(store, &dataset).await?;
         intact &= report(
             &mut out,
             dataset.id,
@@ -292,7 +298,7 @@ fn report(
     out: &mut impl Write,
     dataset: Uuid,
     entries: u64,
-    broken: Option<&ledger::ChainBreak>,
+    broken: Option<&ChainBreak>,
 ) -> anyhow::Result<bool> {
     match broken {
         None => writeln!(out, "ok      {dataset} ({entries} entries)")?,
@@ -339,7 +345,7 @@ async fn export(
     writer.write_all(format.header().as_bytes())?;
     let mut follow = Follow::default();
     let mut failed = None;
-    stored::walk(store, dataset, None, |entry| {
+    ledger::walk(store, dataset, None, |entry| {
         let written = export::line(format, entry, dataset, follow.take(entry))
             .and_then(|line| Ok(writer.write_all(line.as_bytes())?));
         failed = written.err();

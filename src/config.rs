@@ -9,8 +9,9 @@ use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Args, Parser, Subcommand};
 use uuid::Uuid;
 
-use crate::app::{KeySource, Limits};
-use crate::auth::Role;
+use crate::api::Limits;
+use crate::app::KeySource;
+use crate::domain::auth::Role;
 
 /// dpgate: labelled data in, only differentially private releases out.
 #[derive(Debug, Parser)]
@@ -188,6 +189,29 @@ pub struct Audit {
     /// Also write a Markdown report to this file.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+}
+
+impl Audit {
+    /// The cases and their parameters.
+    pub fn settings(&self) -> crate::audit::Settings {
+        crate::audit::Settings {
+            kinds: self.kinds.clone(),
+            units: self.units.iter().map(|&unit| unit.into()).collect(),
+            epsilon: self.epsilon,
+            delta: self.delta,
+            trials: self.trials,
+            seed: self.seed,
+            confidence: self.confidence,
+        }
+    }
+
+    /// Where the findings go.
+    pub fn output(&self) -> crate::audit::command::Output {
+        crate::audit::command::Output {
+            json: self.json,
+            report: self.report.clone(),
+        }
+    }
 }
 
 /// A privacy unit, as `--unit` takes it.

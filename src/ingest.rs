@@ -45,7 +45,8 @@ use std::io::Read;
 use bytes::{Buf, Bytes};
 use dpgate_api_types::LineError;
 
-use crate::dataset::{ROW_ID, Schema, WalrStats};
+use crate::domain::dataset::{ROW_ID, Schema, WalrStats};
+use crate::domain::row::RowRecord;
 pub use arrow_format::stored_columns;
 pub use files::{FileRows, SourceFile, parse_files};
 use pipeline::Pipeline;
@@ -89,20 +90,6 @@ pub enum Format {
     ArrowStream,
     /// `application/vnd.apache.parquet`: a Parquet file, likewise.
     Parquet,
-}
-
-/// One validated row, encoded for storage: scaled features as little-endian
-/// f32, clamped measures as little-endian f64, dimension value indices as
-/// little-endian u32.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RowRecord {
-    /// Where it was in the upload, to name it if the store rejects it.
-    pub line: u64,
-    pub row_id: String,
-    pub label: u8,
-    pub features: Vec<u8>,
-    pub measures: Vec<u8>,
-    pub dimensions: Vec<u8>,
 }
 
 /// What a whole upload parsed to.

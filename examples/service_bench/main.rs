@@ -37,8 +37,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use dpgate::app::{AppState, Limits};
-use dpgate::auth::{Keys, Role};
+use dpgate::api::{AppState, Limits};
+use dpgate::domain::auth::{Keys, Role};
 use dpgate::engine::DataDir;
 use dpgate::releases::kinds::model::{DesignBuilder, solve};
 use dpgate::snapshots::Pass;

@@ -21,8 +21,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dpgate::app::Limits;
-use dpgate::auth::{Keys, Role};
+use dpgate::api::Limits;
+use dpgate::domain::auth::{Keys, Role};
 use dpgate::engine::{DataDir, Root};
 use dpgate_client::types::{CreateDataset, ReleaseRequest};
 use dpgate_client::{Client, ReleaseOptions};

@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 /// The media type of `headers`' body, if it is `expected` (or one of
 /// `aliases`) in UTF-8; else 415.

@@ -7,10 +7,10 @@ use dpgate_api_types::{BudgetChange, Dataset, Problem};
 
 use super::body::ApiJson;
 use super::datasets::load_visible;
+use super::error::ApiError;
 use super::extract::Admin;
-use crate::app::AppState;
-use crate::budget::Change;
-use crate::error::ApiError;
+use crate::api::AppState;
+use crate::domain::budget::Change;
 use crate::store::BudgetOutcome;
 
 /// Sets the dataset's total budget (never below what is spent) and caps on
@@ -45,12 +45,12 @@ pub async fn change(
     ApiJson(request): ApiJson<BudgetChange>,
 ) -> Result<Json<Dataset>, ApiError> {
     let dataset = load_visible(&state, &caller, &id).await?;
-    let change = Change::parse(&request, &caller.sub, crate::clock::timestamp()?)
+    let change = Change::parse(&request, &caller.sub, crate::domain::clock::timestamp()?)
         .map_err(ApiError::Invalid)?;
     match state.store.change_budget(dataset.id, &change).await? {
         BudgetOutcome::Changed(record, analysts) => {
             tracing::info!(dataset = %record.id, caps = change.caps.len(), "budget changed");
-            crate::dataset::record_budget_gauges(&record);
+            crate::domain::dataset::record_budget_gauges(&record);
             Ok(Json(record.view(&analysts)))
         }
         BudgetOutcome::Refused(reason) => Err(ApiError::Conflict(reason)),

@@ -13,7 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::error::ApiError;
+use super::error::ApiError;
 
 const INDEX: &str = include_str!("../../admin/index.html");
 const SCRIPT: &str = include_str!("../../admin/app.js");

@@ -9,15 +9,14 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::body::ApiJson;
+use super::error::ApiError;
 use super::extract::{Admin, Caller};
 use super::registrations;
-use super::rows::{self, Rows};
-use crate::app::AppState;
-use crate::auth::Role;
-use crate::dataset::DatasetRecord;
+use crate::api::AppState;
+use crate::domain::auth::Role;
+use crate::domain::dataset::DatasetRecord;
 use crate::engine::Located;
-use crate::error::ApiError;
-use crate::store::NewDataset;
+use crate::uploads;
 
 /// Creates a dataset with its schema, privacy unit, budget and accountant,
 /// and with a `source`, registers Parquet files in place as its first
@@ -49,13 +48,13 @@ pub async fn create(
     headers: HeaderMap,
     ApiJson(request): ApiJson<CreateDataset>,
 ) -> Result<Response, ApiError> {
-    let record =
-        DatasetRecord::new(&request, crate::clock::timestamp()?).map_err(ApiError::Invalid)?;
+    let record = DatasetRecord::new(&request, crate::domain::clock::timestamp()?)
+        .map_err(ApiError::Invalid)?;
     let Some(source) = &request.source else {
-        create_record(&state, &record, caller.sub).await?;
+        uploads::create(state.store.as_ref(), &record, caller.sub).await?;
         return Ok((StatusCode::CREATED, Json(record.view(&[]))).into_response());
     };
-    let located = rows::located(&state, source).await?;
+    let located = uploads::locate(&state.snapshots, source).await?;
     // Found now rather than after reading every row.
     if state
         .store
@@ -85,26 +84,8 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(registered.view(&[]))).into_response())
 }
 
-/// Stores a new dataset's record (and its ledger's opening entry).
-async fn create_record(
-    state: &AppState,
-    record: &DatasetRecord,
-    actor: String,
-) -> Result<(), ApiError> {
-    state
-        .store
-        .create_dataset(&NewDataset {
-            record: record.clone(),
-            actor,
-        })
-        .await?;
-    tracing::info!(dataset = %record.id, "dataset created");
-    Ok(())
-}
-
-/// Creates `record` with the files of `located` as its first version. The
-/// rows are read and checked before the dataset exists, so that a bad one
-/// leaves nothing behind.
+/// Creates `record` with the files of `located` as its first version
+/// ([`uploads::register`]), in its `ingest` span.
 async fn register(
     state: AppState,
     record: DatasetRecord,
@@ -112,14 +93,15 @@ async fn register(
     located: Vec<Located>,
 ) -> Result<DatasetRecord, ApiError> {
     let span = tracing::info_span!("ingest", dataset = %record.id);
-    let mut read = rows::read_rows(&state, &record, Rows::Source(located), None)
-        .instrument(span)
-        .await?;
-    create_record(&state, &record, actor).await?;
-    let registered = rows::commit_source(rows::begin(&state, &record).await?, &mut read).await?;
-    let rows = read.rows();
-    rows::finish_upload(&state, &record, &registered, rows, read.added).await;
-    Ok(registered)
+    Ok(uploads::register(
+        state.store.as_ref(),
+        &state.snapshots,
+        record,
+        actor,
+        located,
+    )
+    .instrument(span)
+    .await?)
 }
 
 /// Lists the datasets the caller may see: all for admins, the granted ones

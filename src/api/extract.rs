@@ -10,9 +10,9 @@ use serde::de::DeserializeOwned;
 use utoipa::IntoParams;
 use uuid::Uuid;
 
-use crate::app::AppState;
-use crate::auth::Role;
-use crate::error::ApiError;
+use super::error::ApiError;
+use crate::api::AppState;
+use crate::domain::auth::Role;
 
 /// The authenticated caller of a request: a valid, unrevoked bearer token.
 #[derive(Debug, Clone)]

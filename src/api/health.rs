@@ -8,8 +8,8 @@ use dpgate_api_types::Problem;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::app::AppState;
-use crate::error::ApiError;
+use super::error::ApiError;
+use crate::api::AppState;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Health {

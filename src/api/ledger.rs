@@ -14,11 +14,12 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::datasets::load_visible;
+use super::error::ApiError;
 use super::extract::{ApiQuery, Caller, PageQuery};
-use crate::app::AppState;
-use crate::error::ApiError;
-use crate::ledger::export::{self, Format};
-use crate::ledger::{Follow, stored};
+use crate::api::AppState;
+use crate::domain::ledger::Follow;
+use crate::domain::ledger::export::{self, Format};
+use crate::ledger;
 use crate::store::Store;
 
 /// A page of the ledger, or the whole of it in an export format.
@@ -100,7 +101,7 @@ pub async fn page(
     let after = page.after()?;
     let entries = state.store.ledger(dataset.id, after, limit).await?;
     let mut follow = match after {
-        Some(after) => stored::follow(state.store.as_ref(), dataset.id, Some(after)).await?,
+        Some(after) => ledger::follow(state.store.as_ref(), dataset.id, Some(after)).await?,
         None => Follow::default(),
     };
     let views = entries
@@ -136,7 +137,7 @@ fn exported(store: std::sync::Arc<dyn Store>, dataset: Uuid, format: Format) -> 
         }
         let page = match reading
             .store
-            .ledger(dataset, reading.after, stored::PAGE)
+            .ledger(dataset, reading.after, ledger::PAGE)
             .await
         {
             Ok(page) => page,
@@ -145,7 +146,7 @@ fn exported(store: std::sync::Arc<dyn Store>, dataset: Uuid, format: Format) -> 
                 return Some((Err(std::io::Error::other(error.to_string())), reading));
             }
         };
-        reading.done = page.len() < stored::PAGE as usize;
+        reading.done = page.len() < ledger::PAGE as usize;
         reading.after = page.last().map(|entry| entry.seq);
         let mut text = String::new();
         if !reading.started {
@@ -195,7 +196,7 @@ pub async fn verify(
 ) -> Result<Json<LedgerVerification>, ApiError> {
     caller.admin()?;
     let dataset = load_visible(&state, &caller, &id).await?;
-    let verdict = stored::verify(state.store.as_ref(), &dataset).await?;
+    let verdict = ledger::verify(state.store.as_ref(), &dataset).await?;
     if let Some(broken) = &verdict.broken {
         tracing::error!(dataset = %dataset.id, seq = broken.seq, reason = %broken.reason, "the ledger does not verify");
     }

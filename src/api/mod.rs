@@ -8,6 +8,7 @@ mod body;
 mod budget;
 mod console;
 mod datasets;
+mod error;
 mod extract;
 mod features;
 mod health;
@@ -16,6 +17,7 @@ mod profile;
 mod registrations;
 mod releases;
 mod rows;
+mod state;
 
 use std::time::{Duration, Instant};
 
@@ -33,8 +35,8 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::app::{AppState, Limits};
-use crate::error::ApiError;
+use error::ApiError;
+pub use state::{AppState, Limits};
 
 #[derive(OpenApi)]
 #[openapi(

@@ -3,20 +3,17 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use dpgate_api_types::{PrivacyProfile, Problem, ProfilePoint};
+use dpgate_api_types::{PrivacyProfile, Problem};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::datasets::load_visible;
+use super::error::ApiError;
 use super::extract::{ApiQuery, Caller};
-use crate::app::AppState;
-use crate::auth::Role;
-use crate::dataset::accountant_kind;
-use crate::dp::{Composition, Delta};
-use crate::error::ApiError;
-
-/// Most δ one request may ask for.
-const MAX_DELTAS: usize = 200;
+use crate::api::AppState;
+use crate::domain::auth::Role;
+use crate::domain::profile;
+use crate::ledger;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -67,63 +64,11 @@ pub async fn get(
         }
         (Role::Analyst, _) => Some(caller.sub.clone()),
     };
-    let deltas = match query.deltas.as_deref() {
-        Some(text) => parse_deltas(text)?,
-        None => (1..=12)
-            .rev()
-            .map(|decade| 10f64.powi(-decade))
-            .chain([dataset.budget.delta.value()])
-            .collect(),
-    };
-    let composition: Composition = match &analyst {
-        None => dataset.composition.clone(),
-        Some(analyst) => state
-            .store
-            .dataset_with_analyst(dataset.id, analyst)
-            .await?
-            .map(|(_, record)| record.composition)
-            .unwrap_or_default(),
-    };
-    let points = deltas
-        .into_iter()
-        .map(|delta| {
-            let exact = Delta::new(delta).map_err(|error| ApiError::Invalid(error.to_string()))?;
-            Ok(ProfilePoint {
-                delta,
-                epsilon: composition
-                    .epsilon_at(dataset.accountant, exact)
-                    .map(|epsilon| epsilon.value()),
-            })
-        })
-        .collect::<Result<_, ApiError>>()?;
-    Ok(Json(PrivacyProfile {
-        accountant: accountant_kind(dataset.accountant),
-        analyst,
-        releases: composition.releases(),
-        points,
-    }))
-}
-
-fn parse_deltas(text: &str) -> Result<Vec<f64>, ApiError> {
-    let deltas: Vec<f64> = text
-        .split(',')
-        .map(|part| {
-            part.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|delta| (0.0..1.0).contains(delta))
-                .ok_or_else(|| {
-                    ApiError::Invalid(format!(
-                        "deltas must be numbers in [0, 1), comma-separated (got {part:?})"
-                    ))
-                })
-        })
-        .collect::<Result<_, _>>()?;
-    if deltas.len() > MAX_DELTAS {
-        return Err(ApiError::Invalid(format!(
-            "at most {MAX_DELTAS} deltas (got {})",
-            deltas.len()
-        )));
-    }
-    Ok(deltas)
+    let deltas = profile::deltas(query.deltas.as_deref(), dataset.budget.delta)
+        .map_err(ApiError::Invalid)?;
+    let composition =
+        ledger::composition(state.store.as_ref(), &dataset, analyst.as_deref()).await?;
+    profile::profile(&composition, dataset.accountant, analyst, &deltas)
+        .map(Json)
+        .map_err(ApiError::Invalid)
 }

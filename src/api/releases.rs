@@ -12,10 +12,10 @@ use utoipa::IntoParams;
 
 use super::body::ApiJson;
 use super::datasets::load_visible;
+use super::error::ApiError;
 use super::extract::{ApiQuery, Caller, GrantedAnalyst, PageQuery, parse_id};
-use crate::app::AppState;
-use crate::auth::Role;
-use crate::error::ApiError;
+use crate::api::AppState;
+use crate::domain::auth::Role;
 use crate::releases::calls::{self, CallAsk};
 use crate::releases::{self, Ask, Outcome};
 

@@ -9,19 +9,18 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::report::{self, Document};
 use super::{Scratch, Settings, audit, cases};
-use crate::config::Audit;
+
+/// Where `dpgate audit` writes its findings.
+#[derive(Debug, Clone, Default)]
+pub struct Output {
+    /// One JSON document instead of the table.
+    pub json: bool,
+    /// A Markdown report, also.
+    pub report: Option<std::path::PathBuf>,
+}
 
 /// Runs the audit; `Ok(false)` when any case failed.
-pub async fn run(args: &Audit) -> anyhow::Result<bool> {
-    let settings = Settings {
-        kinds: args.kinds.clone(),
-        units: args.units.iter().map(|&unit| unit.into()).collect(),
-        epsilon: args.epsilon,
-        delta: args.delta,
-        trials: args.trials,
-        seed: args.seed,
-        confidence: args.confidence,
-    };
+pub async fn run(settings: Settings, output: &Output) -> anyhow::Result<bool> {
     let cases = cases::select(&settings.kinds, &settings.units).map_err(anyhow::Error::msg)?;
     // The audit's process serves no one: the wait that hides a release's
     // drawing time would only slow it (it changes nothing released).
@@ -39,7 +38,7 @@ pub async fn run(args: &Audit) -> anyhow::Result<bool> {
     }
     bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
-    if args.json {
+    if output.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&Document {
@@ -49,7 +48,7 @@ pub async fn run(args: &Audit) -> anyhow::Result<bool> {
     } else {
         print!("{}", report::table(&findings));
     }
-    if let Some(path) = &args.report {
+    if let Some(path) = &output.report {
         std::fs::write(path, report::markdown(&settings, &findings, seconds))
             .with_context(|| format!("writing the report {}", path.display()))?;
     }

@@ -25,7 +25,7 @@ use dpgate_api_types::{self as api, PrivacyUnit};
 use futures_util::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::DatasetRecord;
+use crate::domain::dataset::DatasetRecord;
 use crate::dp::{Delta, Epsilon};
 use crate::releases::kinds::Kind;
 use crate::releases::{Knobs, Snapshot};

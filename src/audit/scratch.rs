@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use dpgate_api_types as api;
 
-use crate::dataset::DatasetRecord;
+use crate::domain::dataset::DatasetRecord;
 use crate::engine::{DataDir, Upload};
 use crate::ingest::{self, Format};
 use crate::snapshots::Snapshots;
@@ -49,8 +49,8 @@ impl Scratch {
         csv: String,
     ) -> anyhow::Result<DatasetRecord> {
         let store = self.data.store();
-        let record =
-            DatasetRecord::new(schema, crate::clock::timestamp()?).map_err(anyhow::Error::msg)?;
+        let record = DatasetRecord::new(schema, crate::domain::clock::timestamp()?)
+            .map_err(anyhow::Error::msg)?;
         store
             .create_dataset(&NewDataset {
                 record: record.clone(),

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader, RowGroupMetaData};
 
-use crate::dataset::ChunkHashes;
+use crate::domain::dataset::ChunkHashes;
 
 /// A Parquet file's last 8 bytes: its metadata's length, then `PAR1`.
 const TAIL: usize = 8;

@@ -7,7 +7,8 @@ use futures_util::StreamExt;
 
 use super::write::VersionWriter;
 use super::{DataDir, joined};
-use crate::snapshots::Shape;
+use crate::snapshots::{Columns, Shape, Stored};
+use crate::store::blocks::Packed;
 use crate::store::{Store, StoreError};
 
 /// Writes every upload still stored as blocks as its version's files and
@@ -20,9 +21,8 @@ pub async fn blocks_to_files(store: &dyn Store, dir: &Arc<DataDir>) -> Result<u6
         let Some(dataset) = store.dataset(id).await? else {
             continue;
         };
-        let mut blocks = store
-            .upload_blocks(id, version, Shape::of(&dataset.schema))
-            .await?;
+        let shape = Shape::of(&dataset.schema);
+        let mut blocks = store.upload_blocks(id, version).await?;
         let (folder, schema) = (dir.clone(), dataset.schema.clone());
         let mut writer = joined(
             tokio::task::spawn_blocking(move || {
@@ -31,7 +31,7 @@ pub async fn blocks_to_files(store: &dyn Store, dir: &Arc<DataDir>) -> Result<u6
             .await,
         )??;
         while let Some(block) = blocks.next().await {
-            let block = block?;
+            let block = decoded(&block?, shape)?;
             writer = joined(
                 tokio::task::spawn_blocking(move || writer.write(&block).map(|()| writer)).await,
             )??;
@@ -46,4 +46,16 @@ pub async fn blocks_to_files(store: &dyn Store, dir: &Arc<DataDir>) -> Result<u6
         tracing::info!(uploads = converted, "stored blocks written out as files");
     }
     Ok(converted)
+}
+
+/// A stored block checked against the dataset's shape and decoded, its
+/// outcomes included.
+fn decoded(block: &Packed, shape: Shape) -> Result<Columns, StoreError> {
+    let stored = Stored::check(block.raw(), shape, true).map_err(|detail| StoreError::Corrupt {
+        what: "row block",
+        detail,
+    })?;
+    let mut columns = Columns::builder(shape, true, stored.rows);
+    columns.append_stored(&stored, 0..stored.rows);
+    Ok(columns.finish())
 }

@@ -46,7 +46,11 @@ pub use summed::{Passes, Summed, add_exact};
 pub use sweep::{GRACE, sweep};
 pub use upload::Upload;
 
+use crate::snapshots::Columns;
 use crate::store::StoreError;
+
+/// Rows in blocks, as a pass over a version's files streams them.
+pub type BlockStream = tokio_stream::wrappers::ReceiverStream<Result<Columns, StoreError>>;
 
 /// Where dataset files live, where they may be registered from, and how
 /// many outcome files were opened.

@@ -35,7 +35,7 @@ use url::Url;
 
 use super::chunk_hashes::{RangeHashes, checked_ranges, footer_bytes, hash, metadata_bytes};
 use super::{DataDir, io_error};
-use crate::dataset::{ChunkHashes, VersionFile};
+use crate::domain::dataset::{ChunkHashes, VersionFile};
 use crate::store::StoreError;
 
 /// An object: its store, its path in it, and its URL (for messages).

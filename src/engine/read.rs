@@ -14,11 +14,11 @@ use tokio::runtime::Handle;
 
 use super::objects::{Batches, Object};
 use super::source::differs;
-use super::{DataDir, io_error};
-use crate::dataset::{FilePart, ROW_ID, Schema, VersionFile};
+use super::{BlockStream, DataDir, io_error};
+use crate::domain::dataset::{FilePart, ROW_ID, Schema, VersionFile};
 use crate::ingest::{fingerprint, stored_columns};
 use crate::snapshots::{Builder, Columns, Shape, batch_schema};
-use crate::store::{BlockStream, StoreError};
+use crate::store::StoreError;
 
 /// Rows decoded at a time where features are read: a batch's columns and
 /// their row-major copy stay in cache while one is turned into the other.

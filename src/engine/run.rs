@@ -17,7 +17,7 @@ use datafusion::prelude::{SessionConfig, SessionContext, col};
 use super::DataDir;
 use super::scan::{Scan, VersionTable};
 use super::summed::{Summed, SumsOf, decode};
-use crate::dataset::{Schema, VersionFile};
+use crate::domain::dataset::{Schema, VersionFile};
 use crate::store::StoreError;
 
 /// Where passes run: embedded in the replica, on its cores, or on a
@@ -99,7 +99,7 @@ pub async fn sum<S: Summed>(
 ) -> Result<S, StoreError> {
     let recorded: u64 = files
         .iter()
-        .filter(|file| file.part == crate::dataset::FilePart::Inputs)
+        .filter(|file| file.part == crate::domain::dataset::FilePart::Inputs)
         .map(|file| file.rows)
         .sum();
     if recorded != rows {

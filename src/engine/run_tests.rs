@@ -2,7 +2,7 @@
 //! rows are split, and never an answer on a changed file.
 
 use super::*;
-use crate::dataset::DatasetRecord;
+use crate::domain::dataset::DatasetRecord;
 use crate::engine::Needed;
 use crate::engine::tests::{append, dataset, fixture, read, uploaded};
 use crate::snapshots::{Columns, Pass};
@@ -230,7 +230,7 @@ async fn summed_after_a_bit_flip(
     engine: &Engine,
     fixture: &crate::engine::tests::Fixture,
     record: &DatasetRecord,
-    files: Vec<crate::dataset::VersionFile>,
+    files: Vec<crate::domain::dataset::VersionFile>,
 ) -> Result<Everything, StoreError> {
     let outcomes = fixture.data.root().unwrap().join(&files[1].path);
     let mut flipped = std::fs::read(&outcomes).unwrap();

@@ -32,7 +32,7 @@ use object_store::ObjectStore;
 use serde::{Deserialize, Serialize};
 
 use super::{DataDir, Needed};
-use crate::dataset::{Schema, VersionFile};
+use crate::domain::dataset::{Schema, VersionFile};
 use crate::snapshots::{STREAM_ROWS, Shape, batch_schema};
 
 /// Files read together: an upload's inputs and outcomes, or a file

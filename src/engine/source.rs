@@ -13,7 +13,7 @@ use url::Url;
 
 use super::objects::{Object, ObjectReader, Stamp, stamp_of};
 use super::{DataDir, remote_url};
-use crate::dataset::{ChunkHashes, FilePart, VersionFile};
+use crate::domain::dataset::{ChunkHashes, FilePart, VersionFile};
 use crate::ingest::SourceFile;
 use crate::store::StoreError;
 

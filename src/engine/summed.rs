@@ -332,15 +332,13 @@ impl<S: Summed> Accumulator for Summing<S> {
 
 /// `fresh` (a pass before any row) over `parts`, as the engine runs it on
 /// a cluster: the pass written out and read back as a release's pass (so
-/// it must be one of [`crate::releases::kinds::passes`]), each part summed
+/// it must be one of `passes`), each part summed
 /// by a pass of its own, its sums encoded, decoded and added to the
 /// answer, last part first.
 #[cfg(test)]
-pub(crate) fn summed_in_parts<S: Summed>(fresh: &S, parts: &[Columns]) -> S {
+pub(crate) fn summed_in_parts<S: Summed>(passes: &Passes, fresh: &S, parts: &[Columns]) -> S {
     let settings = fresh.settings().expect("writes");
-    crate::releases::kinds::passes()
-        .read(S::KIND, &settings)
-        .expect("a release's pass");
+    passes.read(S::KIND, &settings).expect("a release's pass");
     let fresh: S = serde_json::from_slice(&settings).expect("reads");
     let mut answer = fresh.clone();
     for part in parts.iter().rev() {

@@ -6,8 +6,9 @@ use futures_util::StreamExt;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use super::*;
-use crate::dataset::{DatasetRecord, FilePart, VersionFile, WalrStats};
-use crate::ingest::{RowIds, RowRecord, fingerprint};
+use crate::domain::dataset::{DatasetRecord, FilePart, VersionFile, WalrStats};
+use crate::domain::row::RowRecord;
+use crate::ingest::{RowIds, fingerprint};
 use crate::snapshots::Columns;
 use crate::store::{NewDataset, SqliteStore, Store};
 
@@ -531,7 +532,7 @@ async fn a_registered_manifest_pins_each_files_metadata() {
         .unwrap();
     let hashes = [(
         "hash".to_owned(),
-        crate::dataset::ChunkHashes {
+        crate::domain::dataset::ChunkHashes {
             footer_bytes: 8,
             blake3: [0; 32].into(),
         },

@@ -8,8 +8,9 @@ use dpgate_api_types::LineError;
 use super::read::row_ids;
 use super::write::VersionWriter;
 use super::{DataDir, joined};
-use crate::dataset::{DatasetRecord, Schema, VersionFile, WalrStats};
-use crate::ingest::{MAX_REPORTED_ERRORS, RowIds, RowRecord};
+use crate::domain::dataset::{DatasetRecord, Schema, VersionFile, WalrStats};
+use crate::domain::row::RowRecord;
+use crate::ingest::{MAX_REPORTED_ERRORS, RowIds};
 use crate::snapshots::{Columns, Shape};
 use crate::store::{IngestSession, Store, StoreError};
 

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::chunk_hashes::{RangeHashes, chunk_ranges};
 use super::objects::Object;
 use super::{DataDir, io_error};
-use crate::dataset::{ChunkHashes, FilePart, ROW_ID, Schema, VersionFile};
+use crate::domain::dataset::{ChunkHashes, FilePart, ROW_ID, Schema, VersionFile};
 use crate::snapshots::{Columns, STREAM_ROWS};
 use crate::store::StoreError;
 

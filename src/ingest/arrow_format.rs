@@ -21,7 +21,7 @@ use dpgate_api_types::{Dimension, LineError};
 use super::collector::{Collector, Naming, ParsedRow};
 use super::row::{Cell, RowBuilder, clamped, clamped_all, code, feature, measure, row_id, scaled};
 use super::{RowRecord, Summary};
-use crate::dataset::{ROW_ID, Schema};
+use crate::domain::dataset::{ROW_ID, Schema};
 
 /// `value` of column `name` if it is finite.
 fn finite(name: &str, value: f64) -> Result<f64, String> {

@@ -7,7 +7,7 @@ use dpgate_api_types::LineError;
 
 use super::row_ids::{self, RowIds};
 use super::{BATCH_ROWS, MAX_REPORTED_ERRORS, RowRecord, Summary};
-use crate::dataset::WalrStats;
+use crate::domain::dataset::WalrStats;
 
 /// A row as a worker built it, with its id's fingerprint (taken on the
 /// worker, so that this serial end does not).

@@ -11,7 +11,7 @@ use parquet::errors::ParquetError;
 
 use super::row::RowBuilder;
 use super::{BATCH_ROWS, RowRecord, Summary, arrow_format};
-use crate::dataset::Schema;
+use crate::domain::dataset::Schema;
 
 /// One file of a source: its name in errors, and its footer as read
 /// (or why it could not be).

@@ -17,7 +17,7 @@ use super::{
     BATCH_ROWS, ChannelReader, Format, MAX_REPORTED_ERRORS, READ_BUFFER, RowRecord, Summary,
     max_line_len, ndjson_format, parse_in, too_long,
 };
-use crate::dataset::{Schema, WalrStats};
+use crate::domain::dataset::{Schema, WalrStats};
 
 /// The sums, to the bit.
 type StatsBits = (u64, Vec<u128>, u64);

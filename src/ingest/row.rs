@@ -11,7 +11,7 @@ use super::arrow_format::Typed;
 use dpgate_api_types::{BoundedColumn, Dimension};
 
 use super::{MAX_ROW_ID_LEN, RowRecord, scale};
-use crate::dataset::{ROW_ID, Schema};
+use crate::domain::dataset::{ROW_ID, Schema};
 
 /// Where each column's cell sits in [`RowBuilder::build`]'s order: `row_id`,
 /// the label, then features, measures and dimensions in schema order.

@@ -11,8 +11,9 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{Failure, Outcome, Planned, ReleaseError, Snapshot, Summary, response};
+use crate::domain::debit::{Debit, DebitOutcome, Decide, StoredRelease};
 use crate::snapshots::Snapshots;
-use crate::store::{Debit, DebitOutcome, Decide, Finished, Store, StoredRelease};
+use crate::store::{Finished, Store};
 
 /// How long a retry waits for the release its key names to be finished by
 /// another request (of this process or another replica).
@@ -91,7 +92,7 @@ pub(super) async fn free(
                 .map_err(|failure| ReleaseError::Internal(failure.into()))?,
         )
     };
-    let created_at = crate::clock::timestamp().map_err(anyhow::Error::from)?;
+    let created_at = crate::domain::clock::timestamp().map_err(anyhow::Error::from)?;
     let mut body = response(None, summary, &price, &dataset, created_at, result);
     body.dry_run = dry_run;
     if !finite(&body) {
@@ -143,7 +144,7 @@ pub(super) async fn debit_and_make(
                 DebitOutcome::Debited(after) => after,
                 other => return Ok(Debited::Not(other)),
             };
-            crate::dataset::record_budget_gauges(&after);
+            crate::domain::dataset::record_budget_gauges(&after);
             let snapshot = Snapshot::new(data, *after);
             let release = debit.release_id;
             Ok(Debited::Made(

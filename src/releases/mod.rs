@@ -38,11 +38,12 @@ use sha2::{Digest, Sha256};
 use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
-use crate::budget::{self, Refusal};
-use crate::dataset::{DatasetRecord, spent_view};
+use crate::domain::budget::{self, Refusal};
+use crate::domain::dataset::{DatasetRecord, spent_view};
+use crate::domain::debit::{Debit, DebitOutcome, Decide, SourceDebit};
 use crate::dp::{self, Charge, Delta, Epsilon};
 use crate::snapshots::Snapshots;
-use crate::store::{Debit, DebitOutcome, Decide, SourceDebit, StoreError};
+use crate::store::StoreError;
 use kinds::Kind;
 pub use plan::{Knobs, Planned, Price, Snapshot};
 
@@ -102,7 +103,7 @@ pub enum Failure {
     #[error("cannot encode the release: {0}")]
     Encode(#[from] serde_json::Error),
     #[error(transparent)]
-    Clock(#[from] crate::clock::ClockError),
+    Clock(#[from] crate::domain::clock::ClockError),
 }
 
 impl Failure {
@@ -420,7 +421,7 @@ async fn make(
                 composition,
                 ..dataset
             };
-            let created_at = crate::clock::timestamp().map_err(anyhow::Error::from)?;
+            let created_at = crate::domain::clock::timestamp().map_err(anyhow::Error::from)?;
             let mut priced = response(None, &summary, planned.price(), &after, created_at, None);
             priced.dry_run = true;
             return Ok(Outcome::Priced(Box::new(priced)));
@@ -435,7 +436,7 @@ async fn make(
             request_hash: request_hash.to_owned(),
             request: audit.to_owned(),
             charge: charge.clone(),
-            created_at: crate::clock::timestamp().map_err(anyhow::Error::from)?,
+            created_at: crate::domain::clock::timestamp().map_err(anyhow::Error::from)?,
             sources: source_debits,
         };
         let decide: Decide =

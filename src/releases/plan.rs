@@ -8,12 +8,12 @@ use async_trait::async_trait;
 use dpgate_api_types as api;
 
 use super::{Failure, ReleaseError, pacing};
-use crate::dataset::DatasetRecord;
+use crate::domain::dataset::DatasetRecord;
 use crate::dp::fixed::Fixed;
 use crate::dp::{self, Charge, Delta, DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss};
+use crate::engine::BlockStream;
 use crate::engine::Summed;
 use crate::snapshots::{Columns, Pass, Shape, Snapshots};
-use crate::store::BlockStream;
 use futures_util::StreamExt;
 
 /// What a release costs and how noisy it is: everything its response says

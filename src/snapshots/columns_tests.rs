@@ -1,7 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::snapshots::{BLOCK_ROWS, Packed, RawBlock};
+use crate::store::blocks::{BLOCK_ROWS, Packed, RawBlock};
 
 const SHAPE: Shape = Shape {
     features: 2,
@@ -88,7 +88,7 @@ fn stored_blocks_decode_in_any_cut() {
     let rows = ["a", "é", "bb", "c"];
     let mut packed = Packed::default();
     for (i, id) in rows.iter().enumerate() {
-        packed.push(&crate::ingest::RowRecord {
+        packed.push(&crate::domain::row::RowRecord {
             line: 2,
             row_id: (*id).to_owned(),
             label: (i % 2) as u8,
@@ -135,7 +135,7 @@ fn stored_blocks_decode_in_any_cut() {
 #[test]
 fn malformed_blocks_are_refused() {
     let mut packed = Packed::default();
-    packed.push(&crate::ingest::RowRecord {
+    packed.push(&crate::domain::row::RowRecord {
         line: 2,
         row_id: "r".to_owned(),
         label: 1,

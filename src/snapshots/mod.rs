@@ -17,7 +17,6 @@
 //! public columns, from a snapshot already held or from the inputs files.
 
 mod columns;
-mod stored;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,24 +27,14 @@ use futures_util::StreamExt;
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
-use crate::dataset::{DatasetRecord, VersionFile};
-use crate::engine::{self, DataDir, Engine, Summed};
-use crate::store::{BlockStream, Store, StoreError};
+use crate::domain::dataset::{DatasetRecord, VersionFile};
+use crate::engine::{self, BlockStream, DataDir, Engine, Summed};
+use crate::store::{Store, StoreError};
 #[cfg(test)]
 pub use columns::OwnedRow;
-pub use columns::{Builder, CHUNK_ROWS, Columns, Row, Shape, batch_schema, chunked};
-pub use stored::{BLOCK_ROWS, Packed, RawBlock, Stored};
-
-/// A pass over a snapshot's rows, block by block in stored order; what it
-/// accumulates stays in it.
-pub trait Pass: Send + 'static {
-    fn visit(&mut self, block: &Columns) -> Result<(), String>;
-}
-
-/// Rows per block when a snapshot is streamed: a multiple of
-/// [`CHUNK_ROWS`], so that a streamed pass sums in the same chunks as a
-/// pass over the snapshot in memory.
-pub const STREAM_ROWS: usize = 4 * CHUNK_ROWS;
+pub use columns::{
+    Builder, CHUNK_ROWS, Columns, Pass, Row, STREAM_ROWS, Shape, Stored, batch_schema, chunked,
+};
 
 /// The default bound on snapshot memory.
 pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;

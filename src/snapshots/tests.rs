@@ -1,10 +1,10 @@
 //! The cache over a real SQLite store.
 
 use super::*;
-use crate::dataset::WalrStats;
+use crate::domain::dataset::WalrStats;
+use crate::domain::row::RowRecord;
 use crate::engine::Upload;
 use crate::engine::tests::{Fixture, fixture};
-use crate::ingest::RowRecord;
 use crate::store::NewDataset;
 
 /// A dataset of `rows` rows (one feature each) with ids from `first`.

@@ -26,7 +26,8 @@ use futures_util::FutureExt;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::{Debit, DebitOutcome, Decide, StoreError};
+use super::StoreError;
+use crate::domain::debit::{Debit, DebitOutcome, Decide};
 
 /// Most writes in one transaction: a bound on how long one holds its locks.
 pub const MAX_BATCH: usize = 64;

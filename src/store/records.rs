@@ -4,12 +4,15 @@
 use dpgate_api_types as api;
 use uuid::Uuid;
 
-use super::{StoreError, StoredRelease};
-use crate::budget::AnalystRecord;
-use crate::dataset::{ChunkHashes, DatasetRecord, FilePart, Schema, VersionFile, WalrStats};
+use super::StoreError;
+use crate::domain::budget::AnalystRecord;
+use crate::domain::dataset::{
+    ChunkHashes, DatasetRecord, FilePart, Schema, VersionFile, WalrStats,
+};
+use crate::domain::debit::StoredRelease;
+use crate::domain::ledger::LedgerRecord;
+use crate::domain::registration::{Ended, RegistrationRecord};
 use crate::dp::{Accountant, Budget, Composition, Delta, Epsilon};
-use crate::ledger::LedgerRecord;
-use crate::registration::{Ended, RegistrationRecord};
 
 fn corrupt(what: &'static str, detail: impl ToString) -> StoreError {
     StoreError::Corrupt {
@@ -246,7 +249,7 @@ pub(super) fn opening_entry(dataset: &super::NewDataset) -> Result<LedgerRecord,
         "accountant": accountant_name(record.accountant),
         "budget": {"epsilon": record.budget.epsilon.value(), "delta": record.budget.delta.value()},
     });
-    crate::ledger::NewEntry {
+    crate::domain::ledger::NewEntry {
         event: api::LedgerEvent::Open,
         actor: dataset.actor.clone(),
         release_id: None,

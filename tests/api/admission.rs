@@ -20,7 +20,7 @@ mod sources;
 
 use std::sync::Arc;
 
-use dpgate::app::Limits;
+use dpgate::api::Limits;
 use dpgate::snapshots::Reads;
 use dpgate_client::types::{
     Lambda, OutputPerturbationParams, ProblemType, ReleaseParams, ReleaseRequest, WalrParams,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use dpgate::auth::{AUDIENCE, ISSUER, Role, now};
+use dpgate::domain::auth::{AUDIENCE, ISSUER, Role, now};
 use dpgate_client::UploadFormat;
 use dpgate_client::types::ReleaseRequest;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};

@@ -1,7 +1,7 @@
 //! Every rejection: exact status, problem type, and nothing stored or spent.
 
-use dpgate::app::Limits;
-use dpgate::auth::Role;
+use dpgate::api::Limits;
+use dpgate::domain::auth::Role;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{PROBLEM_JSON, Problem};
 use reqwest::{Method, RequestBuilder, StatusCode};

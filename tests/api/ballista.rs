@@ -7,7 +7,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 use dpgate_client::types::{
     AggregateMechanism, AggregateParams, ProblemType, ReleaseParams, ReleaseRequest, ReleaseResult,
     WalrMap,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{ArrayRef, UInt8Array};
-use dpgate::app::Limits;
-use dpgate::auth::Role;
+use dpgate::api::Limits;
+use dpgate::domain::auth::Role;
 use dpgate::engine::{self, DataDir, Root};
 use dpgate_client::UploadFormat;
 use dpgate_client::types::ReleaseRequest;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 use dpgate_client::types::{
     Budget, BudgetChange, LedgerEvent, ProblemType, ReleaseParams, ReleaseRequest, ReleaseSummary,
     WalrParams,

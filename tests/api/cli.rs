@@ -5,7 +5,7 @@ use std::process::Command;
 
 use dpgate_client::types::{Problem, ReleaseRequest};
 
-use dpgate::auth::{Keys, Role};
+use dpgate::domain::auth::{Keys, Role};
 
 fn dpgate(database_url: &str, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_dpgate"))

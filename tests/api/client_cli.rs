@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::Parser;
-use dpgate::app::{AppState, Limits};
-use dpgate::auth::Role;
+use dpgate::api::{AppState, Limits};
+use dpgate::domain::auth::Role;
 use dpgate_client::cli::{Cli, run};
 use dpgate_client::features::FeatureTable;
 use dpgate_client::model_file::ModelFile;

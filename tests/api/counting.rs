@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dpgate::budget::{AnalystRecord, Change};
-use dpgate::dataset::{DatasetRecord, VersionFile};
-use dpgate::ledger::LedgerRecord;
-use dpgate::registration::{Ended, RegistrationRecord};
-use dpgate::snapshots::Shape;
+use dpgate::domain::budget::{AnalystRecord, Change};
+use dpgate::domain::dataset::{DatasetRecord, VersionFile};
+use dpgate::domain::debit::{Debit, DebitOutcome, Decide, StoredRelease};
+use dpgate::domain::ledger::LedgerRecord;
+use dpgate::domain::registration::{Ended, RegistrationRecord};
 use dpgate::store::{
-    BlockStream, BudgetOutcome, CallClaim, Debit, DebitOutcome, Decide, Finished, IngestSession,
-    NewDataset, Store, StoreError, StoredCall, StoredRelease,
+    BudgetOutcome, CallClaim, Finished, IngestSession, NewDataset, Store, StoreError, StoredBlocks,
+    StoredCall,
 };
 use dpgate_api_types::ReleaseSummary;
 use uuid::Uuid;
@@ -132,13 +132,8 @@ impl Store for Counting {
         self.inner.block_uploads().await
     }
 
-    async fn upload_blocks(
-        &self,
-        id: Uuid,
-        version: u64,
-        shape: Shape,
-    ) -> Result<BlockStream, StoreError> {
-        self.inner.upload_blocks(id, version, shape).await
+    async fn upload_blocks(&self, id: Uuid, version: u64) -> Result<StoredBlocks, StoreError> {
+        self.inner.upload_blocks(id, version).await
     }
 
     async fn blocks_to_files(

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use dpgate::app::Limits;
+use dpgate::api::Limits;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{ProblemType, Release};
 use reqwest::{Method, StatusCode};
@@ -85,7 +85,7 @@ async fn a_client_that_disconnects_after_the_debit_gets_the_release_on_retry(
         return;
     }
     let (app, dataset) = slow(backend, Limits::default().request_timeout).await;
-    let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset]);
+    let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset]);
     let request = post(&app, dataset, &token);
     let call = tokio::spawn(async move { request.send().await });
     // Wait for the debit (its release record), then hang up.
@@ -114,7 +114,7 @@ async fn a_request_timeout_after_the_debit_leaves_the_release_for_the_retry(
     // Pricing, admission and the debit read no rows: well inside 1.5 s;
     // the model's read of the rows then takes three seconds to start.
     let (app, dataset) = slow(backend, Duration::from_millis(1500)).await;
-    let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset]);
+    let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset]);
     let timed_out = post(&app, dataset, &token).send().await.unwrap();
     assert_eq!(timed_out.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(timed_out.headers()["retry-after"], "1");

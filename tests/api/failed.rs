@@ -3,7 +3,7 @@
 //! answered with `release-failed` naming it, now and on every retry with
 //! its Idempotency-Key: never with fresh noise, never with a second debit.
 
-use dpgate::app::Limits;
+use dpgate::api::Limits;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{Problem, ProblemType};
 use reqwest::{Method, StatusCode};
@@ -37,7 +37,7 @@ async fn a_release_that_fails_after_its_debit_keeps_it_and_answers_the_same_fail
         .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 100))
         .await
         .unwrap();
-    let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset.id]);
+    let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset.id]);
     let post = |key: &str| {
         app.raw(
             Method::POST,
@@ -147,7 +147,7 @@ async fn an_engine_failure_fails_the_release_after_its_debit(
         std::fs::write(&outcomes, &flipped).unwrap();
     }
 
-    let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset.id]);
+    let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset.id]);
     let post = || {
         app.raw(
             Method::POST,

@@ -230,7 +230,11 @@ async fn a_source_that_cannot_pay_leaves_every_dataset_untouched() {
         let target = regression(&app, "target", 1, 3.0).await;
         let rich = regression(&app, "rich", 2, 3.0).await;
         let poor = regression(&app, "poor", 3, 0.5).await;
-        let token = app.token(dpgate::auth::Role::Analyst, "ana", &[target, rich, poor]);
+        let token = app.token(
+            dpgate::domain::auth::Role::Analyst,
+            "ana",
+            &[target, rich, poor],
+        );
         let path = format!("/v1/datasets/{target}/releases");
         let before = [
             snapshot(&app, target).await,
@@ -304,7 +308,7 @@ async fn frank_wolfe_refuses_bad_sources_and_settings_before_spending() {
         // Granted, but never created.
         let missing = Uuid::new_v4();
         let token = app.token(
-            dpgate::auth::Role::Analyst,
+            dpgate::domain::auth::Role::Analyst,
             "ana",
             &[target, source, rescaled, empty, missing],
         );

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use dpgate::app::{AppState, Limits};
-use dpgate::auth::Role;
+use dpgate::api::{AppState, Limits};
+use dpgate::domain::auth::Role;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
     GradientCallResult, GradientLoss, GradientMechanism, GradientParams, GradientResult, Problem,

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use dpgate::app::{AppState, Limits};
-use dpgate::auth::{Keys, Role};
+use dpgate::api::{AppState, Limits};
+use dpgate::domain::auth::{Keys, Role};
 use dpgate::engine::DataDir;
 use dpgate::snapshots::Snapshots;
 use dpgate::store::{self, Store};

@@ -17,7 +17,7 @@ async fn a_retry_with_the_same_key_returns_the_same_bytes_and_spends_once() {
             .upload_rows(dataset.id, UploadFormat::Csv, ads_rows(0, 50))
             .await
             .unwrap();
-        let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset.id]);
+        let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset.id]);
         let path = format!("/v1/datasets/{}/releases", dataset.id);
         let send = |body: &'static str, key: &'static str| {
             app.raw(Method::POST, &path)
@@ -101,7 +101,7 @@ async fn a_dry_run_prices_exactly_what_the_release_then_spends() {
                 Method::POST,
                 &format!("/v1/datasets/{}/releases?dry_run=true", dataset.id),
             )
-            .bearer_auth(app.token(dpgate::auth::Role::Analyst, "ana", &[dataset.id]))
+            .bearer_auth(app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset.id]))
             .json(&request)
             .send()
             .await

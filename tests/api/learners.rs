@@ -241,7 +241,7 @@ async fn dp_gd_passes_over_the_files_when_no_snapshot_is_held() {
         assert!(score > truth - 0.01, "AUC {score}, truth {truth}");
 
         let before = snapshot(&app, dataset).await;
-        let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset]);
+        let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset]);
         let request = app
             .raw(Method::POST, &format!("/v1/datasets/{dataset}/releases"))
             .bearer_auth(&token)
@@ -436,7 +436,7 @@ async fn refused_without_spending(base: &str, cases: &[(&str, String)]) {
         let app = spawn_app(backend).await;
         let dataset = synthetic(&app, &csv).await;
         let before = snapshot(&app, dataset).await;
-        let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset]);
+        let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset]);
         let path = format!("/v1/datasets/{dataset}/releases");
         each_invalid(&app, &token, &path, base, cases).await;
         assert_eq!(snapshot(&app, dataset).await, before);

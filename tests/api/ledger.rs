@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{LedgerVerification, PrivacyProfile, ReleaseRequest};
 use reqwest::StatusCode;

@@ -9,7 +9,7 @@ use dpgate_client::types::{
 use dpgate_client::{ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::logistic_data;
 
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 
 use crate::helpers::{backends, spawn_app};
 

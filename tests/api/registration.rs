@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray, UInt8Array};
-use dpgate::app::Limits;
-use dpgate::auth::Role;
+use dpgate::api::Limits;
+use dpgate::domain::auth::Role;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
     AggregateMechanism, AggregateParams, Problem, ProblemType, ReleaseParams, ReleaseRequest,

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 use dpgate_api_types::{Dataset, Registration, RegistrationState};
 use dpgate_client::types::{IngestReport, Problem, ProblemType};
 use reqwest::{Method, StatusCode};

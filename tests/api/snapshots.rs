@@ -2,7 +2,7 @@
 //! warm by uploads, shared by concurrent releases, and streamed from the
 //! version's files when the cache bound is smaller than the dataset.
 
-use dpgate::app::Limits;
+use dpgate::api::Limits;
 use dpgate::snapshots::STREAM_ROWS;
 use dpgate_client::types::{
     AggregateMechanism, AggregateParams, ProblemType, Release, ReleaseParams, ReleaseRequest,
@@ -290,8 +290,8 @@ async fn replicas_sharing_a_database_and_files_never_mix_versions(#[case] backen
     let dataset = app
         .dataset(ads_dataset("shared", "label", "rdp", 100.0))
         .await;
-    let token = app.token(dpgate::auth::Role::Analyst, "ana", &[dataset.id]);
-    let admin_token = app.token(dpgate::auth::Role::Admin, "admin", &[]);
+    let token = app.token(dpgate::domain::auth::Role::Analyst, "ana", &[dataset.id]);
+    let admin_token = app.token(dpgate::domain::auth::Role::Admin, "admin", &[]);
     let servers = [
         (app.admin.clone(), app.analyst("ana", &[dataset.id])),
         (

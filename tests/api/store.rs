@@ -1,15 +1,18 @@
 //! One conformance suite for every storage backend, through the `Store`
 //! trait and the engine's uploads and reads over its manifest.
 
-use dpgate::budget::{AnalystRecord, Change};
+use dpgate::domain::budget::{AnalystRecord, Change};
 use std::sync::Arc;
 
-use dpgate::dataset::{DatasetRecord, WalrStats};
+use dpgate::domain::dataset::{DatasetRecord, WalrStats};
+use dpgate::domain::debit::{Debit, DebitOutcome};
+use dpgate::domain::row::RowRecord;
 use dpgate::dp::{Budget, Charge, Delta, Epsilon, PrivacyLoss};
 use dpgate::engine::{self, DataDir, Upload};
-use dpgate::ingest::{RowIds, RowRecord, fingerprint};
-use dpgate::snapshots::{BLOCK_ROWS, Columns};
-use dpgate::store::{BudgetOutcome, Debit, DebitOutcome, Finished, NewDataset, Store, StoreError};
+use dpgate::ingest::{RowIds, fingerprint};
+use dpgate::snapshots::Columns;
+use dpgate::store::blocks::BLOCK_ROWS;
+use dpgate::store::{BudgetOutcome, Finished, NewDataset, Store, StoreError};
 use dpgate_client::types::{CreateDataset, LedgerEvent};
 use futures_util::StreamExt;
 use uuid::Uuid;
@@ -57,7 +60,7 @@ fn debit(dataset: Uuid, rows: u64, key: Option<&str>) -> Debit {
 }
 
 /// Admits every charge.
-fn admit() -> dpgate::store::Decide {
+fn admit() -> dpgate::domain::debit::Decide {
     at_most(u64::MAX)
 }
 
@@ -311,7 +314,7 @@ async fn conformance(store: &dyn Store, data: &Arc<DataDir>) {
         vec![0, 1, 2]
     );
     assert_eq!(ledger[2].prev_hash, ledger[1].hash);
-    let recomputed = dpgate::ledger::verify(&dataset.id, &ledger).unwrap();
+    let recomputed = dpgate::domain::ledger::verify(&dataset.id, &ledger).unwrap();
     assert_eq!(
         recomputed,
         store
@@ -430,7 +433,7 @@ async fn conformance(store: &dyn Store, data: &Arc<DataDir>) {
         ]
     );
     assert_eq!(ledger[3].actor, "root");
-    dpgate::ledger::verify(&dataset.id, &ledger).unwrap();
+    dpgate::domain::ledger::verify(&dataset.id, &ledger).unwrap();
 
     assert!(!store.is_revoked("jti-1").await.unwrap());
     store.revoke("jti-1", "2026-11-22T00:00:02Z").await.unwrap();
@@ -566,7 +569,7 @@ async fn rows_stored_before_files_are_converted_on_start_up() {
 }
 
 /// Admits while fewer than `most` releases are composed, whoever asks.
-fn at_most(most: u64) -> dpgate::store::Decide {
+fn at_most(most: u64) -> dpgate::domain::debit::Decide {
     Box::new(
         move |dataset: &DatasetRecord, analyst: &AnalystRecord, charge: &Charge| {
             if dataset.composition.releases() >= most {
@@ -672,7 +675,7 @@ async fn concurrent_debits_are_batched_and_each_decided_in_turn() {
 /// that refuses (or has new rows, or is gone) leaves every dataset as it
 /// was.
 async fn joint_debits(store: &dyn Store) {
-    use dpgate::store::SourceDebit;
+    use dpgate::domain::debit::SourceDebit;
     let [target, first, second] = ["target", "first", "second"].map(record);
     for dataset in [&target, &first, &second] {
         let new = NewDataset {

@@ -3,7 +3,7 @@
 //! caller's role before the body, UTF-8 only, no content encodings, page
 //! bounds the store can hold, keys of visible ASCII.
 
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 use reqwest::{Method, StatusCode};
 use rstest::rstest;
 

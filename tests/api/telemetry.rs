@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dpgate::app::Limits;
+use dpgate::api::Limits;
 use dpgate_client::types::Problem;
 use dpgate_client::{Client, Timeouts};
 use reqwest::{Method, StatusCode};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt8Array};
 use arrow_schema::DataType;
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 use dpgate::snapshots::Columns;
 use dpgate_client::types::{Problem, ReleaseRequest};
 use dpgate_client::{ReleaseOptions, UploadFormat};

@@ -1,7 +1,7 @@
 //! WALR on a public feature map, and accuracy-first releases that name a
 //! target noise instead of ε.
 
-use dpgate::auth::Role;
+use dpgate::domain::auth::Role;
 use dpgate_client::types::{
     AggregateParams, FeatureMap, ProblemType, Release, ReleaseParams, ReleaseRequest,
     ReleaseResult, SuppliedRow, WalrMap, WalrParams, WalrResult,

@@ -63,7 +63,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, PrivacyUnit};
 
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::{FRACTION_BITS, Fixed, Grid, ceil_f64, ceil_sqrt};
 use crate::dp::{Delta, Epsilon, Mechanism};
 use crate::engine::{Needed, Summed};

@@ -1,7 +1,7 @@
 use super::*;
 use crate::dp::statistics::{FALSE_FAILURE_RATE, kolmogorov_smirnov_p_value};
 use crate::dp::{Delta, Epsilon, Mechanism};
-use crate::engine::summed_in_parts;
+use crate::releases::kinds::summed_in_parts;
 use crate::snapshots::{CHUNK_ROWS, Columns, OwnedRow, STREAM_ROWS, Shape};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};

@@ -30,7 +30,7 @@ use super::iterative::{
     MAX_MAGNITUDE, RowPasses, check_step, check_work, learn_by_passes, require_signal, unfold,
     within,
 };
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::Fixed;
 use crate::dp::{DpError, Mechanism};
 use crate::releases::pacing::StepNoise;

@@ -34,7 +34,7 @@ use super::iterative::{
     check_step, check_work, learn_on, require_in_memory, require_signal, unfold,
 };
 use super::projection::Projection;
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::Fixed;
 use crate::dp::{DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss, per_step_epsilon};
 use crate::releases::pacing::StepNoise;

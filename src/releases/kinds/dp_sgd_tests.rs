@@ -1,5 +1,5 @@
 use super::*;
-use crate::dataset::tests::record;
+use crate::domain::dataset::tests::record;
 use crate::dp::reference::{self, assert_close};
 use crate::dp::statistics::{FALSE_FAILURE_RATE, kolmogorov_smirnov_p_value};
 use crate::dp::{Accountant, Budget, Charge, Composition, Delta};

@@ -37,7 +37,7 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, DebiasParams, FrankWolfeParams, PrivacyUnit, Selection};
 
 use super::iterative::{RowPasses, SnapshotRows, check_work, learned, within};
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::fixed::{FRACTION_BITS, Fixed};
 use crate::dp::region::Region;
 use crate::dp::{

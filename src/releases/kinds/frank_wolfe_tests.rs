@@ -1,7 +1,7 @@
 use super::*;
-use crate::dataset::tests::record;
+use crate::domain::dataset::tests::record;
 use crate::dp::reference;
-use crate::engine::summed_in_parts;
+use crate::releases::kinds::summed_in_parts;
 use crate::releases::kinds::test_rows::{Tightness, normal};
 use crate::snapshots::{CHUNK_ROWS, OwnedRow, Shape};
 use rand::rngs::ChaCha8Rng;

@@ -25,7 +25,7 @@ use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientPar
 use super::dp_gd::{self, Reach, Rows};
 use super::gradients::{Gradients, Grid, Loss, Residual};
 use super::iterative::{MAX_MAGNITUDE, check_work, require_signal, within};
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::constant_time::logistic;
 use crate::dp::{self, Epsilon, Mechanism, PrivacyLoss, per_step_epsilon};
 use crate::releases::plan::{noise_fixed, require_rows};

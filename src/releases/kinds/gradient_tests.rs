@@ -1,10 +1,10 @@
 use super::*;
-use crate::dataset::tests::record;
+use crate::domain::dataset::tests::record;
 use crate::dp::fixed::Fixed;
 use crate::dp::reference::{self, assert_close};
 use crate::dp::{Accountant, Budget, Charge, Composition, Delta};
-use crate::engine::summed_in_parts;
 use crate::releases::kinds::gradients::{Gradients, Identity};
+use crate::releases::kinds::summed_in_parts;
 use crate::releases::kinds::test_rows::{Tightness, columns_of, neighbours, normal, random_row};
 use crate::releases::kinds::test_rows::{exactly_within, gradient_total, units_apart_squared};
 use api::PrivacyUnit;

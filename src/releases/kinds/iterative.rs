@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dpgate_api_types::PrivacyUnit;
 
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::DpError;
 use crate::engine::Summed;
 use crate::releases::{Failure, ReleaseError, Snapshot};

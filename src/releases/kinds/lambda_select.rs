@@ -28,7 +28,7 @@ use ndarray::{Array2, Axis};
 
 use super::model::{self, Design, ModelError, ObjectivePlan, fit_on};
 use super::ridge::Learner;
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::{
     Delta, DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss, SelectionRule, Selector, erm,
 };

@@ -1,5 +1,5 @@
 use super::*;
-use crate::dataset::tests::record;
+use crate::domain::dataset::tests::record;
 use crate::dp::statistics::{FALSE_FAILURE_RATE, chi_square_p_value};
 use crate::dp::{Accountant, Budget, Charge, Composition, gaussian_epsilon};
 use ndarray::Array1;

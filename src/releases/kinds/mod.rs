@@ -26,7 +26,7 @@ use std::sync::Arc;
 use dpgate_api_types as api;
 
 use super::{Knobs, Planned, ReleaseError};
-use crate::dataset::DatasetRecord;
+use crate::domain::dataset::DatasetRecord;
 use ridge::Learner;
 use supplied::Supplied;
 
@@ -40,6 +40,16 @@ pub fn passes() -> crate::engine::Passes {
         .with::<gradients::Gradients<gradients::Logistic>>()
         .with::<gradients::Gradients<gradient::Fit>>()
         .with::<frank_wolfe::Terms>()
+}
+
+/// `fresh` summed over `parts` as a cluster would (see
+/// [`crate::engine::summed_in_parts`]), read back as one of [`passes`].
+#[cfg(test)]
+pub(crate) fn summed_in_parts<S: crate::engine::Summed>(
+    fresh: &S,
+    parts: &[crate::snapshots::Columns],
+) -> S {
+    crate::engine::summed_in_parts(&passes(), fresh, parts)
 }
 
 /// A release request's parameters, checked as far as they can be without

@@ -26,7 +26,7 @@ use ndarray::{Array1, Array2, ArrayView1};
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::dataset::Schema;
+use crate::domain::dataset::Schema;
 use crate::dp::erm::{self, ObjectivePerturbation, SOLVE_TOLERANCE};
 use crate::dp::{self, DpError, Epsilon, Mechanism, OsNoise};
 use crate::releases::{Failure, Snapshot, pacing};

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use dpgate_api_types as api;
 
 use super::model::{self, ObjectivePlan, fit_on};
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::PrivacyLoss;
 use crate::releases::plan::noise;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};

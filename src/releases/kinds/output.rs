@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use dpgate_api_types as api;
 
 use super::model::{self, fit_on};
-use crate::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::{Mechanism, erm};
 use crate::releases::plan::noise;
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};

@@ -33,7 +33,7 @@ use dpgate_api_types as api;
 
 use super::model::{self, ObjectivePlan};
 use super::{lambda_select, objective, output};
-use crate::dataset::DatasetRecord;
+use crate::domain::dataset::DatasetRecord;
 use crate::dp::{self, Epsilon};
 use crate::releases::{Knobs, Planned, ReleaseError};
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::dataset::tests::record;
+use crate::domain::dataset::tests::record;
 use crate::dp::Delta;
 use proptest::prelude::*;
 

@@ -27,7 +27,7 @@ use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, SuppliedRow};
 
 use super::walr;
 use super::walr_map::{self, Moments, WalrGrid};
-use crate::dataset::DatasetRecord;
+use crate::domain::dataset::DatasetRecord;
 use crate::dp::Mechanism;
 use crate::dp::fixed::Fixed;
 use crate::engine::{Needed, Summed};
@@ -446,7 +446,7 @@ impl Planned for SuppliedWalr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::summed_in_parts;
+    use crate::releases::kinds::summed_in_parts;
     use crate::snapshots::{OwnedRow, Shape};
 
     fn row(id: &str, x: &[f64]) -> SuppliedRow {
@@ -502,7 +502,7 @@ mod tests {
             2f64.sqrt().next_up()
         );
         assert_eq!(supplied.dims(true), 3);
-        let shape = Shape::of(&crate::dataset::tests::record().schema);
+        let shape = Shape::of(&crate::domain::dataset::tests::record().schema);
         let rows = [("a", 1), ("b", 1), ("c", 0), ("d", 1)].map(|(id, label)| OwnedRow {
             id: id.to_owned(),
             features: vec![0.0, 0.0],

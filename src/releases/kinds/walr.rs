@@ -31,7 +31,7 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, WalrMap, WalrResult};
 
 use super::walr_map::{self, MappedSums, Moments, WalrGrid};
-use crate::dataset::{DatasetRecord, WalrStats};
+use crate::domain::dataset::{DatasetRecord, WalrStats};
 use crate::dp::Mechanism;
 use crate::dp::fixed::Fixed;
 use crate::releases::plan::{Calibrated, noise_fixed, require_rows};

@@ -3,9 +3,9 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use super::*;
-use crate::dataset::WalrStats;
+use crate::domain::dataset::WalrStats;
 use crate::dp::fixed::Fixed;
-use crate::engine::summed_in_parts;
+use crate::releases::kinds::summed_in_parts;
 use crate::releases::kinds::test_rows::{Tightness, columns_of, random_row};
 use crate::releases::kinds::walr;
 use crate::snapshots::Columns;

@@ -16,7 +16,7 @@ use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::{Columns, Shape, Touched};
-use crate::dataset::ROW_ID;
+use crate::domain::dataset::ROW_ID;
 
 pub const FEATURES: &str = "features";
 pub const LABEL: &str = "label";

@@ -1,14 +1,13 @@
-//! Application state, the signing key, and serving.
+//! What every handler can reach: the store, the snapshots, the keys, the
+//! limits, the metrics, and the releases being made.
 
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::{self, Keys};
+use crate::domain::auth::Keys;
 use crate::engine::{DataDir, Engine};
 use crate::snapshots::Snapshots;
 use crate::store::Store;
@@ -108,91 +107,4 @@ fn metrics_handle() -> PrometheusHandle {
             handle
         })
         .clone()
-}
-
-/// Where the signing key comes from.
-#[derive(Clone, Default)]
-pub struct KeySource {
-    /// `DPGATE_JWT_SECRET`.
-    pub secret: Option<String>,
-    /// `DPGATE_KEY_FILE`.
-    pub file: Option<PathBuf>,
-}
-
-impl std::fmt::Debug for KeySource {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("KeySource")
-            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
-            .field("file", &self.file)
-            .finish()
-    }
-}
-
-/// The signing keys: the configured secret, else the key file (created on
-/// first use), else the database's stored key (Postgres) or a key file
-/// beside the SQLite database.
-pub async fn keys(
-    source: &KeySource,
-    database_url: &str,
-    store: &dyn Store,
-) -> anyhow::Result<Keys> {
-    if let Some(secret) = &source.secret {
-        return Keys::from_secret(secret);
-    }
-    if let Some(path) = &source.file {
-        return Keys::from_secret(&auth::load_or_create_key_file(path)?);
-    }
-    if let Some(path) = auth::default_key_file(database_url) {
-        return Keys::from_secret(&auth::load_or_create_key_file(&path)?);
-    }
-    match store.signing_key(&auth::fresh_secret()).await? {
-        Some(secret) => Keys::from_secret(&secret),
-        None => anyhow::bail!(
-            "no signing key: set DPGATE_JWT_SECRET or DPGATE_KEY_FILE for this database"
-        ),
-    }
-}
-
-/// Serves the API on `listener` (and the metrics on `metrics`, if given)
-/// until ctrl-c or SIGTERM, then lets the releases already debited finish.
-pub async fn serve(
-    listener: TcpListener,
-    metrics: Option<TcpListener>,
-    state: AppState,
-) -> anyhow::Result<()> {
-    let tasks = state.tasks.clone();
-    if let Some(metrics) = metrics {
-        let router = crate::api::metrics_router(state.clone());
-        tokio::spawn(async move {
-            if let Err(error) = axum::serve(metrics, router).await {
-                tracing::error!(%error, "the metrics listener stopped");
-            }
-        });
-    }
-    axum::serve(listener, crate::api::router(state))
-        .with_graceful_shutdown(shutdown())
-        .await?;
-    tasks.close();
-    tasks.wait().await;
-    Ok(())
-}
-
-async fn shutdown() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(_) => return std::future::pending().await,
-            };
-        tokio::select! {
-            _ = interrupt => {},
-            _ = terminate.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
-    tracing::info!("shutting down");
 }

@@ -4,9 +4,9 @@
 
 use dpgate_api_types as api;
 
-use crate::dataset::{DatasetRecord, parse_budget, spent_view};
+use crate::domain::dataset::{DatasetRecord, parse_budget, spent_view};
+use crate::domain::ledger::NewEntry;
 use crate::dp::{self, Accountant, Composition};
-use crate::ledger::NewEntry;
 
 /// Most caps one request may set, so one lock is never held for long.
 pub const MAX_CAPS_PER_CHANGE: usize = 1000;
@@ -211,7 +211,7 @@ mod tests {
     }
 
     fn dataset(total: f64, accountant: Accountant) -> DatasetRecord {
-        let mut record = crate::dataset::tests::record();
+        let mut record = crate::domain::dataset::tests::record();
         record.budget = budget(total, 1e-6);
         record.accountant = accountant;
         record

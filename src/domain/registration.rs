@@ -53,8 +53,8 @@ pub struct Ended {
 
 impl RegistrationRecord {
     /// A registration of `dataset_id` for `actor`, starting now.
-    pub fn start(dataset_id: Uuid, actor: &str) -> Result<Self, crate::clock::ClockError> {
-        let now = crate::clock::timestamp()?;
+    pub fn start(dataset_id: Uuid, actor: &str) -> Result<Self, crate::domain::clock::ClockError> {
+        let now = crate::domain::clock::timestamp()?;
         Ok(RegistrationRecord {
             id: Uuid::now_v7(),
             dataset_id,

@@ -168,9 +168,44 @@ pub fn problem_response(status: StatusCode, problem: &Problem) -> Response {
     response
 }
 
-impl From<crate::clock::ClockError> for ApiError {
-    fn from(error: crate::clock::ClockError) -> Self {
+impl From<crate::domain::clock::ClockError> for ApiError {
+    fn from(error: crate::domain::clock::ClockError) -> Self {
         ApiError::Internal(error.into())
+    }
+}
+
+impl From<crate::export::ExportError> for ApiError {
+    fn from(error: crate::export::ExportError) -> Self {
+        match error {
+            crate::export::ExportError::Store(error) => error.into(),
+            encode @ crate::export::ExportError::Encode(_) => ApiError::Internal(encode.into()),
+        }
+    }
+}
+
+impl From<crate::uploads::UploadError> for ApiError {
+    fn from(error: crate::uploads::UploadError) -> Self {
+        use crate::uploads::UploadError;
+        match error {
+            too_large @ UploadError::TooLarge(_) => {
+                ApiError::PayloadTooLarge(too_large.to_string())
+            }
+            UploadError::Malformed(detail) => ApiError::Malformed(detail),
+            UploadError::Invalid(detail) => ApiError::Invalid(detail),
+            UploadError::Forbidden(detail) => ApiError::Forbidden(detail),
+            UploadError::BadLines { detail, lines } => ApiError::BadLines { detail, lines },
+            UploadError::Store(error) => error.into(),
+            UploadError::Internal(error) => ApiError::Internal(error),
+        }
+    }
+}
+
+impl From<crate::uploads::background::StartError> for ApiError {
+    fn from(error: crate::uploads::background::StartError) -> Self {
+        match error {
+            crate::uploads::background::StartError::Clock(error) => error.into(),
+            crate::uploads::background::StartError::Store(error) => error.into(),
+        }
     }
 }
 

@@ -435,7 +435,7 @@ impl DatasetRecord {
 
     /// The dataset view of the API, with the analysts' spending the
     /// caller may see.
-    pub fn view(&self, analysts: &[crate::budget::AnalystRecord]) -> api::Dataset {
+    pub fn view(&self, analysts: &[crate::domain::budget::AnalystRecord]) -> api::Dataset {
         let spent = self.spent();
         api::Dataset {
             id: self.id,

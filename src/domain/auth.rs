@@ -6,11 +6,9 @@
 //! present and must be a number. Every token carries a `jti` so it can be
 //! revoked.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use rand::Rng;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -70,14 +68,7 @@ impl std::fmt::Debug for Keys {
 /// Seconds since the Unix epoch (a clock before 1970 is read as 1970, which
 /// only makes new tokens expire early).
 pub fn now() -> u64 {
-    u64::try_from(crate::clock::now().unix_timestamp()).unwrap_or(0)
-}
-
-/// A fresh random secret (256 bits, hex) from the OS CSPRNG.
-pub fn fresh_secret() -> String {
-    let mut bytes = [0u8; 32];
-    crate::dp::OsNoise::new().fill_bytes(&mut bytes);
-    hex::encode(bytes)
+    u64::try_from(crate::domain::clock::now().unix_timestamp()).unwrap_or(0)
 }
 
 impl Keys {
@@ -141,39 +132,6 @@ impl Keys {
     }
 }
 
-/// Where the signing key comes from when neither `DPGATE_JWT_SECRET` nor
-/// `DPGATE_KEY_FILE` is set: beside the SQLite file, or inside Postgres so
-/// that every replica shares it.
-pub fn default_key_file(database_url: &str) -> Option<PathBuf> {
-    let path = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))?;
-    let path = path.split('?').next().unwrap_or(path);
-    if path.is_empty() || path == ":memory:" {
-        return None;
-    }
-    Some(Path::new(path).with_extension("key"))
-}
-
-/// Reads the secret in `path`, creating it (mode 0600) if it does not exist.
-pub fn load_or_create_key_file(path: &Path) -> anyhow::Result<String> {
-    use std::io::Write;
-    match std::fs::read_to_string(path) {
-        Ok(secret) => Ok(secret.trim().to_owned()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let secret = fresh_secret();
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut file = options.open(path)?;
-            file.write_all(secret.as_bytes())?;
-            Ok(secret)
-        }
-        Err(error) => Err(error.into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,34 +164,5 @@ mod tests {
             .unwrap();
         let other = Keys::from_secret("another secret of thirty-two bytes!").unwrap();
         assert!(other.verify(&token).is_err());
-    }
-
-    #[test]
-    fn the_default_key_file_sits_beside_the_sqlite_database() {
-        assert_eq!(
-            default_key_file("sqlite://dpgate.db"),
-            Some(PathBuf::from("dpgate.key"))
-        );
-        assert_eq!(
-            default_key_file("sqlite:///var/lib/dpgate/data.db?mode=rwc"),
-            Some(PathBuf::from("/var/lib/dpgate/data.key"))
-        );
-        assert_eq!(default_key_file("sqlite::memory:"), None);
-        assert_eq!(default_key_file("postgres://localhost/dpgate"), None);
-    }
-
-    #[test]
-    fn a_key_file_is_created_once_and_then_reused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("server.key");
-        let first = load_or_create_key_file(&path).unwrap();
-        assert_eq!(first.len(), 64);
-        assert_eq!(load_or_create_key_file(&path).unwrap(), first);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
     }
 }
