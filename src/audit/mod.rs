@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use dpgate_api_types::{self as api, PrivacyUnit};
+use dpgate_api_types::{self as api, PrivacyUnit, ReleaseOutput};
 use futures_util::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 

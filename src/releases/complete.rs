@@ -24,52 +24,10 @@ const REPLAY_POLL: Duration = Duration::from_millis(100);
 /// Whether every number of a release is finite: JSON has no NaN or ∞, and
 /// a response never carries `null` where a number is specified.
 fn finite(release: &api::Release) -> bool {
+    use api::ReleaseOutput;
     let top = [release.sensitivity, release.sigma, release.noise.scale];
     top.iter().all(|value| value.is_finite())
-        && match &release.result {
-            None => true,
-            Some(api::ReleaseResult::Walr(walr)) => walr
-                .noisy_dot
-                .iter()
-                .chain(&walr.noisy_intercept)
-                .all(|value| value.is_finite()),
-            Some(api::ReleaseResult::Aggregate(aggregate)) => aggregate
-                .groups
-                .iter()
-                .all(|group| group.value.is_finite() && group.std.is_finite()),
-            Some(api::ReleaseResult::Model(model)) => model
-                .weights
-                .iter()
-                .chain([&model.intercept, &model.noise_scale])
-                .all(|value| value.is_finite()),
-            Some(api::ReleaseResult::DpGd(model)) => model
-                .weights
-                .iter()
-                .chain([&model.intercept, &model.sigma, &model.noise_multiplier])
-                .all(|value| value.is_finite()),
-            Some(api::ReleaseResult::FrankWolfe(model)) => model
-                .weights
-                .iter()
-                .chain(&model.model_weights)
-                .chain([&model.intercept, &model.stage.selection_scale])
-                .all(|value| value.is_finite()),
-            Some(api::ReleaseResult::Gradient(gradient)) => gradient
-                .gradient
-                .iter()
-                .flatten()
-                .chain([
-                    &gradient.sigma,
-                    &gradient.sensitivity,
-                    &gradient.call_epsilon,
-                ])
-                .all(|value| value.is_finite()),
-            Some(api::ReleaseResult::DpSgd(model)) => model
-                .weights
-                .iter()
-                .chain(model.projected_weights.iter().flatten())
-                .chain([&model.intercept, &model.noise_scale])
-                .all(|value| value.is_finite()),
-        }
+        && release.result.as_ref().is_none_or(ReleaseOutput::is_finite)
 }
 
 /// A release of public numbers only: computed at once (it reads nothing

@@ -123,61 +123,8 @@ pub async fn train_lasso(
     // Every holder is read and priced before any session is opened, so
     // that one refusing (its token, its features, its budget) leaves no
     // other holder debited for a run that cannot happen.
-    let mut holders: Vec<(Client, Uuid)> = Vec::with_capacity(args.datasets.len());
-    let mut first: Option<Dataset> = None;
-    for (index, &dataset) in args.datasets.iter().enumerate() {
-        let server = args.servers.get(index).map_or(home.base(), String::as_str);
-        let token = match args.server_tokens.get(index) {
-            Some(path) => Some(read_token(path)?),
-            None => home.token().map(str::to_owned),
-        };
-        let client = Client::with_timeouts(server, token, timeouts);
-        let view = client
-            .dataset(dataset)
-            .await
-            .with_context(|| format!("reading dataset {dataset} on {server}"))?;
-        match &first {
-            None => first = Some(view),
-            // Gradients in the scaled space only average if every holder
-            // scales the same features the same way.
-            Some(first) => anyhow::ensure!(
-                first.features == view.features,
-                "dataset {dataset} has other features or bounds than {}: {:?} against {:?}",
-                first.id,
-                view.features,
-                first.features
-            ),
-        }
-        let dry_run = ReleaseOptions {
-            dry_run: true,
-            ..ReleaseOptions::default()
-        };
-        client
-            .release(dataset, &request, &dry_run)
-            .await
-            .with_context(|| format!("pricing a gradient session on {dataset} on {server}"))?;
-        holders.push((client, dataset));
-    }
-    let first = first.context("no dataset given")?;
-    let mut sessions = Vec::with_capacity(holders.len());
-    for (client, dataset) in holders {
-        let release = client
-            .release(dataset, &request, &ReleaseOptions::default())
-            .await
-            .with_context(|| format!("opening a gradient session on {dataset}"))?
-            .release;
-        let Some(ReleaseResult::Gradient(result)) = &release.result else {
-            anyhow::bail!(
-                "dataset {dataset}'s server answered a gradient session with another result"
-            );
-        };
-        sessions.push(Session {
-            client,
-            dataset,
-            release: release.id.context("a session without a release id")?,
-            n: result.n,
-        });
-    }
+    let (holders, first) = price_holders(home, timeouts, args, &request).await?;
+    let sessions = open_sessions(holders, &request).await?;
     let names: Vec<String> = first.features.iter().map(|f| f.name.clone()).collect();
     let ista = Ista {
         steps: args.steps,
@@ -238,6 +185,81 @@ pub async fn train_lasso(
         args.out.display()
     )?;
     Ok(())
+}
+
+/// Each holder's client and dataset, once every one has been read and the
+/// session priced on it, and the first holder's view (whose features all
+/// share).
+async fn price_holders(
+    home: &Client,
+    timeouts: Timeouts,
+    args: &LassoArgs,
+    request: &ReleaseRequest,
+) -> anyhow::Result<(Vec<(Client, Uuid)>, Dataset)> {
+    let mut holders: Vec<(Client, Uuid)> = Vec::with_capacity(args.datasets.len());
+    let mut first: Option<Dataset> = None;
+    for (index, &dataset) in args.datasets.iter().enumerate() {
+        let server = args.servers.get(index).map_or(home.base(), String::as_str);
+        let token = match args.server_tokens.get(index) {
+            Some(path) => Some(read_token(path)?),
+            None => home.token().map(str::to_owned),
+        };
+        let client = Client::with_timeouts(server, token, timeouts);
+        let view = client
+            .dataset(dataset)
+            .await
+            .with_context(|| format!("reading dataset {dataset} on {server}"))?;
+        match &first {
+            None => first = Some(view),
+            // Gradients in the scaled space only average if every holder
+            // scales the same features the same way.
+            Some(first) => anyhow::ensure!(
+                first.features == view.features,
+                "dataset {dataset} has other features or bounds than {}: {:?} against {:?}",
+                first.id,
+                view.features,
+                first.features
+            ),
+        }
+        let dry_run = ReleaseOptions {
+            dry_run: true,
+            ..ReleaseOptions::default()
+        };
+        client
+            .release(dataset, request, &dry_run)
+            .await
+            .with_context(|| format!("pricing a gradient session on {dataset} on {server}"))?;
+        holders.push((client, dataset));
+    }
+    let first = first.context("no dataset given")?;
+    Ok((holders, first))
+}
+
+/// Opens the pre-paid gradient session on every holder.
+async fn open_sessions(
+    holders: Vec<(Client, Uuid)>,
+    request: &ReleaseRequest,
+) -> anyhow::Result<Vec<Session>> {
+    let mut sessions = Vec::with_capacity(holders.len());
+    for (client, dataset) in holders {
+        let release = client
+            .release(dataset, request, &ReleaseOptions::default())
+            .await
+            .with_context(|| format!("opening a gradient session on {dataset}"))?
+            .release;
+        let Some(ReleaseResult::Gradient(result)) = &release.result else {
+            anyhow::bail!(
+                "dataset {dataset}'s server answered a gradient session with another result"
+            );
+        };
+        sessions.push(Session {
+            client,
+            dataset,
+            release: release.id.context("a session without a release id")?,
+            n: result.n,
+        });
+    }
+    Ok(sessions)
 }
 
 /// The token in `path`, without the line break an editor or `echo` adds.

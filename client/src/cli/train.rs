@@ -8,13 +8,14 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{ArgGroup, Args, ValueEnum};
 use dpgate_api_types::{
-    Release, ReleaseParams, ReleaseRequest, ReleaseResult, WalrParams, WalrResult,
+    Release, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow, WalrParams, WalrResult,
 };
 use ndarray::Array2;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{MapArg, print_json, progress, shown, spinner, supplied};
+use super::release::supplied;
+use super::{MapArg, print_json, progress, shown, spinner};
 use crate::features::{FeatureTable, Scaling};
 use crate::mapped;
 use crate::model_file::{ModelFile, ModelMap, Training};
@@ -158,45 +159,8 @@ pub(super) async fn train(
 ) -> anyhow::Result<()> {
     let dataset = client.dataset(args.dataset).await?;
     // Features first: nothing is spent if they can not be had.
-    let (rows, supplied_rows) = match &args.features {
-        Some(path) => {
-            let (table, scaling, supplied) = supplied(path)?;
-            let rows = Rows {
-                scaled: table.x,
-                row_ids: table.row_ids,
-                names: table.names,
-                scaling,
-            };
-            (rows, Some(supplied))
-        }
-        None => (
-            server_rows(client, args.dataset, args.features_format, json).await?,
-            None,
-        ),
-    };
-    let release = match args.release {
-        Some(id) => client.get_release(args.dataset, id).await?,
-        None => {
-            let request = ReleaseRequest {
-                epsilon: args.epsilon,
-                delta: args.delta,
-                params: ReleaseParams::Walr(WalrParams {
-                    features: supplied_rows,
-                    map: args.map.into(),
-                    target_sigma: args.target_sigma,
-                    ..WalrParams::default()
-                }),
-            };
-            let options = ReleaseOptions {
-                idempotency_key: args.idempotency_key.clone(),
-                dry_run: false,
-            };
-            let spinner = spinner(json, "releasing the noisy dot product");
-            let released = client.release(args.dataset, &request, &options).await;
-            spinner.finish_and_clear();
-            released?.release
-        }
-    };
+    let (rows, supplied_rows) = rows_of(client, args, json).await?;
+    let release = walr_release(client, args, supplied_rows, json).await?;
     let (noisy, map) = fit_inputs(&release, &rows)?;
     let config = args.config();
     let bar = progress(
@@ -262,12 +226,78 @@ pub(super) async fn train(
             },
         );
     }
+    print_trained(out, &model, &release, &args.out)
+}
+
+/// The rows to train on: the analyst's own features (and the rows to send
+/// with the release), or the server's.
+async fn rows_of(
+    client: &Client,
+    args: &TrainArgs,
+    json: bool,
+) -> anyhow::Result<(Rows, Option<Vec<SuppliedRow>>)> {
+    Ok(match &args.features {
+        Some(path) => {
+            let (table, scaling, supplied) = supplied(path)?;
+            let rows = Rows {
+                scaled: table.x,
+                row_ids: table.row_ids,
+                names: table.names,
+                scaling,
+            };
+            (rows, Some(supplied))
+        }
+        None => (
+            server_rows(client, args.dataset, args.features_format, json).await?,
+            None,
+        ),
+    })
+}
+
+/// The WALR release to train from: the one `--release` names, or a new
+/// one over `supplied` rows (the stored features without).
+async fn walr_release(
+    client: &Client,
+    args: &TrainArgs,
+    supplied: Option<Vec<SuppliedRow>>,
+    json: bool,
+) -> anyhow::Result<Release> {
+    if let Some(id) = args.release {
+        return Ok(client.get_release(args.dataset, id).await?);
+    }
+    let request = ReleaseRequest {
+        epsilon: args.epsilon,
+        delta: args.delta,
+        params: ReleaseParams::Walr(WalrParams {
+            features: supplied,
+            map: args.map.into(),
+            target_sigma: args.target_sigma,
+            ..WalrParams::default()
+        }),
+    };
+    let options = ReleaseOptions {
+        idempotency_key: args.idempotency_key.clone(),
+        dry_run: false,
+    };
+    let spinner = spinner(json, "releasing the noisy dot product");
+    let released = client.release(args.dataset, &request, &options).await;
+    spinner.finish_and_clear();
+    Ok(released?.release)
+}
+
+/// The line a person reads once the model is written.
+fn print_trained(
+    out: &mut (dyn Write + Send),
+    model: &ModelFile,
+    release: &Release,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
     let training = model.training.as_ref();
     writeln!(
         out,
         "trained on {} rows{} for {} epochs ({}), final loss estimate {:.5}; release {} cost \
          ε = {}, δ = {:e}; model written to {}",
-        rows.row_ids.len(),
+        training.map_or(0, |t| t.rows),
         match &model.map {
             Some(map) => format!(
                 " on the release's map {}",
@@ -277,17 +307,17 @@ pub(super) async fn train(
             ),
             None => String::new(),
         },
-        trained.epochs.len(),
-        if trained.converged {
+        training.map_or(0, |t| t.epochs),
+        if training.is_some_and(|t| t.converged) {
             "converged"
         } else {
             "epoch limit"
         },
         training.map_or(f64::NAN, |t| t.final_loss),
-        shown(&release),
+        shown(release),
         release.epsilon,
         release.delta,
-        args.out.display(),
+        path.display(),
     )?;
     Ok(())
 }

@@ -26,13 +26,13 @@ use async_trait::async_trait;
 use dpgate_api_types as api;
 use ndarray::{Array2, Axis};
 
-use super::model::{self, Design, ModelError, ObjectivePlan, fit_on};
+use super::model::{self, Design, ObjectivePlan, fit_on};
 use super::ridge::Learner;
 use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::{
     Delta, DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss, SelectionRule, Selector, erm,
 };
-use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot, pacing};
+use crate::releases::{Failure, Knobs, ModelError, Planned, Price, ReleaseError, Snapshot, pacing};
 
 /// One row in this many is held out to score the candidates.
 pub const HOLDOUT_STRIDE: u64 = 10;

@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use dpgate_api_types as api;
-use dpgate_learn::{FitError, Objective};
+use dpgate_learn::Objective;
 use ndarray::{Array1, Array2, ArrayView1};
 use rand::Rng;
 use rayon::prelude::*;
@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use crate::domain::dataset::Schema;
 use crate::dp::erm::{self, ObjectivePerturbation, SOLVE_TOLERANCE};
 use crate::dp::{self, DpError, Epsilon, Mechanism, OsNoise};
-use crate::releases::{Failure, Snapshot, pacing};
+use crate::releases::{Failure, ModelError, Snapshot, pacing};
 use crate::snapshots::Pass;
 use crate::snapshots::{CHUNK_ROWS, Columns};
 
@@ -220,15 +220,6 @@ impl Pass for DesignBuilder {
         );
         Ok(())
     }
-}
-
-/// Why a fit failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    #[error("the fit did not converge: {0}")]
-    Fit(#[from] FitError),
-    #[error(transparent)]
-    Dp(#[from] DpError),
 }
 
 /// The minimiser of J(w) + (1/N)·bᵀw with regulariser `lambda`, to

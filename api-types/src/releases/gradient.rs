@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::releases::ReleaseKind;
+use super::{ReleaseKind, ReleaseOutput};
 
 /// The mean clipped gradient (1/N)·Σ clip_C(∇ℓᵢ(θ)) in model space, u =
 /// (1, x̃) with x̃ the features scaled into [0, 1] by their declared bounds
@@ -147,4 +147,14 @@ pub struct GradientCallResult {
     pub gradient: Vec<f64>,
     /// Calls never claimed.
     pub remaining: u32,
+}
+
+impl ReleaseOutput for GradientResult {
+    fn is_finite(&self) -> bool {
+        self.gradient
+            .iter()
+            .flatten()
+            .chain([&self.sigma, &self.sensitivity, &self.call_epsilon])
+            .all(|value| value.is_finite())
+    }
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::releases::ReleaseKind;
+use super::{ReleaseKind, ReleaseOutput};
 
 /// Linear regression ŷ = intercept + weightsᵀx fitted by T steps of
 /// Frank-Wolfe on the L1 ball ‖θ‖₁ ≤ r, each step's vertex chosen
@@ -53,6 +53,10 @@ impl FrankWolfeParams {
 
 impl ReleaseKind for FrankWolfeParams {
     const KIND: &'static str = "model/frank-wolfe";
+
+    fn sources(&self) -> &[Uuid] {
+        &self.sources
+    }
 }
 
 /// How each step picks its vertex.
@@ -148,4 +152,14 @@ pub struct StageUsed {
 pub struct SourceUsed {
     pub dataset: Uuid,
     pub n: u64,
+}
+
+impl ReleaseOutput for FrankWolfeResult {
+    fn is_finite(&self) -> bool {
+        self.weights
+            .iter()
+            .chain(&self.model_weights)
+            .chain([&self.intercept, &self.stage.selection_scale])
+            .all(|value| value.is_finite())
+    }
 }
