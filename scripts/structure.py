@@ -231,7 +231,9 @@ def production_lines(path):
             after = i + 1
             while after < len(lines) and lines[after].startswith("#["):
                 after += 1
-            if after < len(lines) and re.match(r"(pub(\([a-z]+\))? )?mod ", lines[after]):
+            inline = after < len(lines) and re.match(r"(pub(\([a-z]+\))? )?mod \w+ \{", lines[after])
+            last = after < len(lines) and re.match(r"(pub(\([a-z]+\))? )?mod \w+;", lines[after])
+            if inline or (last and not any(line.strip() for line in lines[after + 1 :])):
                 return i
     return len(lines) - (lines[-1] == "")
 

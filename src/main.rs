@@ -1,5 +1,9 @@
 //! The `dpgate` binary: parse the command line, set up logging, run.
 
+// Production functions stay short enough to read (clippy.toml: 120
+// lines); tests may spell a scenario out at length.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 

@@ -1,8 +1,13 @@
 use super::*;
+use std::collections::BTreeMap;
+
+use crate::dp::fixed::FRACTION_BITS;
 use crate::dp::statistics::{FALSE_FAILURE_RATE, kolmogorov_smirnov_p_value};
 use crate::dp::{Delta, Epsilon, Mechanism};
 use crate::releases::kinds::summed_in_parts;
+use crate::snapshots::Pass;
 use crate::snapshots::{CHUNK_ROWS, Columns, OwnedRow, STREAM_ROWS, Shape};
+use dpgate_api_types::PrivacyUnit;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 use statrs::distribution::{ContinuousCDF, Laplace, Normal};

@@ -209,12 +209,17 @@
 //! `tests/certified_fit.rs` exercise it on degenerate data at the floor;
 //! below the floor a fit may still succeed, but nothing guarantees it, so
 //! the server should refuse such λ before it spends any budget.
+mod arithmetic;
+mod floor;
 
 use ndarray::{Array1, ArrayView1, s};
 use thiserror::Error;
 
 use crate::logistic::{Objective, sigmoid};
 use crate::passes::{BLOCK_ROWS, block_range, by_core};
+
+use arithmetic::*;
+pub use floor::*;
 
 /// u = 2⁻⁵³, the unit roundoff of binary64 with round-to-nearest.
 pub const UNIT_ROUNDOFF: f64 = f64::EPSILON / 2.0;
@@ -228,103 +233,28 @@ pub const EXP_ULPS: f64 = 8.0;
 pub const SAFETY: f64 = 2.0;
 
 /// ε_σ: the bound on the evaluation error of [`sigmoid`], which is ≤ 1.
-const SIGMOID_ERROR: f64 = EXP_ULPS * f64::EPSILON + 4.0 * UNIT_ROUNDOFF;
+pub(super) const SIGMOID_ERROR: f64 = EXP_ULPS * f64::EPSILON + 4.0 * UNIT_ROUNDOFF;
 
 /// 2⁻¹⁰⁰⁰: per-coordinate slack for every underflow error.
-const TINY: f64 = f64::from_bits((1023 - 1000) << 52);
+pub(super) const TINY: f64 = f64::from_bits((1023 - 1000) << 52);
 
 /// 2⁻⁵⁰⁰: slack for squares that underflow inside a norm.
-const NORM_SLACK: f64 = f64::from_bits((1023 - 500) << 52);
+pub(super) const NORM_SLACK: f64 = f64::from_bits((1023 - 500) << 52);
 
 /// 1 + 2⁻²⁰: covers the relative rounding of the two norms and their sum.
-const NORM_INFLATION: f64 = 1.0 + 1.0 / (1u64 << 20) as f64;
+pub(super) const NORM_INFLATION: f64 = 1.0 + 1.0 / (1u64 << 20) as f64;
 
 /// Lanes of the certificate's dot product.
-const LANES: usize = 8;
+pub(super) const LANES: usize = 8;
 
 /// The share of the tolerance the certificate's worst-case error may take.
-const CERTIFICATE_SHARE: f64 = 1.0 / 8.0;
+pub(super) const CERTIFICATE_SHARE: f64 = 1.0 / 8.0;
 
 /// The share of λ the Hessian's worst-case error may take.
-const HESSIAN_SHARE: f64 = 1.0 / 8.0;
+pub(super) const HESSIAN_SHARE: f64 = 1.0 / 8.0;
 
 /// max |σ″| = 1/(6√3).
-const SIGMOID_SECOND_DERIVATIVE: f64 = 0.096_225_044_864_937_6;
-
-/// γₙ = nu/(1 − nu), or +∞ once nu ≥ ½ (no bound claimed there).
-fn gamma(n: f64) -> f64 {
-    let nu = n * UNIT_ROUNDOFF;
-    if nu < 0.5 {
-        nu / (1.0 - nu)
-    } else {
-        f64::INFINITY
-    }
-}
-
-/// K = ⌈k/8⌉ + 4: the most roundings a product goes through in
-/// [`lane_dot`].
-fn margin_depth(k: usize) -> f64 {
-    (k.div_ceil(LANES) + 4) as f64
-}
-
-/// (fl(Σ xⱼwⱼ), fl(Σ |xⱼwⱼ|)) in 8 lanes, each summed in order, then added
-/// as a balanced tree: every product sees at most ⌈k/8⌉ + 4 roundings.
-#[inline]
-fn lane_dot(x: &[f64], w: &[f64]) -> (f64, f64) {
-    let mut sum = [0.0f64; LANES];
-    let mut abs = [0.0f64; LANES];
-    let xs = x.chunks_exact(LANES);
-    let ws = w.chunks_exact(LANES);
-    let (x_tail, w_tail) = (xs.remainder(), ws.remainder());
-    for (xc, wc) in xs.zip(ws) {
-        for (((s, a), &xv), &wv) in sum.iter_mut().zip(abs.iter_mut()).zip(xc).zip(wc) {
-            let p = xv * wv;
-            *s += p;
-            *a += p.abs();
-        }
-    }
-    for (((s, a), &xv), &wv) in sum.iter_mut().zip(abs.iter_mut()).zip(x_tail).zip(w_tail) {
-        let p = xv * wv;
-        *s += p;
-        *a += p.abs();
-    }
-    (tree(&sum), tree(&abs))
-}
-
-fn tree(v: &[f64; LANES]) -> f64 {
-    ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
-}
-
-/// Knuth's TwoSum: s + e = a + b exactly, s = fl(a + b).
-#[inline]
-fn two_sum(a: f64, b: f64) -> (f64, f64) {
-    let s = a + b;
-    let bv = s - a;
-    (s, (a - (s - bv)) + (b - bv))
-}
-
-/// A block's Sum2 of the gradient's terms (running sums and their
-/// compensations) and the rows' part of Ê, by coordinate.
-struct BlockSums {
-    sum: Vec<f64>,
-    compensation: Vec<f64>,
-    error: Vec<f64>,
-}
-
-impl BlockSums {
-    fn new(k: usize) -> BlockSums {
-        BlockSums {
-            sum: vec![0.0; k],
-            compensation: vec![0.0; k],
-            error: vec![0.0; k],
-        }
-    }
-}
-
-/// ‖v‖₂ in floating point.
-fn norm(v: &Array1<f64>) -> f64 {
-    v.iter().map(|x| x * x).sum::<f64>().sqrt()
-}
+pub(super) const SIGMOID_SECOND_DERIVATIVE: f64 = 0.096_225_044_864_937_6;
 
 /// The gradient at some weights, with a bound on its error that holds in
 /// exact arithmetic (see the [module docs](self)).
@@ -452,187 +382,6 @@ impl Objective<'_> {
             bound,
         }
     }
-}
-
-/// Why public parameters were refused: the solve could fail for some data
-/// in the domain.
-#[derive(Debug, Clone, Copy, PartialEq, Error)]
-pub enum Infeasible {
-    /// A parameter is out of its range (zero rows or columns, a
-    /// non-positive or non-finite λ or tolerance, a negative or non-finite
-    /// bound on ‖b‖/N).
-    #[error("invalid {what}: {value}")]
-    InvalidParameter { what: &'static str, value: f64 },
-    /// λ is below the floor for these columns, rows, linear-term bound and
-    /// tolerance.
-    #[error(
-        "regularisation {lambda:e} is below {floor:e}, the smallest for which the fit can be \
-         certified to gradient norm {tolerance:e} with these dimensions"
-    )]
-    LambdaBelowFloor {
-        lambda: f64,
-        floor: f64,
-        tolerance: f64,
-    },
-    /// No λ makes the fit certifiable: the tolerance is below what double
-    /// precision can certify (about 4·10⁻¹⁴ and more with a linear term).
-    #[error("tolerance {tolerance:e} is below what double precision can certify")]
-    ToleranceTooSmall { tolerance: f64 },
-}
-
-/// R: the bound on ‖ŵ‖ at any point the certificate must accept.
-fn weight_bound(lambda: f64, beta: f64, tolerance: f64) -> f64 {
-    let from_value = (beta + (beta * beta + 2.0 * lambda * std::f64::consts::LN_2).sqrt()) / lambda;
-    let from_stationarity = (1.0 + beta) / lambda;
-    from_value.min(from_stationarity) + tolerance / lambda
-}
-
-/// Worst case over the domain of the certificate's error term as it enters
-/// `bound`: (‖Ê‖·(1 + 2⁻²⁰) + 2⁻⁵⁰⁰) with ‖Ê‖ ≤ E(λ) of the module docs.
-fn worst_certificate_error(k: usize, rows: usize, lambda: f64, beta: f64, tolerance: f64) -> f64 {
-    let u = UNIT_ROUNDOFF;
-    let r = weight_bound(lambda, beta, tolerance);
-    let gamma_k = gamma(margin_depth(k));
-    let gamma_n_squared = gamma((rows + 1) as f64).powi(2);
-    let bracket = SIGMOID_ERROR
-        + u
-        + gamma_n_squared
-        + 0.25 * gamma_k * (1.0 + gamma_k) * r / (1.0 - gamma_k)
-        + 3.0 * u * (1.0 + beta)
-        + 2.0 * u * (1.0 + beta + tolerance)
-        + gamma_n_squared * beta;
-    let error = SAFETY * bracket * (1.0 + 1.0 / (1u64 << 30) as f64) + (k as f64).sqrt() * TINY;
-    error * NORM_INFLATION + NORM_SLACK
-}
-
-/// Worst case over the domain of ‖Ĥ − H‖₂ for the Hessian the solver forms
-/// and solves with (see the module docs).
-fn worst_hessian_error(k: usize, rows: usize, lambda: f64, beta: f64, tolerance: f64) -> f64 {
-    let u = UNIT_ROUNDOFF;
-    let kf = k as f64;
-    let r = weight_bound(lambda, beta, tolerance);
-    0.25 * gamma(rows as f64 + 4.0)
-        + 0.25 * (2.0 * SIGMOID_ERROR + 3.0 * u)
-        + SIGMOID_SECOND_DERIVATIVE * gamma(kf) * r
-        + (u + kf * gamma(3.0 * kf + 1.0)) * 1.125 * (0.25 + lambda)
-}
-
-fn feasible(k: usize, rows: usize, lambda: f64, beta: f64, tolerance: f64) -> bool {
-    worst_certificate_error(k, rows, lambda, beta, tolerance) <= CERTIFICATE_SHARE * tolerance
-        && worst_hessian_error(k, rows, lambda, beta, tolerance) <= HESSIAN_SHARE * lambda
-}
-
-fn check_shape(columns: usize, rows: usize, beta: f64, tolerance: f64) -> Result<(), Infeasible> {
-    if columns == 0 || columns >= 1 << 30 {
-        return Err(Infeasible::InvalidParameter {
-            what: "columns",
-            value: columns as f64,
-        });
-    }
-    if rows == 0 || rows as f64 >= 2f64.powi(50) {
-        return Err(Infeasible::InvalidParameter {
-            what: "rows",
-            value: rows as f64,
-        });
-    }
-    if !(beta.is_finite() && beta >= 0.0) {
-        return Err(Infeasible::InvalidParameter {
-            what: "linear_norm_over_n",
-            value: beta,
-        });
-    }
-    if !(tolerance.is_finite() && tolerance > 0.0) {
-        return Err(Infeasible::InvalidParameter {
-            what: "tolerance",
-            value: tolerance,
-        });
-    }
-    Ok(())
-}
-
-/// The smallest λ for which a fit with `columns` columns, `rows` rows, a
-/// linear term with ‖b‖/N ≤ `linear_norm_over_n` (0 without one) and
-/// gradient-norm tolerance `tolerance` is guaranteed to be certifiable for
-/// every data set with ‖xᵢ‖₂ ≤ 1 and yᵢ = ±1 (derivation and table in the
-/// [module docs](self)).
-///
-/// # Errors
-/// [`Infeasible::InvalidParameter`] for zero rows or columns, a negative or
-/// non-finite bound or a non-positive tolerance;
-/// [`Infeasible::ToleranceTooSmall`] if no λ works.
-pub fn min_lambda(
-    columns: usize,
-    rows: usize,
-    linear_norm_over_n: f64,
-    tolerance: f64,
-) -> Result<f64, Infeasible> {
-    check_shape(columns, rows, linear_norm_over_n, tolerance)?;
-    let ok = |lambda: f64| feasible(columns, rows, lambda, linear_norm_over_n, tolerance);
-    let mut high = 1.0f64;
-    while !ok(high) {
-        high *= 4.0;
-        if high > 1e300 {
-            return Err(Infeasible::ToleranceTooSmall { tolerance });
-        }
-    }
-    let mut low = high;
-    while ok(low) {
-        low *= 0.25;
-        if low < 1e-300 {
-            return Ok(low);
-        }
-    }
-    // ok(high), !ok(low): bisect in log scale to a relative 2⁻⁴⁰.
-    for _ in 0..200 {
-        if high <= low * (1.0 + 1.0 / (1u64 << 40) as f64) {
-            break;
-        }
-        let middle = (low * high).sqrt();
-        if ok(middle) {
-            high = middle;
-        } else {
-            low = middle;
-        }
-    }
-    Ok(high)
-}
-
-/// Checks, before any privacy budget is spent, that a fit with these
-/// public parameters will be certified for every data set in the domain
-/// (‖xᵢ‖₂ ≤ 1, yᵢ = ±1, ‖b‖/N ≤ `linear_norm_over_n`), so that
-/// [`Objective::minimise`](crate::Objective::minimise) cannot fail after the
-/// debit.
-///
-/// `columns` is d (including an intercept column), `rows` is N, `lambda`
-/// the total regularisation the objective uses, `linear_norm_over_n` a
-/// bound on ‖b‖/N of the linear term (0 without one).
-///
-/// # Errors
-/// [`Infeasible::LambdaBelowFloor`] (with the floor) if λ is below
-/// [`min_lambda`], and the errors of [`min_lambda`].
-pub fn certifiable(
-    columns: usize,
-    rows: usize,
-    lambda: f64,
-    linear_norm_over_n: f64,
-    tolerance: f64,
-) -> Result<(), Infeasible> {
-    check_shape(columns, rows, linear_norm_over_n, tolerance)?;
-    if !(lambda.is_finite() && lambda > 0.0) {
-        return Err(Infeasible::InvalidParameter {
-            what: "lambda",
-            value: lambda,
-        });
-    }
-    if feasible(columns, rows, lambda, linear_norm_over_n, tolerance) {
-        return Ok(());
-    }
-    let floor = min_lambda(columns, rows, linear_norm_over_n, tolerance)?;
-    Err(Infeasible::LambdaBelowFloor {
-        lambda,
-        floor,
-        tolerance,
-    })
 }
 
 #[cfg(test)]

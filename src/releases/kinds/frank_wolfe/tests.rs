@@ -1,8 +1,10 @@
 use super::*;
 use crate::domain::dataset::tests::record;
+use crate::dp::fixed::{FRACTION_BITS, Fixed};
 use crate::dp::reference;
 use crate::releases::kinds::summed_in_parts;
 use crate::releases::kinds::test_rows::{Tightness, normal};
+use crate::snapshots::Columns;
 use crate::snapshots::{CHUNK_ROWS, OwnedRow, Shape};
 use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
