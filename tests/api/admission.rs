@@ -12,7 +12,7 @@
 //! columns read ([`Reads`]), so each test can tell that a refusal read
 //! nothing, and that the release it is compared with did.
 
-mod catalogue;
+pub mod catalogue;
 mod dry_runs;
 mod refusals;
 mod sessions;

@@ -19,9 +19,10 @@ use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use dpgate_learn::synthetic::{Synthetic, logistic_data};
 use dpgate_learn::{Objective, auc, sigmoid};
 use ndarray::{Array1, Array2, s};
+use rstest::rstest;
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, backends, spawn_app, spawn_app_keyed};
+use crate::helpers::{Backend, TestApp, backends, spawn_app, spawn_app_keyed, unavailable};
 
 const K: usize = 16;
 
@@ -132,8 +133,16 @@ fn non_private_auc(train: &Synthetic, test: &Synthetic) -> f64 {
     auc(&scores.to_vec(), &test.y).unwrap()
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model() {
+async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
     let train = logistic_data(100_000, K, 21);
     let test = logistic_data(100_000, K, 22);
     let truth = non_private_auc(&train, &test);
@@ -142,91 +151,89 @@ async fn the_cli_trains_label_blind_within_0_02_auc_of_the_non_private_model() {
     std::fs::write(&test_csv, csv(&test, true)).unwrap();
     let own_features = dir.path().join("own.csv");
     std::fs::write(&own_features, csv(&train, false)).unwrap();
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let dataset = app.dataset(dataset_request("synthetic", 2.5)).await;
-        let id = dataset.id.to_string();
-        app.admin
-            .upload_rows(dataset.id, UploadFormat::Csv, csv(&train, true))
-            .await
-            .unwrap();
-        let token = app.token(Role::Analyst, "ana", &[dataset.id]);
-        let model = dir.path().join(format!("{backend:?}.json"));
-        let out = model.to_str().unwrap();
-        // The server's features come as an Arrow stream by default.
-        let trained = client(&app, &token, &spend_and_train(&id, out))
-            .await
-            .unwrap();
-        let trained: serde_json::Value = serde_json::from_str(&trained).unwrap();
-        assert_eq!(trained["model"]["epsilon"], 1.0);
-        assert_eq!(trained["model"]["feature_names"][15], "f15");
-        assert_eq!(trained["model"]["training"]["rows"], 100_000);
-        let private = evaluate_auc(&app, &token, &model, &test_csv).await;
-        assert!(
-            (truth - private).abs() <= 0.02,
-            "{backend:?}: AUC {private} vs non-private {truth}"
-        );
-        // The analyst's own copy of the features, supplied to the release.
-        let own_model = dir.path().join(format!("{backend:?}-own.json"));
-        let own_out = own_model.to_str().unwrap();
-        let features = own_features.to_str().unwrap();
-        let args = [
-            "train",
-            "--dataset",
-            &id,
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-6",
-            "--features",
-            features,
-            "--out",
-            own_out,
-        ];
-        client(&app, &token, &args).await.unwrap();
-        let own = evaluate_auc(&app, &token, &own_model, &test_csv).await;
-        assert!(
-            (truth - own).abs() <= 0.02,
-            "{backend:?}: AUC {own} vs {truth}"
-        );
-        // Training again from the first release spends nothing more; from
-        // the features as CSV it makes the same model, but for the
-        // features' last digits (CSV rounds them to decimals, Arrow to f32).
-        let release = trained["model"]["release_id"].as_str().unwrap();
-        let again = dir.path().join("again.json");
-        let args = [
-            "train",
-            "--dataset",
-            &id,
-            "--release",
-            release,
-            "--features-format",
-            "csv",
-            "--out",
-            again.to_str().unwrap(),
-        ];
-        client(&app, &token, &args).await.unwrap();
-        let (arrow, csv) = (
-            ModelFile::load(&model).unwrap(),
-            ModelFile::load(&again).unwrap(),
-        );
-        assert_eq!(csv.release_id, arrow.release_id);
-        for (a, c) in arrow.weights.iter().zip(&csv.weights) {
-            assert!((a - c).abs() < 1e-4, "{backend:?}: {a} vs {c}");
-        }
-        let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
-        assert_eq!(spent.epsilon_basic, 2.0, "{backend:?}");
-        // Beyond the budget: the problem comes back typed, no model is written.
-        let refused = dir.path().join("refused.json");
-        let args = spend_and_train(&id, refused.to_str().unwrap());
-        let error = client(&app, &token, &args).await.unwrap_err();
-        let problem = error
-            .downcast_ref::<ClientError>()
-            .and_then(ClientError::problem_type);
-        assert_eq!(problem, Some(ProblemType::BudgetExhausted), "{error:#}");
-        assert!(!refused.exists());
-        app.finish().await;
+    let app = spawn_app(backend).await;
+    let dataset = app.dataset(dataset_request("synthetic", 2.5)).await;
+    let id = dataset.id.to_string();
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, csv(&train, true))
+        .await
+        .unwrap();
+    let token = app.token(Role::Analyst, "ana", &[dataset.id]);
+    let model = dir.path().join(format!("{backend:?}.json"));
+    let out = model.to_str().unwrap();
+    // The server's features come as an Arrow stream by default.
+    let trained = client(&app, &token, &spend_and_train(&id, out))
+        .await
+        .unwrap();
+    let trained: serde_json::Value = serde_json::from_str(&trained).unwrap();
+    assert_eq!(trained["model"]["epsilon"], 1.0);
+    assert_eq!(trained["model"]["feature_names"][15], "f15");
+    assert_eq!(trained["model"]["training"]["rows"], 100_000);
+    let private = evaluate_auc(&app, &token, &model, &test_csv).await;
+    assert!(
+        (truth - private).abs() <= 0.02,
+        "{backend:?}: AUC {private} vs non-private {truth}"
+    );
+    // The analyst's own copy of the features, supplied to the release.
+    let own_model = dir.path().join(format!("{backend:?}-own.json"));
+    let own_out = own_model.to_str().unwrap();
+    let features = own_features.to_str().unwrap();
+    let args = [
+        "train",
+        "--dataset",
+        &id,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--features",
+        features,
+        "--out",
+        own_out,
+    ];
+    client(&app, &token, &args).await.unwrap();
+    let own = evaluate_auc(&app, &token, &own_model, &test_csv).await;
+    assert!(
+        (truth - own).abs() <= 0.02,
+        "{backend:?}: AUC {own} vs {truth}"
+    );
+    // Training again from the first release spends nothing more; from
+    // the features as CSV it makes the same model, but for the
+    // features' last digits (CSV rounds them to decimals, Arrow to f32).
+    let release = trained["model"]["release_id"].as_str().unwrap();
+    let again = dir.path().join("again.json");
+    let args = [
+        "train",
+        "--dataset",
+        &id,
+        "--release",
+        release,
+        "--features-format",
+        "csv",
+        "--out",
+        again.to_str().unwrap(),
+    ];
+    client(&app, &token, &args).await.unwrap();
+    let (arrow, csv) = (
+        ModelFile::load(&model).unwrap(),
+        ModelFile::load(&again).unwrap(),
+    );
+    assert_eq!(csv.release_id, arrow.release_id);
+    for (a, c) in arrow.weights.iter().zip(&csv.weights) {
+        assert!((a - c).abs() < 1e-4, "{backend:?}: {a} vs {c}");
     }
+    let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
+    assert_eq!(spent.epsilon_basic, 2.0, "{backend:?}");
+    // Beyond the budget: the problem comes back typed, no model is written.
+    let refused = dir.path().join("refused.json");
+    let args = spend_and_train(&id, refused.to_str().unwrap());
+    let error = client(&app, &token, &args).await.unwrap_err();
+    let problem = error
+        .downcast_ref::<ClientError>()
+        .and_then(ClientError::problem_type);
+    assert_eq!(problem, Some(ProblemType::BudgetExhausted), "{error:#}");
+    assert!(!refused.exists());
+    app.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -564,8 +571,16 @@ async fn release_map(client: &Client, model: &ModelFile) -> (NoisyDot, FeatureMa
 /// `train --map`: the release's map is the model's, the trainer fitted
 /// v(x) of the rows, and predictions (so `evaluate`) go through the same
 /// map; from the server's features and from the analyst's own.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn train_on_a_feature_map_applies_it_alike_in_release_training_and_evaluation() {
+async fn train_on_a_feature_map_applies_it_alike_in_release_training_and_evaluation(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
     let train = raw_data(20_000, 41);
     let test = raw_data(20_000, 42);
     let truth = non_private_auc(&train, &test);
@@ -574,322 +589,325 @@ async fn train_on_a_feature_map_applies_it_alike_in_release_training_and_evaluat
     std::fs::write(&test_csv, csv(&test, true)).unwrap();
     let own_features = dir.path().join("own.csv");
     std::fs::write(&own_features, csv(&train, false)).unwrap();
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let dataset = app.dataset(bounded_request("mapped", 10.0, &BOUNDS)).await;
-        let id = dataset.id.to_string();
-        app.admin
-            .upload_rows(dataset.id, UploadFormat::Csv, csv(&train, true))
-            .await
-            .unwrap();
-        let token = app.token(Role::Analyst, "ana", &[dataset.id]);
-        let analyst = app.admin.with_token(&token);
-        let path = dir.path().join(format!("{backend:?}-auto.json"));
-        let out = path.to_str().unwrap();
-        let args = [
-            "train",
-            "--dataset",
-            &id,
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-6",
-            "--map",
-            "auto",
-            "--out",
-            out,
-        ];
-        client(&app, &token, &args).await.unwrap();
-        let model = ModelFile::load(&path).unwrap();
-        let (noisy, map) = release_map(&analyst, &model).await;
-        assert_eq!(map.name, WalrMap::Auto);
-        let kept = model.map.as_ref().expect("the model keeps the map");
-        assert_eq!(kept.feature_map, map, "{backend:?}");
-        assert_eq!(
-            (kept.scaling.min.as_slice(), kept.scaling.max.as_slice()),
-            (&[-2.0, 10.0, 0.0, -1.0][..], &[3.0, 20.0, 1.0, 1.0][..])
-        );
-        // Training: the trainer on v(x) of the server's features, against
-        // the release's intercept term over a, is the model bit for bit.
-        let bytes = analyst.features_arrow(dataset.id, |_| {}).await.unwrap();
-        let table = FeatureTable::from_arrow(&bytes[..]).unwrap();
-        let mut v = Array2::zeros(table.x.dim());
-        for (raw, mut row) in table.x.rows().into_iter().zip(v.rows_mut()) {
-            let scaled = scaled_by_hand(&raw.to_vec(), &BOUNDS);
-            map.apply(&scaled, row.as_slice_mut().unwrap());
-        }
-        let unweighted = NoisyDot {
-            intercept: noisy.intercept.map(|b| b / map.intercept_weight),
-            ..noisy
-        };
-        let trained =
-            trainer::train(v.view(), &unweighted, &TrainerConfig::default(), |_| {}).unwrap();
-        assert_eq!(trained.weights, model.weights, "{backend:?}");
-        assert_eq!(trained.intercept, Some(model.intercept), "{backend:?}");
-        // Prediction: through the scaling and the release's map.
-        for row in train.x.rows() {
-            let row = row.to_vec();
-            assert_eq!(
-                model.predict(&row),
-                mapped_prediction(&model, &BOUNDS, &map, &row)
-            );
-        }
-        // Evaluation: its AUC is that of the same predictions, and the
-        // model has learnt the signal.
-        let report = client(
-            &app,
-            &token,
-            &[
-                "evaluate",
-                "--model",
-                out,
-                "--data",
-                test_csv.to_str().unwrap(),
-            ],
-        )
+    let app = spawn_app(backend).await;
+    let dataset = app.dataset(bounded_request("mapped", 10.0, &BOUNDS)).await;
+    let id = dataset.id.to_string();
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, csv(&train, true))
         .await
         .unwrap();
-        let report: serde_json::Value = serde_json::from_str(&report).unwrap();
-        assert_eq!(report["rows"], 20_000);
-        let predicted: Vec<f64> = (test.x.rows().into_iter())
-            .map(|row| mapped_prediction(&model, &BOUNDS, &map, &row.to_vec()))
-            .collect();
-        let evaluated = report["auc"].as_f64().unwrap();
-        assert_eq!(Some(evaluated), auc(&predicted, &test.y));
-        assert!(
-            evaluated > 0.6 && evaluated > truth - 0.02,
-            "{backend:?}: AUC {evaluated} vs non-private {truth}"
-        );
-        // An earlier release trains the same model again, for free.
-        let again = dir.path().join("again.json");
-        let release = model.release_id.to_string();
-        let args = [
-            "train",
-            "--dataset",
-            &id,
-            "--release",
-            &release,
-            "--out",
-            again.to_str().unwrap(),
-        ];
-        client(&app, &token, &args).await.unwrap();
-        assert_eq!(ModelFile::load(&again).unwrap(), model);
-        // The analyst's own features, scaled by their observed ranges.
-        let own_path = dir.path().join(format!("{backend:?}-own.json"));
-        let args = [
-            "train",
-            "--dataset",
-            &id,
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-6",
-            "--map",
-            "centre",
-            "--features",
-            own_features.to_str().unwrap(),
-            "--out",
-            own_path.to_str().unwrap(),
-        ];
-        client(&app, &token, &args).await.unwrap();
-        let own = ModelFile::load(&own_path).unwrap();
-        let (_, own_map) = release_map(&analyst, &own).await;
-        assert_eq!(own_map.name, WalrMap::Centre);
-        let kept = own.map.as_ref().unwrap();
-        assert_eq!(kept.feature_map, own_map);
-        let observed: Vec<(f64, f64)> = (train.x.columns().into_iter())
-            .map(|column| {
-                let min = column.iter().copied().fold(f64::INFINITY, f64::min);
-                let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                (min, max)
-            })
-            .collect();
-        let kept_bounds: Vec<(f64, f64)> = kept
-            .scaling
-            .min
-            .iter()
-            .copied()
-            .zip(kept.scaling.max.iter().copied())
-            .collect();
-        assert_eq!(kept_bounds, observed);
-        for row in train.x.rows() {
-            let row = row.to_vec();
-            assert_eq!(
-                own.predict(&row),
-                mapped_prediction(&own, &observed, &own_map, &row)
-            );
-        }
-        let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
-        assert_eq!(spent.epsilon_basic, 2.0, "{backend:?}");
-        app.finish().await;
+    let token = app.token(Role::Analyst, "ana", &[dataset.id]);
+    let analyst = app.admin.with_token(&token);
+    let path = dir.path().join(format!("{backend:?}-auto.json"));
+    let out = path.to_str().unwrap();
+    let args = [
+        "train",
+        "--dataset",
+        &id,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--map",
+        "auto",
+        "--out",
+        out,
+    ];
+    client(&app, &token, &args).await.unwrap();
+    let model = ModelFile::load(&path).unwrap();
+    let (noisy, map) = release_map(&analyst, &model).await;
+    assert_eq!(map.name, WalrMap::Auto);
+    let kept = model.map.as_ref().expect("the model keeps the map");
+    assert_eq!(kept.feature_map, map, "{backend:?}");
+    assert_eq!(
+        (kept.scaling.min.as_slice(), kept.scaling.max.as_slice()),
+        (&[-2.0, 10.0, 0.0, -1.0][..], &[3.0, 20.0, 1.0, 1.0][..])
+    );
+    // Training: the trainer on v(x) of the server's features, against
+    // the release's intercept term over a, is the model bit for bit.
+    let bytes = analyst.features_arrow(dataset.id, |_| {}).await.unwrap();
+    let table = FeatureTable::from_arrow(&bytes[..]).unwrap();
+    let mut v = Array2::zeros(table.x.dim());
+    for (raw, mut row) in table.x.rows().into_iter().zip(v.rows_mut()) {
+        let scaled = scaled_by_hand(&raw.to_vec(), &BOUNDS);
+        map.apply(&scaled, row.as_slice_mut().unwrap());
     }
+    let unweighted = NoisyDot {
+        intercept: noisy.intercept.map(|b| b / map.intercept_weight),
+        ..noisy
+    };
+    let trained = trainer::train(v.view(), &unweighted, &TrainerConfig::default(), |_| {}).unwrap();
+    assert_eq!(trained.weights, model.weights, "{backend:?}");
+    assert_eq!(trained.intercept, Some(model.intercept), "{backend:?}");
+    // Prediction: through the scaling and the release's map.
+    for row in train.x.rows() {
+        let row = row.to_vec();
+        assert_eq!(
+            model.predict(&row),
+            mapped_prediction(&model, &BOUNDS, &map, &row)
+        );
+    }
+    // Evaluation: its AUC is that of the same predictions, and the
+    // model has learnt the signal.
+    let report = client(
+        &app,
+        &token,
+        &[
+            "evaluate",
+            "--model",
+            out,
+            "--data",
+            test_csv.to_str().unwrap(),
+        ],
+    )
+    .await
+    .unwrap();
+    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(report["rows"], 20_000);
+    let predicted: Vec<f64> = (test.x.rows().into_iter())
+        .map(|row| mapped_prediction(&model, &BOUNDS, &map, &row.to_vec()))
+        .collect();
+    let evaluated = report["auc"].as_f64().unwrap();
+    assert_eq!(Some(evaluated), auc(&predicted, &test.y));
+    assert!(
+        evaluated > 0.6 && evaluated > truth - 0.02,
+        "{backend:?}: AUC {evaluated} vs non-private {truth}"
+    );
+    // An earlier release trains the same model again, for free.
+    let again = dir.path().join("again.json");
+    let release = model.release_id.to_string();
+    let args = [
+        "train",
+        "--dataset",
+        &id,
+        "--release",
+        &release,
+        "--out",
+        again.to_str().unwrap(),
+    ];
+    client(&app, &token, &args).await.unwrap();
+    assert_eq!(ModelFile::load(&again).unwrap(), model);
+    // The analyst's own features, scaled by their observed ranges.
+    let own_path = dir.path().join(format!("{backend:?}-own.json"));
+    let args = [
+        "train",
+        "--dataset",
+        &id,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--map",
+        "centre",
+        "--features",
+        own_features.to_str().unwrap(),
+        "--out",
+        own_path.to_str().unwrap(),
+    ];
+    client(&app, &token, &args).await.unwrap();
+    let own = ModelFile::load(&own_path).unwrap();
+    let (_, own_map) = release_map(&analyst, &own).await;
+    assert_eq!(own_map.name, WalrMap::Centre);
+    let kept = own.map.as_ref().unwrap();
+    assert_eq!(kept.feature_map, own_map);
+    let observed: Vec<(f64, f64)> = (train.x.columns().into_iter())
+        .map(|column| {
+            let min = column.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = column.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (min, max)
+        })
+        .collect();
+    let kept_bounds: Vec<(f64, f64)> = kept
+        .scaling
+        .min
+        .iter()
+        .copied()
+        .zip(kept.scaling.max.iter().copied())
+        .collect();
+    assert_eq!(kept_bounds, observed);
+    for row in train.x.rows() {
+        let row = row.to_vec();
+        assert_eq!(
+            own.predict(&row),
+            mapped_prediction(&own, &observed, &own_map, &row)
+        );
+    }
+    let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
+    assert_eq!(spent.epsilon_basic, 2.0, "{backend:?}");
+    app.finish().await;
 }
 
 /// Accuracy first: `--target-sigma` and `--target-std` spend the ε the
 /// server chose, and a release with neither ε nor a target is refused
 /// before anything is sent.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn targets_spend_the_epsilon_the_server_chose_and_no_price_spends_nothing() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let dataset = app.dataset(bounded_request("targets", 10.0, &BOUNDS)).await;
-        let id = dataset.id.to_string();
-        let data = raw_data(2_000, 43);
-        app.admin
-            .upload_rows(dataset.id, UploadFormat::Csv, csv(&data, true))
-            .await
-            .unwrap();
-        let token = app.token(Role::Analyst, "ana", &[dataset.id]);
-        let ledger = async || app.admin.ledger(dataset.id).await.unwrap();
-        let entries = ledger().await.len();
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("model.json");
-        let out = path.to_str().unwrap();
-        // Neither ε nor a target: refused by the CLI, nothing spent.
-        let neither = ["train", "--dataset", &id, "--delta", "1e-6", "--out", out];
-        let error = client(&app, &token, &neither)
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("--epsilon <EPSILON>|--target-sigma <TARGET_SIGMA>|--release"),
-            "{error}"
-        );
-        let both = [&neither[..], &["--epsilon", "1", "--target-sigma", "0.01"]].concat();
-        let error = client(&app, &token, &both).await.unwrap_err().to_string();
-        assert!(error.contains("cannot be used with"), "{error}");
-        for kind in [
-            &["release", "walr", "--dataset", &id, "--delta", "1e-6"][..],
-            &[
-                "release",
-                "aggregate",
-                "--dataset",
-                &id,
-                "--statistics",
-                "count",
-            ],
-            &["release", "model", "--dataset", &id, "--lambda", "0.01"],
-        ] {
-            let error = client(&app, &token, kind).await.unwrap_err().to_string();
-            assert!(
-                error.contains("required arguments were not provided"),
-                "{error}"
-            );
-            assert!(error.contains("--epsilon <EPSILON>"), "{error}");
-        }
-        assert!(!path.exists());
-        assert_eq!(ledger().await.len(), entries, "{backend:?}");
-        // `train --target-sigma`: the model, the ledger and the budget all
-        // carry the ε of the release, whose noise meets the target.
-        let args = [
-            "train",
-            "--dataset",
-            &id,
-            "--target-sigma",
-            "0.02",
-            "--delta",
-            "1e-6",
-            "--map",
-            "auto",
-            "--out",
-            out,
-        ];
-        let summary = client(&app, &token, &args).await.unwrap();
-        let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
-        let model = ModelFile::load(&path).unwrap();
-        let release = app
-            .admin
-            .get_release(dataset.id, model.release_id)
-            .await
-            .unwrap();
-        assert!(
-            release.sigma <= 0.02 && release.epsilon > 0.0,
-            "{release:?}"
-        );
-        assert_eq!(model.epsilon, release.epsilon);
-        assert_eq!(summary["model"]["epsilon"].as_f64(), Some(release.epsilon));
-        let debit = ledger().await.pop().unwrap();
-        assert_eq!(
-            (debit.event, debit.release_id, debit.epsilon),
-            (
-                LedgerEvent::Release,
-                Some(model.release_id),
-                release.epsilon
-            )
-        );
-        let view = app.admin.dataset(dataset.id).await.unwrap();
-        assert_eq!(view.spent.epsilon_basic, release.epsilon, "{backend:?}");
-        assert_eq!(
-            summary["remaining_epsilon"].as_f64(),
-            Some(view.remaining.epsilon)
-        );
-        // The same target and map price the same ε as a dry run.
-        let priced = [
-            "release",
-            "walr",
-            "--dataset",
-            &id,
-            "--target-sigma",
-            "0.02",
-            "--delta",
-            "1e-6",
-            "--map",
-            "auto",
-            "--dry-run",
-        ];
-        let priced = client(&app, &token, &priced).await.unwrap();
-        let priced: serde_json::Value = serde_json::from_str(&priced).unwrap();
-        assert_eq!(priced["epsilon"].as_f64(), Some(release.epsilon));
-        // `release aggregate --target-std`: a dry run names the ε, and the
-        // release prints and spends that ε.
-        let aggregate = [
+async fn targets_spend_the_epsilon_the_server_chose_and_no_price_spends_nothing(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let dataset = app.dataset(bounded_request("targets", 10.0, &BOUNDS)).await;
+    let id = dataset.id.to_string();
+    let data = raw_data(2_000, 43);
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, csv(&data, true))
+        .await
+        .unwrap();
+    let token = app.token(Role::Analyst, "ana", &[dataset.id]);
+    let ledger = async || app.admin.ledger(dataset.id).await.unwrap();
+    let entries = ledger().await.len();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.json");
+    let out = path.to_str().unwrap();
+    // Neither ε nor a target: refused by the CLI, nothing spent.
+    let neither = ["train", "--dataset", &id, "--delta", "1e-6", "--out", out];
+    let error = client(&app, &token, &neither)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("--epsilon <EPSILON>|--target-sigma <TARGET_SIGMA>|--release"),
+        "{error}"
+    );
+    let both = [&neither[..], &["--epsilon", "1", "--target-sigma", "0.01"]].concat();
+    let error = client(&app, &token, &both).await.unwrap_err().to_string();
+    assert!(error.contains("cannot be used with"), "{error}");
+    for kind in [
+        &["release", "walr", "--dataset", &id, "--delta", "1e-6"][..],
+        &[
             "release",
             "aggregate",
             "--dataset",
             &id,
-            "--target-std",
-            "20",
-            "--delta",
-            "1e-6",
             "--statistics",
-            "sum:y",
-        ];
-        let priced = client(&app, &token, &[&aggregate[..], &["--dry-run"]].concat())
-            .await
-            .unwrap();
-        let priced: serde_json::Value = serde_json::from_str(&priced).unwrap();
-        let epsilon = priced["epsilon"].as_f64().unwrap();
-        assert!(epsilon > 0.0, "{priced}");
-        let printed = client_text(&app, &token, &aggregate).await.unwrap();
+            "count",
+        ],
+        &["release", "model", "--dataset", &id, "--lambda", "0.01"],
+    ] {
+        let error = client(&app, &token, kind).await.unwrap_err().to_string();
         assert!(
-            printed.contains(&format!(": spent ε = {epsilon}, δ = 1e-6;")),
-            "{printed}"
+            error.contains("required arguments were not provided"),
+            "{error}"
         );
-        let debit = ledger().await.pop().unwrap();
-        assert_eq!(
-            (debit.event, debit.epsilon),
-            (LedgerEvent::Release, epsilon)
-        );
-        let released = app
-            .admin
-            .get_release(dataset.id, debit.release_id.unwrap())
-            .await
-            .unwrap();
-        let Some(ReleaseResult::Aggregate(result)) = &released.result else {
-            panic!("{released:?}");
-        };
-        assert!(
-            result.groups.iter().all(|group| group.std <= 20.0),
-            "{result:?}"
-        );
-        let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
-        let sum = release.epsilon + epsilon;
-        assert!(
-            (spent.epsilon_basic - sum).abs() < 1e-12,
-            "{backend:?}: {spent:?}"
-        );
-        app.finish().await;
+        assert!(error.contains("--epsilon <EPSILON>"), "{error}");
     }
+    assert!(!path.exists());
+    assert_eq!(ledger().await.len(), entries, "{backend:?}");
+    // `train --target-sigma`: the model, the ledger and the budget all
+    // carry the ε of the release, whose noise meets the target.
+    let args = [
+        "train",
+        "--dataset",
+        &id,
+        "--target-sigma",
+        "0.02",
+        "--delta",
+        "1e-6",
+        "--map",
+        "auto",
+        "--out",
+        out,
+    ];
+    let summary = client(&app, &token, &args).await.unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    let model = ModelFile::load(&path).unwrap();
+    let release = app
+        .admin
+        .get_release(dataset.id, model.release_id)
+        .await
+        .unwrap();
+    assert!(
+        release.sigma <= 0.02 && release.epsilon > 0.0,
+        "{release:?}"
+    );
+    assert_eq!(model.epsilon, release.epsilon);
+    assert_eq!(summary["model"]["epsilon"].as_f64(), Some(release.epsilon));
+    let debit = ledger().await.pop().unwrap();
+    assert_eq!(
+        (debit.event, debit.release_id, debit.epsilon),
+        (
+            LedgerEvent::Release,
+            Some(model.release_id),
+            release.epsilon
+        )
+    );
+    let view = app.admin.dataset(dataset.id).await.unwrap();
+    assert_eq!(view.spent.epsilon_basic, release.epsilon, "{backend:?}");
+    assert_eq!(
+        summary["remaining_epsilon"].as_f64(),
+        Some(view.remaining.epsilon)
+    );
+    // The same target and map price the same ε as a dry run.
+    let priced = [
+        "release",
+        "walr",
+        "--dataset",
+        &id,
+        "--target-sigma",
+        "0.02",
+        "--delta",
+        "1e-6",
+        "--map",
+        "auto",
+        "--dry-run",
+    ];
+    let priced = client(&app, &token, &priced).await.unwrap();
+    let priced: serde_json::Value = serde_json::from_str(&priced).unwrap();
+    assert_eq!(priced["epsilon"].as_f64(), Some(release.epsilon));
+    // `release aggregate --target-std`: a dry run names the ε, and the
+    // release prints and spends that ε.
+    let aggregate = [
+        "release",
+        "aggregate",
+        "--dataset",
+        &id,
+        "--target-std",
+        "20",
+        "--delta",
+        "1e-6",
+        "--statistics",
+        "sum:y",
+    ];
+    let priced = client(&app, &token, &[&aggregate[..], &["--dry-run"]].concat())
+        .await
+        .unwrap();
+    let priced: serde_json::Value = serde_json::from_str(&priced).unwrap();
+    let epsilon = priced["epsilon"].as_f64().unwrap();
+    assert!(epsilon > 0.0, "{priced}");
+    let printed = client_text(&app, &token, &aggregate).await.unwrap();
+    assert!(
+        printed.contains(&format!(": spent ε = {epsilon}, δ = 1e-6;")),
+        "{printed}"
+    );
+    let debit = ledger().await.pop().unwrap();
+    assert_eq!(
+        (debit.event, debit.epsilon),
+        (LedgerEvent::Release, epsilon)
+    );
+    let released = app
+        .admin
+        .get_release(dataset.id, debit.release_id.unwrap())
+        .await
+        .unwrap();
+    let Some(ReleaseResult::Aggregate(result)) = &released.result else {
+        panic!("{released:?}");
+    };
+    assert!(
+        result.groups.iter().all(|group| group.std <= 20.0),
+        "{result:?}"
+    );
+    let spent = app.admin.dataset(dataset.id).await.unwrap().spent;
+    let sum = release.epsilon + epsilon;
+    assert!(
+        (spent.epsilon_basic - sum).abs() < 1e-12,
+        "{backend:?}: {spent:?}"
+    );
+    app.finish().await;
 }
 
 /// `train-lasso` over `datasets` at ε = 1, δ = 10⁻⁶, η = 0.2, λ = 10⁻⁴,

@@ -13,9 +13,12 @@ use dpgate::domain::auth::Role;
 use dpgate_client::types::{ARROW_STREAM, ProblemType};
 use dpgate_client::{Client, ClientError, UploadFormat};
 use reqwest::StatusCode;
+use rstest::rstest;
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app, spawn_app_with};
+use crate::helpers::{
+    Backend, TestApp, ads_dataset, ads_rows, backends, spawn_app, spawn_app_with, unavailable,
+};
 
 /// More rows than one record batch (and than one streamed block).
 const ROWS: usize = 65_536 + 4_464;
@@ -85,75 +88,78 @@ async fn read_csv(client: &Client, id: Uuid) -> (Vec<String>, Vec<(String, Vec<f
 /// The Arrow export equals the CSV export row for row, whether the
 /// snapshot is held in memory (one block, cut into batches) or streamed
 /// from its files (blocks of 65,536 rows, a batch each).
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn the_arrow_export_round_trips_to_the_csv_export() {
-    for backend in backends() {
-        for cache_bytes in [Limits::default().cache_bytes, 0] {
-            let limits = Limits {
-                cache_bytes,
-                ..Limits::default()
-            };
-            let app = spawn_app_with(backend, limits).await;
-            let dataset = app.dataset(dataset_request("ranges", "label")).await;
-            app.admin
-                .upload_rows(dataset.id, UploadFormat::Csv, rows())
-                .await
-                .unwrap();
-            let ana = app.analyst("ana", &[dataset.id]);
-            let response = app
-                .raw(
-                    reqwest::Method::GET,
-                    &format!("/v1/datasets/{}/features", dataset.id),
-                )
-                .bearer_auth(app.token(Role::Analyst, "ana", &[dataset.id]))
-                .header("accept", ARROW_STREAM)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), StatusCode::OK);
-            assert_eq!(response.headers()["content-type"], ARROW_STREAM);
-            let (schema, batches) = read_arrow(&response.bytes().await.unwrap());
-            let expected = Schema::new(vec![
-                Field::new("row_id", DataType::Utf8, false),
-                Field::new("share", DataType::Float32, false),
-                Field::new("spend", DataType::Float32, false),
-            ]);
-            assert_eq!(*schema, expected);
-            let sizes: Vec<usize> = batches.iter().map(|batch| batch.num_rows()).collect();
-            assert_eq!(sizes, [65_536, ROWS - 65_536], "cache {cache_bytes}");
+async fn the_arrow_export_round_trips_to_the_csv_export(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    for cache_bytes in [Limits::default().cache_bytes, 0] {
+        let limits = Limits {
+            cache_bytes,
+            ..Limits::default()
+        };
+        let app = spawn_app_with(backend, limits).await;
+        let dataset = app.dataset(dataset_request("ranges", "label")).await;
+        app.admin
+            .upload_rows(dataset.id, UploadFormat::Csv, rows())
+            .await
+            .unwrap();
+        let ana = app.analyst("ana", &[dataset.id]);
+        let response = app
+            .raw(
+                reqwest::Method::GET,
+                &format!("/v1/datasets/{}/features", dataset.id),
+            )
+            .bearer_auth(app.token(Role::Analyst, "ana", &[dataset.id]))
+            .header("accept", ARROW_STREAM)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["content-type"], ARROW_STREAM);
+        let (schema, batches) = read_arrow(&response.bytes().await.unwrap());
+        let expected = Schema::new(vec![
+            Field::new("row_id", DataType::Utf8, false),
+            Field::new("share", DataType::Float32, false),
+            Field::new("spend", DataType::Float32, false),
+        ]);
+        assert_eq!(*schema, expected);
+        let sizes: Vec<usize> = batches.iter().map(|batch| batch.num_rows()).collect();
+        assert_eq!(sizes, [65_536, ROWS - 65_536], "cache {cache_bytes}");
 
-            let (header, csv) = read_csv(&ana, dataset.id).await;
-            assert_eq!(header, ["row_id", "share", "spend"]);
-            assert_eq!(csv.len(), ROWS);
-            let mut rows = csv.iter();
-            for batch in &batches {
-                let ids = batch.column(0).as_string::<i32>();
-                let columns: Vec<&[f32]> = (1..=2)
-                    .map(|j| &batch.column(j).as_primitive::<Float32Type>().values()[..])
-                    .collect();
-                for (row, id) in ids.iter().enumerate() {
-                    let (csv_id, csv_values) = rows.next().unwrap();
-                    assert_eq!(id, Some(csv_id.as_str()));
-                    for (j, &(min, max)) in BOUNDS.iter().enumerate() {
-                        // The CSV rounds the stored value to a decimal
-                        // place no coarser than (max − min)·ε_f32, moving
-                        // it by at most half that; the Arrow value is the
-                        // nearest f32, at most |value|·ε_f32/2 away.
-                        let bound = ((max - min) + min.abs().max(max.abs()))
-                            * f64::from(f32::EPSILON)
-                            / 2.0;
-                        let arrow = f64::from(columns[j][row]);
-                        assert!(
-                            (arrow - csv_values[j]).abs() <= bound,
-                            "{id:?} column {j}: Arrow {arrow}, CSV {}, bound {bound}",
-                            csv_values[j]
-                        );
-                    }
+        let (header, csv) = read_csv(&ana, dataset.id).await;
+        assert_eq!(header, ["row_id", "share", "spend"]);
+        assert_eq!(csv.len(), ROWS);
+        let mut rows = csv.iter();
+        for batch in &batches {
+            let ids = batch.column(0).as_string::<i32>();
+            let columns: Vec<&[f32]> = (1..=2)
+                .map(|j| &batch.column(j).as_primitive::<Float32Type>().values()[..])
+                .collect();
+            for (row, id) in ids.iter().enumerate() {
+                let (csv_id, csv_values) = rows.next().unwrap();
+                assert_eq!(id, Some(csv_id.as_str()));
+                for (j, &(min, max)) in BOUNDS.iter().enumerate() {
+                    // The CSV rounds the stored value to a decimal
+                    // place no coarser than (max − min)·ε_f32, moving
+                    // it by at most half that; the Arrow value is the
+                    // nearest f32, at most |value|·ε_f32/2 away.
+                    let bound =
+                        ((max - min) + min.abs().max(max.abs())) * f64::from(f32::EPSILON) / 2.0;
+                    let arrow = f64::from(columns[j][row]);
+                    assert!(
+                        (arrow - csv_values[j]).abs() <= bound,
+                        "{id:?} column {j}: Arrow {arrow}, CSV {}, bound {bound}",
+                        csv_values[j]
+                    );
                 }
             }
-            assert!(rows.next().is_none());
-            app.finish().await;
         }
+        assert!(rows.next().is_none());
+        app.finish().await;
     }
 }
 
@@ -217,52 +223,56 @@ async fn arrow_refusal(app: &TestApp, token: &str, id: Uuid) -> (StatusCode, ser
 
 /// Under unit `row` the features stay private in every format; a dataset
 /// not granted is forbidden; an empty dataset is a valid stream of no rows.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn arrow_exports_are_refused_as_csv_ones_are_and_may_be_empty() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let private = app.dataset(dataset_request("private", "row")).await;
-        let empty = app.dataset(dataset_request("empty", "label")).await;
-        app.admin
-            .upload_rows(private.id, UploadFormat::Csv, rows())
-            .await
-            .unwrap();
-        let granted = app.token(Role::Analyst, "ana", &[private.id, empty.id]);
-        let (status, problem) = arrow_refusal(&app, &granted, private.id).await;
-        assert_eq!(status, StatusCode::FORBIDDEN);
-        assert!(
-            problem["type"]
-                .as_str()
-                .unwrap()
-                .ends_with("features-not-public"),
-            "{problem}"
-        );
-        let stranger = app.token(Role::Analyst, "eve", &[private.id]);
-        let (status, problem) = arrow_refusal(&app, &stranger, empty.id).await;
-        assert_eq!(status, StatusCode::FORBIDDEN);
-        assert!(
-            problem["type"].as_str().unwrap().ends_with("forbidden"),
-            "{problem}"
-        );
-        // The typed client says the same.
-        let refused = app
-            .analyst("eve", &[private.id])
-            .features_arrow(empty.id, |_| {})
-            .await
-            .unwrap_err();
-        assert_eq!(refused.problem_type(), Some(ProblemType::Forbidden));
-
-        let bytes = app
-            .analyst("ana", &[empty.id])
-            .features_arrow(empty.id, |_| {})
-            .await
-            .unwrap();
-        let (schema, batches) = read_arrow(&bytes);
-        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        assert_eq!(names, ["row_id", "share", "spend"]);
-        assert!(batches.is_empty(), "{batches:?}");
-        app.finish().await;
+async fn arrow_exports_are_refused_as_csv_ones_are_and_may_be_empty(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    let private = app.dataset(dataset_request("private", "row")).await;
+    let empty = app.dataset(dataset_request("empty", "label")).await;
+    app.admin
+        .upload_rows(private.id, UploadFormat::Csv, rows())
+        .await
+        .unwrap();
+    let granted = app.token(Role::Analyst, "ana", &[private.id, empty.id]);
+    let (status, problem) = arrow_refusal(&app, &granted, private.id).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap()
+            .ends_with("features-not-public"),
+        "{problem}"
+    );
+    let stranger = app.token(Role::Analyst, "eve", &[private.id]);
+    let (status, problem) = arrow_refusal(&app, &stranger, empty.id).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        problem["type"].as_str().unwrap().ends_with("forbidden"),
+        "{problem}"
+    );
+    // The typed client says the same.
+    let refused = app
+        .analyst("eve", &[private.id])
+        .features_arrow(empty.id, |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.problem_type(), Some(ProblemType::Forbidden));
+
+    let bytes = app
+        .analyst("ana", &[empty.id])
+        .features_arrow(empty.id, |_| {})
+        .await
+        .unwrap();
+    let (schema, batches) = read_arrow(&bytes);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["row_id", "share", "spend"]);
+    assert!(batches.is_empty(), "{batches:?}");
+    app.finish().await;
 }
 
 /// A dataset file changed after it was written (same size, one byte
@@ -271,57 +281,61 @@ async fn arrow_exports_are_refused_as_csv_ones_are_and_may_be_empty() {
 /// left before the fault depends on when hyper flushed it, so a client sees
 /// either a request that failed or a 200 whose body fails; never a whole
 /// body.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn a_file_changed_after_it_was_written_cuts_the_export_off() {
-    for backend in backends() {
-        let limits = Limits {
-            cache_bytes: 0,
-            ..Limits::default()
-        };
-        let app = spawn_app_with(backend, limits).await;
-        let dataset = app.dataset(dataset_request("ranges", "label")).await;
-        app.admin
-            .upload_rows(dataset.id, UploadFormat::Csv, rows())
-            .await
-            .unwrap();
-        let files = app
-            .store
-            .version_files(dataset.id, ROWS as u64, false)
-            .await
-            .unwrap();
-        let path = app.snapshots.data().root().unwrap().join(&files[0].path);
-        let mut bytes = std::fs::read(&path).unwrap();
-        // A byte of the first column's data, past the 4-byte magic.
-        bytes[8] ^= 0x01;
-        std::fs::write(&path, bytes).unwrap();
-        let token = app.token(Role::Analyst, "ana", &[dataset.id]);
-        for accept in [ARROW_STREAM, "text/csv"] {
-            let sent = app
-                .raw(
-                    reqwest::Method::GET,
-                    &format!("/v1/datasets/{}/features", dataset.id),
-                )
-                .bearer_auth(&token)
-                .header("accept", accept)
-                .send()
-                .await;
-            match sent {
-                Ok(response) => {
-                    assert_eq!(response.status(), StatusCode::OK);
-                    assert!(response.bytes().await.is_err(), "{backend:?} {accept}");
-                }
-                Err(error) => assert!(error.is_request(), "{backend:?} {accept}: {error}"),
-            }
-        }
-        let download = app
-            .analyst("ana", &[dataset.id])
-            .features_arrow(dataset.id, |_| {})
-            .await;
-        assert!(
-            matches!(download, Err(ClientError::Http(_))),
-            "{:?}",
-            download.map(|bytes| bytes.len())
-        );
-        app.finish().await;
+async fn a_file_changed_after_it_was_written_cuts_the_export_off(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let limits = Limits {
+        cache_bytes: 0,
+        ..Limits::default()
+    };
+    let app = spawn_app_with(backend, limits).await;
+    let dataset = app.dataset(dataset_request("ranges", "label")).await;
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, rows())
+        .await
+        .unwrap();
+    let files = app
+        .store
+        .version_files(dataset.id, ROWS as u64, false)
+        .await
+        .unwrap();
+    let path = app.snapshots.data().root().unwrap().join(&files[0].path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // A byte of the first column's data, past the 4-byte magic.
+    bytes[8] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+    let token = app.token(Role::Analyst, "ana", &[dataset.id]);
+    for accept in [ARROW_STREAM, "text/csv"] {
+        let sent = app
+            .raw(
+                reqwest::Method::GET,
+                &format!("/v1/datasets/{}/features", dataset.id),
+            )
+            .bearer_auth(&token)
+            .header("accept", accept)
+            .send()
+            .await;
+        match sent {
+            Ok(response) => {
+                assert_eq!(response.status(), StatusCode::OK);
+                assert!(response.bytes().await.is_err(), "{backend:?} {accept}");
+            }
+            Err(error) => assert!(error.is_request(), "{backend:?} {accept}: {error}"),
+        }
+    }
+    let download = app
+        .analyst("ana", &[dataset.id])
+        .features_arrow(dataset.id, |_| {})
+        .await;
+    assert!(
+        matches!(download, Err(ClientError::Http(_))),
+        "{:?}",
+        download.map(|bytes| bytes.len())
+    );
+    app.finish().await;
 }

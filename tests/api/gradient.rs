@@ -18,8 +18,8 @@ use uuid::Uuid;
 use crate::bad_input::{expect, snapshot};
 use crate::counting::Counting;
 use crate::helpers::{
-    Backend, TestApp, ads_dataset, ads_rows, backends, backends_and_caches, spawn_app,
-    spawn_app_caching, spawn_app_over, unavailable,
+    Backend, Cache, TestApp, ads_dataset, ads_rows, spawn_app, spawn_app_caching, spawn_app_over,
+    unavailable,
 };
 use crate::learners::{each_invalid, priced_then_released};
 
@@ -159,101 +159,104 @@ async fn open_session(app: &TestApp) -> (String, (Uuid, Uuid)) {
     (token, (dataset, opened.id.unwrap()))
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn a_session_is_debited_once_and_each_call_spent_once() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let dataset = dataset(&app, "ads", "rdp", 3.0, 1e-6).await;
-        let analyst = app.analyst("ana", &[dataset]);
-        let release = priced_then_released(&analyst, dataset, &gradient(1.0, session(100))).await;
-        assert_eq!(release.kind, "gradient");
-        // T = 100 calls at ε = 1, δ = 10⁻⁶ cost ε once, composed exactly.
-        assert_eq!(release.spent.epsilon_basic, 1.0);
-        assert!(
-            (0.99..=1.0).contains(&release.spent.epsilon),
-            "{:?}",
-            release.spent
-        );
-        let opened = result(&release);
-        assert_eq!(opened.gradient, None);
-        assert_eq!(opened.session.unwrap().calls, 100);
-        assert_eq!((opened.space.as_str(), opened.n), ("model", N as u64));
-        assert_eq!(opened.feature_bounds, vec![[0.0, 1.0], [-5.0, 5.0]]);
-        assert_eq!(opened.sigma, release.sigma);
-        // LEARNERS.md: ε ≈ 0.0850 a call alone.
-        let relative = (opened.call_epsilon / 0.08501159194347357 - 1.0).abs();
-        assert!(relative < 1e-4, "{}", opened.call_epsilon);
-
-        let single =
-            priced_then_released(&analyst, dataset, &gradient(0.5, at(vec![0.0; 3]))).await;
-        assert_eq!(result(&single).gradient.as_ref().unwrap().len(), 3);
-        assert_eq!(result(&single).session, None);
-
-        let id = release.id.unwrap();
-        let token = app.token(Role::Analyst, "ana", &[dataset]);
-        let before = snapshot(&app, dataset).await;
-        let theta = serde_json::json!([0.1, -0.2, 0.3]);
-        let session = (dataset, id);
-        let (status, first) = answer(call(&app.address, &token, session, 0, &theta)).await;
-        assert_eq!(status, StatusCode::OK, "{first}");
-        let made: GradientCallResult = serde_json::from_str(&first).unwrap();
-        assert_eq!((made.call, made.gradient.len(), made.remaining), (0, 3, 99));
-        // The same call at the same θ: the stored answer, byte for byte.
-        let again = answer(call(&app.address, &token, session, 0, &theta)).await;
-        assert_eq!(again, (StatusCode::OK, first));
-        // At another θ: a second draw for one paid call, refused.
-        let other = serde_json::json!([0.1, -0.2, 0.4]);
-        expect(
-            call(&app.address, &token, session, 0, &other),
-            StatusCode::CONFLICT,
-            "conflict",
-            "another theta",
-        )
-        .await;
-        let (status, body) = answer(call(&app.address, &token, session, 99, &theta)).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let made: GradientCallResult = serde_json::from_str(&body).unwrap();
-        assert_eq!((made.call, made.remaining), (99, 98));
-        expect(
-            call(&app.address, &token, session, 100, &theta),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid-input",
-            "a 101st call",
-        )
-        .await;
-        // Only the analyst who opened it (404); only sessions (422).
-        let bob = app.token(Role::Analyst, "bob", &[dataset]);
-        expect(
-            call(&app.address, &bob, session, 1, &theta),
-            StatusCode::NOT_FOUND,
-            "not-found",
-            "another analyst",
-        )
-        .await;
-        expect(
-            call(&app.address, &token, (dataset, Uuid::new_v4()), 1, &theta),
-            StatusCode::NOT_FOUND,
-            "not-found",
-            "no such release",
-        )
-        .await;
-        expect(
-            call(
-                &app.address,
-                &token,
-                (dataset, single.id.unwrap()),
-                1,
-                &theta,
-            ),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid-input",
-            "a single call is not a session",
-        )
-        .await;
-        // The session's calls spent nothing.
-        assert_eq!(snapshot(&app, dataset).await, before);
-        app.finish().await;
+async fn a_session_is_debited_once_and_each_call_spent_once(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    let dataset = dataset(&app, "ads", "rdp", 3.0, 1e-6).await;
+    let analyst = app.analyst("ana", &[dataset]);
+    let release = priced_then_released(&analyst, dataset, &gradient(1.0, session(100))).await;
+    assert_eq!(release.kind, "gradient");
+    // T = 100 calls at ε = 1, δ = 10⁻⁶ cost ε once, composed exactly.
+    assert_eq!(release.spent.epsilon_basic, 1.0);
+    assert!(
+        (0.99..=1.0).contains(&release.spent.epsilon),
+        "{:?}",
+        release.spent
+    );
+    let opened = result(&release);
+    assert_eq!(opened.gradient, None);
+    assert_eq!(opened.session.unwrap().calls, 100);
+    assert_eq!((opened.space.as_str(), opened.n), ("model", N as u64));
+    assert_eq!(opened.feature_bounds, vec![[0.0, 1.0], [-5.0, 5.0]]);
+    assert_eq!(opened.sigma, release.sigma);
+    // LEARNERS.md: ε ≈ 0.0850 a call alone.
+    let relative = (opened.call_epsilon / 0.08501159194347357 - 1.0).abs();
+    assert!(relative < 1e-4, "{}", opened.call_epsilon);
+
+    let single = priced_then_released(&analyst, dataset, &gradient(0.5, at(vec![0.0; 3]))).await;
+    assert_eq!(result(&single).gradient.as_ref().unwrap().len(), 3);
+    assert_eq!(result(&single).session, None);
+
+    let id = release.id.unwrap();
+    let token = app.token(Role::Analyst, "ana", &[dataset]);
+    let before = snapshot(&app, dataset).await;
+    let theta = serde_json::json!([0.1, -0.2, 0.3]);
+    let session = (dataset, id);
+    let (status, first) = answer(call(&app.address, &token, session, 0, &theta)).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let made: GradientCallResult = serde_json::from_str(&first).unwrap();
+    assert_eq!((made.call, made.gradient.len(), made.remaining), (0, 3, 99));
+    // The same call at the same θ: the stored answer, byte for byte.
+    let again = answer(call(&app.address, &token, session, 0, &theta)).await;
+    assert_eq!(again, (StatusCode::OK, first));
+    // At another θ: a second draw for one paid call, refused.
+    let other = serde_json::json!([0.1, -0.2, 0.4]);
+    expect(
+        call(&app.address, &token, session, 0, &other),
+        StatusCode::CONFLICT,
+        "conflict",
+        "another theta",
+    )
+    .await;
+    let (status, body) = answer(call(&app.address, &token, session, 99, &theta)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let made: GradientCallResult = serde_json::from_str(&body).unwrap();
+    assert_eq!((made.call, made.remaining), (99, 98));
+    expect(
+        call(&app.address, &token, session, 100, &theta),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-input",
+        "a 101st call",
+    )
+    .await;
+    // Only the analyst who opened it (404); only sessions (422).
+    let bob = app.token(Role::Analyst, "bob", &[dataset]);
+    expect(
+        call(&app.address, &bob, session, 1, &theta),
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "another analyst",
+    )
+    .await;
+    expect(
+        call(&app.address, &token, (dataset, Uuid::new_v4()), 1, &theta),
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "no such release",
+    )
+    .await;
+    expect(
+        call(
+            &app.address,
+            &token,
+            (dataset, single.id.unwrap()),
+            1,
+            &theta,
+        ),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-input",
+        "a single call is not a session",
+    )
+    .await;
+    // The session's calls spent nothing.
+    assert_eq!(snapshot(&app, dataset).await, before);
+    app.finish().await;
 }
 
 /// A session whose server restarts (nothing held in memory) over a store
@@ -369,123 +372,145 @@ async fn concurrent_requests_for_one_call_get_one_draw(#[case] backend: Backend)
     app.finish().await;
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn a_session_costs_once_what_separate_calls_cost_many_times_on_a_basic_ledger() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let pooled = dataset(&app, "pooled", "basic", 10.0, 1e-6).await;
-        let separate = dataset(&app, "separate", "basic", 100.0, 1e-3).await;
-        let analyst = app.analyst("ana", &[pooled, separate]);
-        let release = priced_then_released(&analyst, pooled, &gradient(1.0, session(100))).await;
-        assert_eq!(release.spent.epsilon, 1.0);
-        let call_epsilon = result(&release).call_epsilon;
-        // 100 single calls at that σ's own ε: the basic accountant adds them.
-        for _ in 0..100 {
-            analyst
-                .release(
-                    separate,
-                    &gradient(call_epsilon, at(vec![0.0; 3])),
-                    &Default::default(),
-                )
-                .await
-                .unwrap();
-        }
-        let spent = app.admin.dataset(separate).await.unwrap().spent;
-        assert!(
-            (8.4..8.6).contains(&spent.epsilon),
-            "100 calls at ε = {call_epsilon}: {spent:?}"
-        );
-        app.finish().await;
+async fn a_session_costs_once_what_separate_calls_cost_many_times_on_a_basic_ledger(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    let pooled = dataset(&app, "pooled", "basic", 10.0, 1e-6).await;
+    let separate = dataset(&app, "separate", "basic", 100.0, 1e-3).await;
+    let analyst = app.analyst("ana", &[pooled, separate]);
+    let release = priced_then_released(&analyst, pooled, &gradient(1.0, session(100))).await;
+    assert_eq!(release.spent.epsilon, 1.0);
+    let call_epsilon = result(&release).call_epsilon;
+    // 100 single calls at that σ's own ε: the basic accountant adds them.
+    for _ in 0..100 {
+        analyst
+            .release(
+                separate,
+                &gradient(call_epsilon, at(vec![0.0; 3])),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+    }
+    let spent = app.admin.dataset(separate).await.unwrap().spent;
+    assert!(
+        (8.4..8.6).contains(&spent.epsilon),
+        "100 calls at ε = {call_epsilon}: {spent:?}"
+    );
+    app.finish().await;
 }
 
 /// In memory, and with no snapshot held, where each call is one pass of
 /// the engine over the version's files.
+#[rstest]
+#[case::sqlite_held(Backend::Sqlite, Cache::Held)]
+#[case::sqlite_streamed(Backend::Sqlite, Cache::Streamed)]
+#[case::postgres_held(Backend::Postgres, Cache::Held)]
+#[case::postgres_streamed(Backend::Postgres, Cache::Streamed)]
 #[tokio::test]
-async fn calls_are_within_a_few_sigma_of_the_exact_gradient_on_the_priced_snapshot() {
+async fn calls_are_within_a_few_sigma_of_the_exact_gradient_on_the_priced_snapshot(
+    #[case] backend: Backend,
+    #[case] cache: Cache,
+) {
+    if unavailable(backend) {
+        return;
+    }
     let rows: Vec<_> = (0..N).map(row).collect();
-    for (backend, cache_bytes) in backends_and_caches() {
-        let app = spawn_app_caching(backend, cache_bytes).await;
-        let dataset = dataset(&app, "ads", "rdp", 1000.0, 1e-6).await;
-        let analyst = app.analyst("ana", &[dataset]);
-        let theta = vec![0.5, -1.0, 2.0];
-        for (loss, target, values) in [
-            (GradientLoss::Logistic, "label", None),
-            (GradientLoss::Squared, "measure:value", None),
-            (GradientLoss::Squared, "label", Some([-1.0, 1.0])),
-        ] {
-            let params = GradientParams {
-                loss,
-                target: target.to_owned(),
-                label_values: values,
-                clip: 0.5,
-                ..at(theta.clone())
-            };
-            let release = priced_then_released(&analyst, dataset, &gradient(100.0, params)).await;
-            let made = result(&release);
-            let mut want = exact(&rows, &theta, loss, target != "label", 0.5);
-            if values.is_some() {
-                // y ∈ {−1, 1} = 2·label − 1.
-                let shifted: Vec<_> = rows
-                    .iter()
-                    .map(|(u, label, value)| (*u, 2.0 * label - 1.0, *value))
-                    .collect();
-                want = exact(&shifted, &theta, loss, false, 0.5);
-            }
-            for (got, want) in made.gradient.as_ref().unwrap().iter().zip(&want) {
-                assert!(
-                    (got - want).abs() < 6.0 * made.sigma + release.noise.grid,
-                    "{loss:?} on {target}, cache {cache_bytes}: {got} vs {want} (σ = {})",
-                    made.sigma
-                );
-            }
+    let cache_bytes = cache.bytes();
+    let app = spawn_app_caching(backend, cache_bytes).await;
+    let dataset = dataset(&app, "ads", "rdp", 1000.0, 1e-6).await;
+    let analyst = app.analyst("ana", &[dataset]);
+    let theta = vec![0.5, -1.0, 2.0];
+    for (loss, target, values) in [
+        (GradientLoss::Logistic, "label", None),
+        (GradientLoss::Squared, "measure:value", None),
+        (GradientLoss::Squared, "label", Some([-1.0, 1.0])),
+    ] {
+        let params = GradientParams {
+            loss,
+            target: target.to_owned(),
+            label_values: values,
+            clip: 0.5,
+            ..at(theta.clone())
+        };
+        let release = priced_then_released(&analyst, dataset, &gradient(100.0, params)).await;
+        let made = result(&release);
+        let mut want = exact(&rows, &theta, loss, target != "label", 0.5);
+        if values.is_some() {
+            // y ∈ {−1, 1} = 2·label − 1.
+            let shifted: Vec<_> = rows
+                .iter()
+                .map(|(u, label, value)| (*u, 2.0 * label - 1.0, *value))
+                .collect();
+            want = exact(&shifted, &theta, loss, false, 0.5);
         }
-        // A session reads the rows it was priced for, not later ones.
-        let request = gradient(
-            200.0,
-            GradientParams {
-                clip: 0.5,
-                ..session(2)
-            },
-        );
-        let opened = priced_then_released(&analyst, dataset, &request).await;
-        let mut later = String::from("row_id,converted,f0,f1,value,campaign\n");
-        for index in 0..N {
-            later.push_str(&format!("late{index},1,1,5,100,a\n"));
-        }
-        app.admin
-            .upload_rows(dataset, UploadFormat::Csv, later)
-            .await
-            .unwrap();
-        let token = app.token(Role::Analyst, "ana", &[dataset]);
-        let session = (dataset, opened.id.unwrap());
-        let (status, text) = answer(call(
-            &app.address,
-            &token,
-            session,
-            0,
-            &theta.clone().into(),
-        ))
-        .await;
-        assert_eq!(status, StatusCode::OK, "{text}");
-        let made: GradientCallResult = serde_json::from_str(&text).unwrap();
-        let want = exact(&rows, &theta, GradientLoss::Logistic, false, 0.5);
-        let sigma = result(&opened).sigma;
-        for (got, want) in made.gradient.iter().zip(&want) {
+        for (got, want) in made.gradient.as_ref().unwrap().iter().zip(&want) {
             assert!(
-                (got - want).abs() < 6.0 * sigma + opened.noise.grid,
-                "cache {cache_bytes}: {got} vs {want} (σ = {sigma})"
+                (got - want).abs() < 6.0 * made.sigma + release.noise.grid,
+                "{loss:?} on {target}, cache {cache_bytes}: {got} vs {want} (σ = {})",
+                made.sigma
             );
         }
-        if cache_bytes == 0 {
-            assert_eq!(app.snapshots.take_reads().loads, 0, "nothing held");
-        }
-        app.finish().await;
     }
+    // A session reads the rows it was priced for, not later ones.
+    let request = gradient(
+        200.0,
+        GradientParams {
+            clip: 0.5,
+            ..session(2)
+        },
+    );
+    let opened = priced_then_released(&analyst, dataset, &request).await;
+    let mut later = String::from("row_id,converted,f0,f1,value,campaign\n");
+    for index in 0..N {
+        later.push_str(&format!("late{index},1,1,5,100,a\n"));
+    }
+    app.admin
+        .upload_rows(dataset, UploadFormat::Csv, later)
+        .await
+        .unwrap();
+    let token = app.token(Role::Analyst, "ana", &[dataset]);
+    let session = (dataset, opened.id.unwrap());
+    let (status, text) = answer(call(
+        &app.address,
+        &token,
+        session,
+        0,
+        &theta.clone().into(),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let made: GradientCallResult = serde_json::from_str(&text).unwrap();
+    let want = exact(&rows, &theta, GradientLoss::Logistic, false, 0.5);
+    let sigma = result(&opened).sigma;
+    for (got, want) in made.gradient.iter().zip(&want) {
+        assert!(
+            (got - want).abs() < 6.0 * sigma + opened.noise.grid,
+            "cache {cache_bytes}: {got} vs {want} (σ = {sigma})"
+        );
+    }
+    if cache_bytes == 0 {
+        assert_eq!(app.snapshots.take_reads().loads, 0, "nothing held");
+    }
+    app.finish().await;
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn bad_gradient_requests_are_refused_without_spending() {
+async fn bad_gradient_requests_are_refused_without_spending(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
     let cases: Vec<(&str, String)> = [
         ("theta too short", r#", "theta": [0, 0]"#),
         ("theta too large", r#", "theta": [0, 2e6, 0]"#),
@@ -512,36 +537,33 @@ async fn bad_gradient_requests_are_refused_without_spending() {
     .into_iter()
     .map(|(case, fields)| (case, fields.to_owned()))
     .collect();
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let (token, session) = open_session(&app).await;
-        let dataset = session.0;
-        let before = snapshot(&app, dataset).await;
-        let path = format!("/v1/datasets/{dataset}/releases");
-        let base = r#""kind": "gradient", "epsilon": 1, "delta": 1e-6"#;
-        each_invalid(&app, &token, &path, base, &cases).await;
-        let gaussian_without_delta =
-            [("gaussian with δ = 0", r#", "theta": [0, 0, 0]"#.to_owned())];
-        let pure = r#""kind": "gradient", "epsilon": 1"#;
-        each_invalid(&app, &token, &path, pure, &gaussian_without_delta).await;
-        // A call's bad θ spends no call.
-        let calls: Vec<(&str, String)> = [
-            ("theta too long", r#", "theta": [0, 0, 0, 0]"#),
-            ("theta too large", r#", "theta": [0, 0, -1e7]"#),
-            ("no theta", ""),
-            ("an unknown field", r#", "theta": [0, 0, 0], "clip": 2"#),
-        ]
-        .into_iter()
-        .map(|(case, fields)| (case, fields.to_owned()))
-        .collect();
-        let session_path = format!("/v1/datasets/{dataset}/releases/{}/calls", session.1);
-        each_invalid(&app, &token, &session_path, r#""call": 0"#, &calls).await;
-        let zero = serde_json::json!([0, 0, 0]);
-        let (status, text) = answer(call(&app.address, &token, session, 0, &zero)).await;
-        assert_eq!(status, StatusCode::OK, "{text}");
-        let made: GradientCallResult = serde_json::from_str(&text).unwrap();
-        assert_eq!(made.remaining, 9);
-        assert_eq!(snapshot(&app, dataset).await, before);
-        app.finish().await;
-    }
+    let app = spawn_app(backend).await;
+    let (token, session) = open_session(&app).await;
+    let dataset = session.0;
+    let before = snapshot(&app, dataset).await;
+    let path = format!("/v1/datasets/{dataset}/releases");
+    let base = r#""kind": "gradient", "epsilon": 1, "delta": 1e-6"#;
+    each_invalid(&app, &token, &path, base, &cases).await;
+    let gaussian_without_delta = [("gaussian with δ = 0", r#", "theta": [0, 0, 0]"#.to_owned())];
+    let pure = r#""kind": "gradient", "epsilon": 1"#;
+    each_invalid(&app, &token, &path, pure, &gaussian_without_delta).await;
+    // A call's bad θ spends no call.
+    let calls: Vec<(&str, String)> = [
+        ("theta too long", r#", "theta": [0, 0, 0, 0]"#),
+        ("theta too large", r#", "theta": [0, 0, -1e7]"#),
+        ("no theta", ""),
+        ("an unknown field", r#", "theta": [0, 0, 0], "clip": 2"#),
+    ]
+    .into_iter()
+    .map(|(case, fields)| (case, fields.to_owned()))
+    .collect();
+    let session_path = format!("/v1/datasets/{dataset}/releases/{}/calls", session.1);
+    each_invalid(&app, &token, &session_path, r#""call": 0"#, &calls).await;
+    let zero = serde_json::json!([0, 0, 0]);
+    let (status, text) = answer(call(&app.address, &token, session, 0, &zero)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let made: GradientCallResult = serde_json::from_str(&text).unwrap();
+    assert_eq!(made.remaining, 9);
+    assert_eq!(snapshot(&app, dataset).await, before);
+    app.finish().await;
 }

@@ -115,13 +115,22 @@ pub async fn spawn_app_with(backend: Backend, limits: Limits) -> TestApp {
     spawn_app_over(backend, limits, |store| store).await
 }
 
-/// Each backend under test, with the default snapshot cache and with none
-/// (where every pass over the rows is the engine's, over the files).
-pub fn backends_and_caches() -> Vec<(Backend, u64)> {
-    backends()
-        .into_iter()
-        .flat_map(|backend| [(backend, Limits::default().cache_bytes), (backend, 0)])
-        .collect()
+/// Where a dataset's snapshots are read from: held in memory (the default
+/// cache), or streamed from the files every pass (no cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cache {
+    Held,
+    Streamed,
+}
+
+impl Cache {
+    /// The cache's size in bytes.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Cache::Held => Limits::default().cache_bytes,
+            Cache::Streamed => 0,
+        }
+    }
 }
 
 /// The app on `backend` holding at most `cache_bytes` of snapshots.

@@ -33,6 +33,7 @@ mod race;
 mod refusals;
 mod registration;
 mod registrations;
+mod shapes;
 mod snapshots;
 mod store;
 mod strict_input;

@@ -15,9 +15,10 @@ use dpgate::store::blocks::BLOCK_ROWS;
 use dpgate::store::{BudgetOutcome, Finished, NewDataset, Store, StoreError};
 use dpgate_client::types::{CreateDataset, LedgerEvent};
 use futures_util::StreamExt;
+use rstest::rstest;
 use uuid::Uuid;
 
-use crate::helpers::{ads_dataset, backends, spawn_app};
+use crate::helpers::{Backend, ads_dataset, spawn_app, unavailable};
 
 fn record(name: &str) -> DatasetRecord {
     let request: CreateDataset =
@@ -497,75 +498,79 @@ async fn execute(
 /// order as they were read then, and the old table dropped; the blocks
 /// are then written out as each upload's files (`version_files`) and
 /// deleted.
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn rows_stored_before_files_are_converted_on_start_up() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let dataset = record("legacy");
-        let new = NewDataset {
-            record: dataset.clone(),
-            actor: "admin".to_owned(),
-        };
-        app.store.create_dataset(&new).await.unwrap();
-        let blob = |bytes: &[u8]| match backend {
-            crate::helpers::Backend::Sqlite => format!("X'{}'", hex(bytes)),
-            crate::helpers::Backend::Postgres => format!("'\\x{}'::bytea", hex(bytes)),
-        };
-        let mut statements = vec![legacy_table(backend).to_owned()];
-        for (id, label, version) in [("b", 0, 0), ("a", 1, 0), ("c", 1, 2)] {
-            let stored = row(id, label);
-            statements.push(format!(
-                "INSERT INTO rows (dataset_pk, row_id, label, features, measures, dimensions, \
-                 version) SELECT pk, '{id}', {label}, {}, {}, {}, {version} FROM datasets \
-                 WHERE name = 'legacy'",
-                blob(&stored.features),
-                blob(&stored.measures),
-                blob(&stored.dimensions)
-            ));
-        }
-        statements.push("UPDATE datasets SET n_rows = 3 WHERE name = 'legacy'".to_owned());
-        execute(backend, &app.database_url, &statements)
-            .await
-            .unwrap();
-        let restarted = dpgate::store::connect(&app.database_url).await.unwrap();
-        assert_eq!(
-            restarted.block_uploads().await.unwrap(),
-            vec![(dataset.id, 0), (dataset.id, 2)],
-            "{backend:?}"
-        );
-        let data = app.snapshots.data();
-        assert_eq!(
-            engine::blocks_to_files(restarted.as_ref(), data)
-                .await
-                .unwrap(),
-            2
-        );
-        assert_eq!(restarted.block_uploads().await.unwrap(), vec![]);
-        let files = restarted.version_files(dataset.id, 3, true).await.unwrap();
-        assert_eq!(files.len(), 4, "{backend:?}: two uploads, two files each");
-        let read = blocks(restarted.as_ref(), data, &dataset, 3, true, 10).await;
-        let rows: Vec<(&str, u8)> = (0..read[0].len())
-            .map(|at| (read[0].id(at), read[0].row(at).label))
-            .collect();
-        assert_eq!(rows, vec![("a", 1), ("b", 0), ("c", 1)], "{backend:?}");
-        assert_eq!(read[0].features(2), &[0.5, 0.25]);
-        let before = blocks(restarted.as_ref(), data, &dataset, 2, true, 10).await;
-        assert_eq!(before[0].len(), 2, "{backend:?}");
-        let left = execute(
-            backend,
-            &app.database_url,
-            &["SELECT 1 FROM rows".to_owned()],
-        )
-        .await;
-        assert!(left.is_err(), "{backend:?}: the old table is dropped");
-        // A second start finds nothing to convert.
-        let again = dpgate::store::connect(&app.database_url).await.unwrap();
-        assert_eq!(
-            engine::blocks_to_files(again.as_ref(), data).await.unwrap(),
-            0
-        );
-        app.finish().await;
+async fn rows_stored_before_files_are_converted_on_start_up(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    let dataset = record("legacy");
+    let new = NewDataset {
+        record: dataset.clone(),
+        actor: "admin".to_owned(),
+    };
+    app.store.create_dataset(&new).await.unwrap();
+    let blob = |bytes: &[u8]| match backend {
+        crate::helpers::Backend::Sqlite => format!("X'{}'", hex(bytes)),
+        crate::helpers::Backend::Postgres => format!("'\\x{}'::bytea", hex(bytes)),
+    };
+    let mut statements = vec![legacy_table(backend).to_owned()];
+    for (id, label, version) in [("b", 0, 0), ("a", 1, 0), ("c", 1, 2)] {
+        let stored = row(id, label);
+        statements.push(format!(
+            "INSERT INTO rows (dataset_pk, row_id, label, features, measures, dimensions, \
+             version) SELECT pk, '{id}', {label}, {}, {}, {}, {version} FROM datasets \
+             WHERE name = 'legacy'",
+            blob(&stored.features),
+            blob(&stored.measures),
+            blob(&stored.dimensions)
+        ));
+    }
+    statements.push("UPDATE datasets SET n_rows = 3 WHERE name = 'legacy'".to_owned());
+    execute(backend, &app.database_url, &statements)
+        .await
+        .unwrap();
+    let restarted = dpgate::store::connect(&app.database_url).await.unwrap();
+    assert_eq!(
+        restarted.block_uploads().await.unwrap(),
+        vec![(dataset.id, 0), (dataset.id, 2)],
+        "{backend:?}"
+    );
+    let data = app.snapshots.data();
+    assert_eq!(
+        engine::blocks_to_files(restarted.as_ref(), data)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(restarted.block_uploads().await.unwrap(), vec![]);
+    let files = restarted.version_files(dataset.id, 3, true).await.unwrap();
+    assert_eq!(files.len(), 4, "{backend:?}: two uploads, two files each");
+    let read = blocks(restarted.as_ref(), data, &dataset, 3, true, 10).await;
+    let rows: Vec<(&str, u8)> = (0..read[0].len())
+        .map(|at| (read[0].id(at), read[0].row(at).label))
+        .collect();
+    assert_eq!(rows, vec![("a", 1), ("b", 0), ("c", 1)], "{backend:?}");
+    assert_eq!(read[0].features(2), &[0.5, 0.25]);
+    let before = blocks(restarted.as_ref(), data, &dataset, 2, true, 10).await;
+    assert_eq!(before[0].len(), 2, "{backend:?}");
+    let left = execute(
+        backend,
+        &app.database_url,
+        &["SELECT 1 FROM rows".to_owned()],
+    )
+    .await;
+    assert!(left.is_err(), "{backend:?}: the old table is dropped");
+    // A second start finds nothing to convert.
+    let again = dpgate::store::connect(&app.database_url).await.unwrap();
+    assert_eq!(
+        engine::blocks_to_files(again.as_ref(), data).await.unwrap(),
+        0
+    );
+    app.finish().await;
 }
 
 /// Admits while fewer than `most` releases are composed, whoever asks.
@@ -661,13 +666,17 @@ async fn concurrent_debits(store: &dyn Store) {
     }
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn concurrent_debits_are_batched_and_each_decided_in_turn() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        concurrent_debits(app.store.as_ref()).await;
-        app.finish().await;
+async fn concurrent_debits_are_batched_and_each_decided_in_turn(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    concurrent_debits(app.store.as_ref()).await;
+    app.finish().await;
 }
 
 /// A debit with sources: all datasets debited in one transaction, the
@@ -794,28 +803,36 @@ async fn joint_debits(store: &dyn Store) {
     );
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn a_debit_with_sources_debits_all_or_none() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        joint_debits(app.store.as_ref()).await;
-        app.finish().await;
+async fn a_debit_with_sources_debits_all_or_none(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    joint_debits(app.store.as_ref()).await;
+    app.finish().await;
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn every_backend_keeps_the_store_contract() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        conformance(app.store.as_ref(), app.snapshots.data()).await;
-        // Keys live in Postgres itself (shared by replicas), not in SQLite.
-        let first = app.store.signing_key("first-candidate-key").await.unwrap();
-        let second = app.store.signing_key("second-candidate-key").await.unwrap();
-        assert_eq!(first, second, "{backend:?}");
-        assert_eq!(
-            first.is_some(),
-            backend == crate::helpers::Backend::Postgres
-        );
-        app.finish().await;
+async fn every_backend_keeps_the_store_contract(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    conformance(app.store.as_ref(), app.snapshots.data()).await;
+    // Keys live in Postgres itself (shared by replicas), not in SQLite.
+    let first = app.store.signing_key("first-candidate-key").await.unwrap();
+    let second = app.store.signing_key("second-candidate-key").await.unwrap();
+    assert_eq!(first, second, "{backend:?}");
+    assert_eq!(
+        first.is_some(),
+        backend == crate::helpers::Backend::Postgres
+    );
+    app.finish().await;
 }

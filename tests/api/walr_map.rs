@@ -7,9 +7,10 @@ use dpgate_client::types::{
     ReleaseResult, SuppliedRow, WalrMap, WalrParams, WalrResult,
 };
 use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
+use rstest::rstest;
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, ads_dataset, ads_rows, backends, spawn_app};
+use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, spawn_app, unavailable};
 
 const ROWS: usize = 3_000;
 
@@ -90,275 +91,293 @@ async fn refused(client: &Client, id: Uuid, request: &ReleaseRequest, reason: &s
     );
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_price() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        for unit in ["label", "row"] {
-            let (id, analyst) = loaded(&app, unit, ads_rows(0, ROWS)).await;
-            let rows = scaled_rows(0, ROWS);
-            for asked in [WalrMap::Centre, WalrMap::Auto] {
-                // ε = 0.25: noise enough for `auto` to shrink.
-                let request = walr(Some(0.25), asked, None);
-                let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
-                let before = analyst.dataset(id).await.unwrap().spent.epsilon;
-                let release = granted(&analyst, id, &request).await;
-                let result = walr_result(&release);
-                let map = result.map.clone().expect("the map, returned");
-                assert_eq!(map.name, asked);
-                // The map: the features' mean under `label`, the box's
-                // middle under `row`; `auto` shrinks to the RMS radius.
-                let n = ROWS as f64;
-                let mean = [0, 1].map(|j| rows.iter().map(|(x, _)| x[j]).sum::<f64>() / n);
-                match unit {
-                    "label" => {
-                        for (c, m) in map.centre.iter().zip(mean) {
-                            assert!((c - m).abs() < 1e-6, "{unit}: centre {c} ≠ {m}");
-                        }
+async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_price(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    for unit in ["label", "row"] {
+        let (id, analyst) = loaded(&app, unit, ads_rows(0, ROWS)).await;
+        let rows = scaled_rows(0, ROWS);
+        for asked in [WalrMap::Centre, WalrMap::Auto] {
+            // ε = 0.25: noise enough for `auto` to shrink.
+            let request = walr(Some(0.25), asked, None);
+            let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
+            let before = analyst.dataset(id).await.unwrap().spent.epsilon;
+            let release = granted(&analyst, id, &request).await;
+            let result = walr_result(&release);
+            let map = result.map.clone().expect("the map, returned");
+            assert_eq!(map.name, asked);
+            // The map: the features' mean under `label`, the box's
+            // middle under `row`; `auto` shrinks to the RMS radius.
+            let n = ROWS as f64;
+            let mean = [0, 1].map(|j| rows.iter().map(|(x, _)| x[j]).sum::<f64>() / n);
+            match unit {
+                "label" => {
+                    for (c, m) in map.centre.iter().zip(mean) {
+                        assert!((c - m).abs() < 1e-6, "{unit}: centre {c} ≠ {m}");
                     }
-                    _ => assert_eq!(map.centre, vec![0.5, 0.5]),
                 }
-                assert_eq!(map.radius.is_some(), asked == WalrMap::Auto, "{unit}");
-                if unit == "row" && asked == WalrMap::Auto {
-                    assert_eq!(map.radius, Some((2.0f64 / 12.0).sqrt()));
-                }
-                // The sensitivity of the declared map (DESIGN's WALR rows
-                // with φ in place of (1, x)).
-                let a = map.intercept_weight;
-                let expected = match unit {
-                    "label" => map.box_reach().hypot(a),
-                    _ => map.box_diameter().max(map.box_reach().hypot(a)),
-                } / n;
-                // On the grid of the exact sums: within the grid's
-                // rounding (10⁻¹¹ of it).
-                assert!(
-                    (release.sensitivity - expected).abs() <= expected * 1e-11,
-                    "{unit} {asked:?}: {} ≠ {expected}",
-                    release.sensitivity
-                );
-                // The dry run priced exactly this, and the ledger took it.
-                assert_eq!(
-                    (priced.sensitivity, priced.sigma, priced.epsilon),
-                    (release.sensitivity, release.sigma, 0.25)
-                );
-                assert!((release.spent.epsilon - before - 0.25).abs() < 1e-9);
-                // The server applied this very map: the noisy vector lies
-                // within 6σ of Σ yᵢ·φ(xᵢ)/N computed here from it.
-                let mut exact = [0.0; 3];
-                let mut v = [0.0; 2];
-                for (x, y) in &rows {
-                    map.apply(x, &mut v);
-                    let y = f64::from(*y);
-                    exact[0] += y * v[0] / n;
-                    exact[1] += y * v[1] / n;
-                    exact[2] += y * a / n;
-                }
-                let noisy = [
-                    result.noisy_dot[0],
-                    result.noisy_dot[1],
-                    result.noisy_intercept.unwrap(),
-                ];
-                for (noisy, exact) in noisy.iter().zip(exact) {
-                    assert!(
-                        (noisy - exact).abs() < 6.0 * release.sigma,
-                        "{unit} {asked:?}: {noisy} vs {exact} (σ {})",
-                        release.sigma
-                    );
-                }
+                _ => assert_eq!(map.centre, vec![0.5, 0.5]),
             }
-            // The identity stays the default, and says nothing of a map.
-            let plain = analyst
-                .release(id, &walr(Some(1.0), WalrMap::None, None), &dry())
-                .await
-                .unwrap()
-                .release;
-            let centred = analyst
-                .release(id, &walr(Some(1.0), WalrMap::Centre, None), &dry())
-                .await
-                .unwrap()
-                .release;
+            assert_eq!(map.radius.is_some(), asked == WalrMap::Auto, "{unit}");
+            if unit == "row" && asked == WalrMap::Auto {
+                assert_eq!(map.radius, Some((2.0f64 / 12.0).sqrt()));
+            }
+            // The sensitivity of the declared map (DESIGN's WALR rows
+            // with φ in place of (1, x)).
+            let a = map.intercept_weight;
+            let expected = match unit {
+                "label" => map.box_reach().hypot(a),
+                _ => map.box_diameter().max(map.box_reach().hypot(a)),
+            } / n;
+            // On the grid of the exact sums: within the grid's
+            // rounding (10⁻¹¹ of it).
             assert!(
-                centred.sigma < plain.sigma,
-                "{unit}: centring must not add noise"
+                (release.sensitivity - expected).abs() <= expected * 1e-11,
+                "{unit} {asked:?}: {} ≠ {expected}",
+                release.sensitivity
             );
-            // Where the noise is slight, `auto` drops the shrink: it is
-            // `centre` then.
-            let slight = granted(&analyst, id, &walr(Some(50.0), WalrMap::Auto, None)).await;
-            let map = walr_result(&slight).map.clone().unwrap();
-            assert_eq!((map.radius, map.intercept_weight), (None, 1.0), "{unit}");
-        }
-        app.finish().await;
-    }
-}
-
-#[tokio::test]
-async fn auto_is_blind_to_labels_and_under_row_to_the_rows() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let relabelled = ads_rows(0, ROWS)
-            .lines()
-            .enumerate()
-            .map(|(i, line)| match i {
-                0 => line.to_owned(),
-                _ => {
-                    // Flip every label.
-                    let (id, rest) = line.split_once(',').unwrap();
-                    let (label, rest) = rest.split_once(',').unwrap();
-                    format!("{id},{},{rest}", 1 - label.parse::<u8>().unwrap())
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        let map_of = |release: Release| walr_result(&release).map.clone().unwrap();
-        let mut maps: Vec<(String, FeatureMap)> = Vec::new();
-        for (unit, csv) in [
-            ("label", ads_rows(0, ROWS)),
-            ("label", relabelled.clone()),
-            ("label", ads_rows(5, ROWS + 11)),
-            ("row", ads_rows(0, ROWS)),
-            ("row", ads_rows(7, ROWS)),
-        ] {
-            let (id, analyst) = loaded(&app, unit, csv).await;
-            let release = granted(&analyst, id, &walr(Some(0.25), WalrMap::Auto, None)).await;
-            maps.push((unit.to_owned(), map_of(release)));
-        }
-        // Labels flipped: bit-identical, down to the JSON.
-        assert_eq!(maps[0].1, maps[1].1);
-        assert_eq!(
-            serde_json::to_string(&maps[0].1).unwrap(),
-            serde_json::to_string(&maps[1].1).unwrap()
-        );
-        // Other rows: another map under `label`, the same under `row`
-        // (as many rows: N is public, and the map may depend on it).
-        assert_ne!(maps[0].1, maps[2].1);
-        assert_eq!(maps[3].1, maps[4].1);
-        assert!(maps.iter().all(|(_, map)| map.radius.is_some()));
-        app.finish().await;
-    }
-}
-
-#[tokio::test]
-async fn supplied_vectors_get_a_map_fitted_to_them() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let (id, analyst) = loaded(&app, "label", ads_rows(0, 300)).await;
-        let vectors: Vec<[f64; 2]> = (0..300)
-            .map(|i| [f64::from(i % 5) / 4.0, f64::from(i % 2)])
-            .collect();
-        let request = ReleaseRequest {
-            epsilon: Some(1.0),
-            delta: Some(1e-7),
-            params: ReleaseParams::Walr(WalrParams {
-                map: WalrMap::Auto,
-                features: Some(
-                    vectors
-                        .iter()
-                        .enumerate()
-                        .map(|(i, x)| SuppliedRow {
-                            row_id: format!("r{i}"),
-                            x: x.to_vec(),
-                        })
-                        .collect(),
-                ),
-                ..WalrParams::default()
-            }),
-        };
-        let release = granted(&analyst, id, &request).await;
-        let map = walr_result(&release).map.clone().unwrap();
-        assert_eq!(map.centre, vec![0.5, 0.5]);
-        // Variances 0.125 and 0.25: R = √0.375, every vector's norm.
-        assert!((map.radius.unwrap() - 0.375f64.sqrt()).abs() < 1e-15);
-        let reach = vectors
-            .iter()
-            .map(|x| {
-                let mut v = [0.0; 2];
+            // The dry run priced exactly this, and the ledger took it.
+            assert_eq!(
+                (priced.sensitivity, priced.sigma, priced.epsilon),
+                (release.sensitivity, release.sigma, 0.25)
+            );
+            assert!((release.spent.epsilon - before - 0.25).abs() < 1e-9);
+            // The server applied this very map: the noisy vector lies
+            // within 6σ of Σ yᵢ·φ(xᵢ)/N computed here from it.
+            let mut exact = [0.0; 3];
+            let mut v = [0.0; 2];
+            for (x, y) in &rows {
                 map.apply(x, &mut v);
-                v[0].hypot(v[1])
-            })
-            .fold(0.0, f64::max);
-        let expected = reach.hypot(map.intercept_weight) / 300.0;
-        // The vectors' exact units on the grid: within 10⁻⁸ of the floats'
-        // norm (the shrink to (1 − 2⁻³⁰)·R of vectors on the sphere).
+                let y = f64::from(*y);
+                exact[0] += y * v[0] / n;
+                exact[1] += y * v[1] / n;
+                exact[2] += y * a / n;
+            }
+            let noisy = [
+                result.noisy_dot[0],
+                result.noisy_dot[1],
+                result.noisy_intercept.unwrap(),
+            ];
+            for (noisy, exact) in noisy.iter().zip(exact) {
+                assert!(
+                    (noisy - exact).abs() < 6.0 * release.sigma,
+                    "{unit} {asked:?}: {noisy} vs {exact} (σ {})",
+                    release.sigma
+                );
+            }
+        }
+        // The identity stays the default, and says nothing of a map.
+        let plain = analyst
+            .release(id, &walr(Some(1.0), WalrMap::None, None), &dry())
+            .await
+            .unwrap()
+            .release;
+        let centred = analyst
+            .release(id, &walr(Some(1.0), WalrMap::Centre, None), &dry())
+            .await
+            .unwrap()
+            .release;
         assert!(
-            (release.sensitivity - expected).abs() <= expected * 1e-8,
-            "{} ≠ {expected}",
-            release.sensitivity
+            centred.sigma < plain.sigma,
+            "{unit}: centring must not add noise"
         );
-        app.finish().await;
+        // Where the noise is slight, `auto` drops the shrink: it is
+        // `centre` then.
+        let slight = granted(&analyst, id, &walr(Some(50.0), WalrMap::Auto, None)).await;
+        let map = walr_result(&slight).map.clone().unwrap();
+        assert_eq!((map.radius, map.intercept_weight), (None, 1.0), "{unit}");
     }
+    app.finish().await;
 }
 
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn a_target_noise_buys_the_least_epsilon_that_meets_it() {
-    for backend in backends() {
-        let app = spawn_app(backend).await;
-        let (id, analyst) = loaded(&app, "label", ads_rows(0, ROWS)).await;
-        let target = 2e-3;
-        let request = walr(None, WalrMap::Auto, Some(target));
-        let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
-        let before = analyst.dataset(id).await.unwrap().spent.epsilon;
-        let release = granted(&analyst, id, &request).await;
-        assert!(release.sigma <= target, "σ {} > {target}", release.sigma);
-        assert_eq!(priced.epsilon, release.epsilon, "the dry run shows the ε");
-        assert!((release.spent.epsilon - before - release.epsilon).abs() < 1e-9);
-        // One ledger unit (10⁻⁹) less would not have met the target.
-        let cheaper = ReleaseRequest {
-            epsilon: Some(release.epsilon - 1e-9),
-            ..walr(None, WalrMap::Auto, None)
-        };
-        let cheaper = analyst.release(id, &cheaper, &dry()).await.unwrap().release;
-        assert!(cheaper.sigma > target, "σ {} at ε − 10⁻⁹", cheaper.sigma);
-
-        // An aggregate's target is checked like walr's (its figures:
-        // tests/api/aggregates.rs).
-        let count = |epsilon, target_std| ReleaseRequest {
-            epsilon,
-            delta: Some(1e-7),
-            params: ReleaseParams::Aggregate(AggregateParams {
-                statistics: vec!["count".to_owned(), "sum:value".to_owned()],
-                group_by: vec![],
-                mechanism: Default::default(),
-                target_std,
-            }),
-        };
-
-        // Refused: both, neither, an unreachable target, a target another
-        // kind does not take.
-        refused(
-            &analyst,
-            id,
-            &walr(Some(1.0), WalrMap::None, Some(1e-3)),
-            "not both",
-        )
-        .await;
-        refused(
-            &analyst,
-            id,
-            &walr(None, WalrMap::None, None),
-            "epsilon is required",
-        )
-        .await;
-        refused(
-            &analyst,
-            id,
-            &walr(None, WalrMap::None, Some(1e-30)),
-            "target noise",
-        )
-        .await;
-        refused(&analyst, id, &count(None, Some(-1.0)), "target noise").await;
-        let error = app
-            .raw(
-                reqwest::Method::POST,
-                &format!("/v1/datasets/{id}/releases"),
-            )
-            .bearer_auth(app.token(Role::Analyst, "ana", &[id]))
-            .json(&serde_json::json!({
-                "kind": "model/output-perturbation", "lambda": 0.1, "target_sigma": 0.1
-            }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(error.status(), 422);
-        app.finish().await;
+async fn auto_is_blind_to_labels_and_under_row_to_the_rows(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
     }
+    let app = spawn_app(backend).await;
+    let relabelled = ads_rows(0, ROWS)
+        .lines()
+        .enumerate()
+        .map(|(i, line)| match i {
+            0 => line.to_owned(),
+            _ => {
+                // Flip every label.
+                let (id, rest) = line.split_once(',').unwrap();
+                let (label, rest) = rest.split_once(',').unwrap();
+                format!("{id},{},{rest}", 1 - label.parse::<u8>().unwrap())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let map_of = |release: Release| walr_result(&release).map.clone().unwrap();
+    let mut maps: Vec<(String, FeatureMap)> = Vec::new();
+    for (unit, csv) in [
+        ("label", ads_rows(0, ROWS)),
+        ("label", relabelled.clone()),
+        ("label", ads_rows(5, ROWS + 11)),
+        ("row", ads_rows(0, ROWS)),
+        ("row", ads_rows(7, ROWS)),
+    ] {
+        let (id, analyst) = loaded(&app, unit, csv).await;
+        let release = granted(&analyst, id, &walr(Some(0.25), WalrMap::Auto, None)).await;
+        maps.push((unit.to_owned(), map_of(release)));
+    }
+    // Labels flipped: bit-identical, down to the JSON.
+    assert_eq!(maps[0].1, maps[1].1);
+    assert_eq!(
+        serde_json::to_string(&maps[0].1).unwrap(),
+        serde_json::to_string(&maps[1].1).unwrap()
+    );
+    // Other rows: another map under `label`, the same under `row`
+    // (as many rows: N is public, and the map may depend on it).
+    assert_ne!(maps[0].1, maps[2].1);
+    assert_eq!(maps[3].1, maps[4].1);
+    assert!(maps.iter().all(|(_, map)| map.radius.is_some()));
+    app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn supplied_vectors_get_a_map_fitted_to_them(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let (id, analyst) = loaded(&app, "label", ads_rows(0, 300)).await;
+    let vectors: Vec<[f64; 2]> = (0..300)
+        .map(|i| [f64::from(i % 5) / 4.0, f64::from(i % 2)])
+        .collect();
+    let request = ReleaseRequest {
+        epsilon: Some(1.0),
+        delta: Some(1e-7),
+        params: ReleaseParams::Walr(WalrParams {
+            map: WalrMap::Auto,
+            features: Some(
+                vectors
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| SuppliedRow {
+                        row_id: format!("r{i}"),
+                        x: x.to_vec(),
+                    })
+                    .collect(),
+            ),
+            ..WalrParams::default()
+        }),
+    };
+    let release = granted(&analyst, id, &request).await;
+    let map = walr_result(&release).map.clone().unwrap();
+    assert_eq!(map.centre, vec![0.5, 0.5]);
+    // Variances 0.125 and 0.25: R = √0.375, every vector's norm.
+    assert!((map.radius.unwrap() - 0.375f64.sqrt()).abs() < 1e-15);
+    let reach = vectors
+        .iter()
+        .map(|x| {
+            let mut v = [0.0; 2];
+            map.apply(x, &mut v);
+            v[0].hypot(v[1])
+        })
+        .fold(0.0, f64::max);
+    let expected = reach.hypot(map.intercept_weight) / 300.0;
+    // The vectors' exact units on the grid: within 10⁻⁸ of the floats'
+    // norm (the shrink to (1 − 2⁻³⁰)·R of vectors on the sphere).
+    assert!(
+        (release.sensitivity - expected).abs() <= expected * 1e-8,
+        "{} ≠ {expected}",
+        release.sensitivity
+    );
+    app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn a_target_noise_buys_the_least_epsilon_that_meets_it(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let (id, analyst) = loaded(&app, "label", ads_rows(0, ROWS)).await;
+    let target = 2e-3;
+    let request = walr(None, WalrMap::Auto, Some(target));
+    let priced = analyst.release(id, &request, &dry()).await.unwrap().release;
+    let before = analyst.dataset(id).await.unwrap().spent.epsilon;
+    let release = granted(&analyst, id, &request).await;
+    assert!(release.sigma <= target, "σ {} > {target}", release.sigma);
+    assert_eq!(priced.epsilon, release.epsilon, "the dry run shows the ε");
+    assert!((release.spent.epsilon - before - release.epsilon).abs() < 1e-9);
+    // One ledger unit (10⁻⁹) less would not have met the target.
+    let cheaper = ReleaseRequest {
+        epsilon: Some(release.epsilon - 1e-9),
+        ..walr(None, WalrMap::Auto, None)
+    };
+    let cheaper = analyst.release(id, &cheaper, &dry()).await.unwrap().release;
+    assert!(cheaper.sigma > target, "σ {} at ε − 10⁻⁹", cheaper.sigma);
+
+    // An aggregate's target is checked like walr's (its figures:
+    // tests/api/aggregates.rs).
+    let count = |epsilon, target_std| ReleaseRequest {
+        epsilon,
+        delta: Some(1e-7),
+        params: ReleaseParams::Aggregate(AggregateParams {
+            statistics: vec!["count".to_owned(), "sum:value".to_owned()],
+            group_by: vec![],
+            mechanism: Default::default(),
+            target_std,
+        }),
+    };
+
+    // Refused: both, neither, an unreachable target, a target another
+    // kind does not take.
+    refused(
+        &analyst,
+        id,
+        &walr(Some(1.0), WalrMap::None, Some(1e-3)),
+        "not both",
+    )
+    .await;
+    refused(
+        &analyst,
+        id,
+        &walr(None, WalrMap::None, None),
+        "epsilon is required",
+    )
+    .await;
+    refused(
+        &analyst,
+        id,
+        &walr(None, WalrMap::None, Some(1e-30)),
+        "target noise",
+    )
+    .await;
+    refused(&analyst, id, &count(None, Some(-1.0)), "target noise").await;
+    let error = app
+        .raw(
+            reqwest::Method::POST,
+            &format!("/v1/datasets/{id}/releases"),
+        )
+        .bearer_auth(app.token(Role::Analyst, "ana", &[id]))
+        .json(&serde_json::json!({
+            "kind": "model/output-perturbation", "lambda": 0.1, "target_sigma": 0.1
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error.status(), 422);
+    app.finish().await;
 }
