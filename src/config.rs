@@ -371,6 +371,11 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        unsafe_code,
+        reason = "clap reads the switch from the process environment, which only this test \
+                  writes"
+    )]
     fn switches_from_the_environment_accept_one_and_zero() {
         let parse = |value: &str| {
             // SAFETY: this test alone reads or writes this variable.

@@ -5,6 +5,7 @@
 // Production functions stay short enough to read (clippy.toml: 120
 // lines); tests may spell a scenario out at length.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
+#![forbid(unsafe_code)]
 
 mod datasets;
 mod feature_map;

@@ -116,7 +116,7 @@ mod tests {
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Probe {
-        #[allow(dead_code)]
+        #[expect(dead_code, reason = "read only to be refused or accepted, never used")]
         epsilon: f64,
     }
 

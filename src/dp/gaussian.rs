@@ -76,7 +76,7 @@ fn erfcx_drop(y: f64, h: f64) -> f64 {
 /// Because v² − u² = 2ε, e^ε·Φ(−v) = ½·e^{−u²/2}·erfcx(v/√2): the huge
 /// factor e^ε (ε = 50 and beyond) cancels symbolically, and for u > 0
 /// δ = ½·e^{−u²/2}·(erfcx(u/√2) − erfcx(v/√2)) with the difference taken
-/// by [`erfcx_drop`]. For u ≤ 0, Φ(−u) ≥ ½ and δ is large, so the direct
+/// by `erfcx_drop`. For u ≤ 0, Φ(−u) ≥ ½ and δ is large, so the direct
 /// difference is well conditioned.
 pub fn gaussian_delta(mu: f64, epsilon: f64) -> f64 {
     let u = epsilon / mu - mu / 2.0;

@@ -223,7 +223,7 @@ impl Selector {
     }
 
     /// The most draws T selections among `candidates` scores may take, with
-    /// P[more] ≤ [`OVERRUN`] whatever the scores: discrete Laplace values
+    /// P\[more\] ≤ [`OVERRUN`] whatever the scores: discrete Laplace values
     /// (exactly k·T), or exponential proposals (module docs, "Timing").
     pub fn allowance(&self, candidates: usize, selections: u32) -> u64 {
         let (k, t) = (candidates as u64, u64::from(selections));
@@ -359,7 +359,7 @@ fn noisy_min<R: Rng + ?Sized>(points: &[i128], scale: u64, rng: &mut R) -> usize
     )
 }
 
-/// An exact draw of P(i) ∝ exp(−λ·points[i]), by uniform proposals, and
+/// An exact draw of P(i) ∝ exp(−λ·points\[i\]), by uniform proposals, and
 /// how many proposals it took.
 fn exponential<R: Rng + ?Sized>(points: &[i128], rate: Rate, rng: &mut R) -> (usize, u64) {
     let low = points.iter().copied().min().unwrap_or(0);

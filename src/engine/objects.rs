@@ -236,7 +236,7 @@ pub(super) fn stamp_of(meta: &object_store::ObjectMeta) -> Stamp {
 
 /// Parquet's reader of an object of known size: each range it asks for is
 /// one ranged request (those of a row group's column chunks go together,
-/// close ones merged by the store). With [`Checks`], every part it reads
+/// close ones merged by the store). With `Checks`, every part it reads
 /// (the footer, then whole column chunks) is checked against the hashes
 /// the manifest recorded before it is decoded, so a pass decodes only the
 /// bytes that were recorded and hashes only the columns it reads.

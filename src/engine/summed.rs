@@ -6,7 +6,7 @@
 //! sensitivity proven for the exact sums holds for the computed ones.
 //!
 //! A pass before any row is its settings, all public: it is written out
-//! ([`SumsOf::encode`]) when a plan goes to other machines, and read back
+//! (`SumsOf::encode`) when a plan goes to other machines, and read back
 //! there by the kind it names ([`Passes`]).
 
 use std::fmt;
@@ -89,7 +89,7 @@ impl<S: Summed> Prototype for S {
     }
 }
 
-/// Reads a pass's [`Prototype::settings`] back.
+/// Reads a pass's `Prototype::settings` back.
 type Read = fn(&[u8]) -> Result<Arc<dyn Prototype>, String>;
 
 fn read<S: Summed>(settings: &[u8]) -> Result<Arc<dyn Prototype>, String> {

@@ -49,7 +49,6 @@ fn decimal_round(value: f64, resolution: f64) -> f64 {
     if !resolution.is_finite() || resolution <= 0.0 {
         return value;
     }
-    #[allow(clippy::cast_possible_truncation)]
     let exponent = resolution.log10().floor() as i32;
     if exponent < 0 {
         // 10^-exponent is an exact integer, so the division rounds once.
@@ -145,7 +144,6 @@ fn batch(
     let matrix = &block.feature_matrix()[rows.start * k..rows.end * k];
     for features in matrix.chunks_exact(k) {
         for ((values, column), scaled) in columns.iter_mut().zip(&schema.features).zip(features) {
-            #[allow(clippy::cast_possible_truncation)]
             values.push(unscaled(column, *scaled) as f32);
         }
     }

@@ -44,7 +44,7 @@ pub enum ExportError {
 }
 
 /// The features of the snapshot of `dataset` in stored order, one chunk per
-/// run of rows (see [`Encoder::run_rows`]): from the snapshot in memory if
+/// run of rows (see `Encoder::run_rows`): from the snapshot in memory if
 /// it is held, else streamed from its inputs files (never
 /// loaded: loading reads labels). Runs are encoded as the body is polled,
 /// so the response holds one run at a time however large the block.

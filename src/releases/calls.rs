@@ -1,4 +1,4 @@
-//! The calls of a pre-paid gradient session ([`kinds::gradient`]): the
+//! The calls of a pre-paid gradient session (`kinds::gradient`): the
 //! session's release debited all T of them, so a call spends nothing; it
 //! claims its index, once.
 //!

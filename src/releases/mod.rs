@@ -19,7 +19,7 @@
 //!    the OS CSPRNG, once, outside any transaction that could be retried;
 //! 6. **store** the response, then send it.
 //!
-//! Steps 5 and 6 run on a task of their own ([`complete`]), so a client
+//! Steps 5 and 6 run on a task of their own (`complete`), so a client
 //! that disconnects, or a request timeout, cannot lose a paid release: the
 //! retry with the same idempotency key gets it. If they fail, the release
 //! record says so and the ledger entry stays (the safe side), and a retry

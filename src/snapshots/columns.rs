@@ -385,7 +385,6 @@ impl Columns {
             columns.id_ends.push(columns.ids.len() as u64);
             columns.rows += 1;
             columns.labels.push(label);
-            #[allow(clippy::cast_possible_truncation)]
             columns
                 .features
                 .extend(row.iter().map(|&value| value as f32));

@@ -10,7 +10,7 @@
 //! the release and stores the new composition, all or nothing. Debits of
 //! one dataset that arrive together share one such transaction, each
 //! decided in turn; finished
-//! releases are stored in batches too ([`batches`]). A release that also
+//! releases are stored in batches too (`batches`). A release that also
 //! reads source datasets gets a transaction of its own that locks every
 //! dataset it debits in id order (so two such releases cannot deadlock)
 //! and debits all or none.

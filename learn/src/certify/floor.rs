@@ -120,7 +120,7 @@ pub(super) fn check_shape(
 /// linear term with ‖b‖/N ≤ `linear_norm_over_n` (0 without one) and
 /// gradient-norm tolerance `tolerance` is guaranteed to be certifiable for
 /// every data set with ‖xᵢ‖₂ ≤ 1 and yᵢ = ±1 (derivation and table in the
-/// [module docs](self)).
+/// [module docs](crate::certify)).
 ///
 /// # Errors
 /// [`Infeasible::InvalidParameter`] for zero rows or columns, a negative or

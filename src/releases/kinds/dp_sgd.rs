@@ -50,7 +50,7 @@ pub const MAX_STEPS: u64 = 1_000_000;
 
 /// Most noise coordinates (steps × d) one release may draw: exact
 /// norm-Gamma draws take about 2 µs a coordinate on two cores, so this is
-/// about two minutes, as [`super::iterative::MAX_WORK`] is for the rows.
+/// about two minutes, as `super::iterative::MAX_WORK` is for the rows.
 pub const MAX_NOISE: u64 = 1 << 26;
 
 /// A DP-SGD release, priced.

@@ -84,7 +84,7 @@ impl Fit {
     }
 }
 
-/// The rows' residuals under the fit: a block's [`Outcomes`].
+/// The rows' residuals under the fit: a block's `Outcomes`.
 impl Loss for Fit {
     const KIND: &'static str = "gradients/fit";
 

@@ -15,7 +15,7 @@
 //!   candidate's count of misclassified held-out rows, at the request's ε.
 //!   Given the m models (fixed inputs for a held-out row), one held-out
 //!   row moves every count by at most 1, in either direction: the Laplace
-//!   selector of [`crate::dp::select`] with Δ = 1 is ε-DP.
+//!   selector of `crate::dp::select` with Δ = 1 is ε-DP.
 //!
 //! Everything priced here (the split's sizes, each candidate's noise, the
 //! floor checks at N_train) is a function of N, k, ε, δ and the

@@ -1,6 +1,6 @@
 //! `dpgate-client release <kind>`: one subcommand a kind, each in a file
 //! of its own (its flags, the request they make, how its result reads),
-//! registered in [`kinds!`] with one line.
+//! registered in `kinds!` with one line.
 
 mod aggregate;
 mod dp_gd;

@@ -181,7 +181,7 @@ impl Query {
             })
     }
 
-    /// The cells of the rows `rows` of `block`, as [`Query::cell`] finds
+    /// The cells of the rows `rows` of `block`, as `Query::cell` finds
     /// them, a dimension's column at a time.
     pub(super) fn cells_of(
         &self,

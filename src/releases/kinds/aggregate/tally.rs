@@ -10,7 +10,7 @@ use crate::snapshots::Row;
 use super::*;
 
 /// Per-cell exact sums of a query's quantities, each in its own units
-/// ([`Tallied`]): integers, so the same whatever the order of the rows.
+/// (`Tallied`): integers, so the same whatever the order of the rows.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tally {
     /// Cell-major: `sums[cell * quantities + q]`.

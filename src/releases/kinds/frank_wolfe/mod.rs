@@ -9,7 +9,7 @@
 //! L(θ) = (1/2N)·Σ(θᵀuᵢ − y′ᵢ)² over the target's rows and every source's.
 //!
 //! Each of T steps scores the 2d vertices ±r·eⱼ of the ball by
-//! α = ⟨s, ∇L(θ)⟩ and picks one privately ([`Selector`]): report-noisy-min
+//! α = ⟨s, ∇L(θ)⟩ and picks one privately (`Selector`): report-noisy-min
 //! with discrete Laplace noise, or the exponential mechanism. On the ball
 //! |θᵀu| ≤ r and |y′| ≤ 1, so one row moves each coordinate of ∇L by at most
 //! 2(r + 1)/N and each score by **Δ_s = 2r(r + 1)/N** under unit `row`;
@@ -19,7 +19,7 @@
 //! model is exact post-processing.
 //!
 //! Each step's ε₀ is the largest whose T-fold composition the ledger itself
-//! prices at ≤ (ε, δ) ([`per_step_epsilon`]); Laplace steps are
+//! prices at ≤ (ε, δ) (`per_step_epsilon`); Laplace steps are
 //! `pure_epsilon{ε₀}`, exponential ones `bounded_range{ε₀}`. Every
 //! participating dataset is debited, in one transaction, or none is.
 //!
