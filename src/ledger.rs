@@ -2,9 +2,15 @@
 //! views that need it from its opening (verification, the running tally
 //! behind a page, the audit export, the privacy profile).
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+use dpgate_api_types::LedgerEntry;
+use futures_util::stream::{BoxStream, StreamExt};
 use uuid::Uuid;
 
 use crate::domain::dataset::DatasetRecord;
+use crate::domain::ledger::export::{self, Format};
 use crate::domain::ledger::{Chain, ChainBreak, Follow, LedgerRecord};
 use crate::dp::Composition;
 use crate::store::{Store, StoreError};
@@ -99,4 +105,77 @@ pub async fn composition(
         .await?
         .map(|(_, record)| record.composition)
         .unwrap_or_default())
+}
+
+/// Up to `limit` of `dataset`'s entries after `after`, each with what the
+/// ledger had spent and allowed after it.
+pub async fn page(
+    store: &dyn Store,
+    dataset: Uuid,
+    after: Option<u64>,
+    limit: u32,
+) -> Result<Vec<LedgerEntry>, StoreError> {
+    let entries = store.ledger(dataset, after, limit).await?;
+    let mut follow = match after {
+        Some(after) => self::follow(store, dataset, Some(after)).await?,
+        None => Follow::default(),
+    };
+    Ok(entries
+        .iter()
+        .map(|entry| entry.view(dataset, follow.take(entry)))
+        .collect())
+}
+
+/// `dataset`'s whole ledger in `format` (the audit export), read and
+/// encoded a page at a time as the stream is polled.
+pub fn export(
+    store: Arc<dyn Store>,
+    dataset: Uuid,
+    format: Format,
+) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
+    struct Reading {
+        store: Arc<dyn Store>,
+        after: Option<u64>,
+        follow: Follow,
+        started: bool,
+        done: bool,
+    }
+    let reading = Reading {
+        store,
+        after: None,
+        follow: Follow::default(),
+        started: false,
+        done: false,
+    };
+    futures_util::stream::unfold(reading, move |mut reading| async move {
+        if reading.done {
+            return None;
+        }
+        let page = match reading.store.ledger(dataset, reading.after, PAGE).await {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::error!(%error, %dataset, "the ledger export failed part way");
+                return Some((Err(std::io::Error::other(error.to_string())), reading));
+            }
+        };
+        reading.done = page.len() < PAGE as usize;
+        reading.after = page.last().map(|entry| entry.seq);
+        let mut text = String::new();
+        if !reading.started {
+            text.push_str(format.header());
+            reading.started = true;
+        }
+        for entry in &page {
+            let tally = reading.follow.take(entry);
+            match export::line(format, entry, dataset, tally) {
+                Ok(line) => text.push_str(&line),
+                Err(error) => {
+                    reading.done = true;
+                    return Some((Err(std::io::Error::other(error.to_string())), reading));
+                }
+            }
+        }
+        Some((Ok(Bytes::from(text)), reading))
+    })
+    .boxed()
 }

@@ -7,20 +7,16 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use dpgate_api_types::{LedgerBreak, LedgerPage, LedgerVerification, Problem};
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
 
 use super::datasets::load_visible;
 use super::error::ApiError;
 use super::extract::{ApiQuery, Caller, PageQuery};
 use crate::api::AppState;
-use crate::domain::ledger::Follow;
-use crate::domain::ledger::export::{self, Format};
+use crate::domain::ledger::export::Format;
 use crate::ledger;
-use crate::store::Store;
 
 /// A page of the ledger, or the whole of it in an export format.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -95,81 +91,20 @@ pub async fn page(
                 "an export is the whole ledger: it takes no after or limit".to_owned(),
             ));
         }
-        return Ok(exported(state.store.clone(), dataset.id, format));
+        let chunks = ledger::export(state.store.clone(), dataset.id, format);
+        return Ok((
+            [(header::CONTENT_TYPE, format.content_type())],
+            Body::from_stream(chunks),
+        )
+            .into_response());
     }
     let limit = page.limit()?;
-    let after = page.after()?;
-    let entries = state.store.ledger(dataset.id, after, limit).await?;
-    let mut follow = match after {
-        Some(after) => ledger::follow(state.store.as_ref(), dataset.id, Some(after)).await?,
-        None => Follow::default(),
-    };
-    let views = entries
-        .iter()
-        .map(|entry| entry.view(dataset.id, follow.take(entry)))
-        .collect();
+    let entries = ledger::page(state.store.as_ref(), dataset.id, page.after()?, limit).await?;
     Ok(Json(LedgerPage {
         next_after: PageQuery::next_after(limit, &entries, |entry| entry.seq),
-        entries: views,
+        entries,
     })
     .into_response())
-}
-
-/// The whole ledger in `format`, read and sent a page at a time.
-fn exported(store: std::sync::Arc<dyn Store>, dataset: Uuid, format: Format) -> Response {
-    struct Reading {
-        store: std::sync::Arc<dyn Store>,
-        after: Option<u64>,
-        follow: Follow,
-        started: bool,
-        done: bool,
-    }
-    let reading = Reading {
-        store,
-        after: None,
-        follow: Follow::default(),
-        started: false,
-        done: false,
-    };
-    let chunks = futures_util::stream::unfold(reading, move |mut reading| async move {
-        if reading.done {
-            return None;
-        }
-        let page = match reading
-            .store
-            .ledger(dataset, reading.after, ledger::PAGE)
-            .await
-        {
-            Ok(page) => page,
-            Err(error) => {
-                tracing::error!(%error, %dataset, "the ledger export failed part way");
-                return Some((Err(std::io::Error::other(error.to_string())), reading));
-            }
-        };
-        reading.done = page.len() < ledger::PAGE as usize;
-        reading.after = page.last().map(|entry| entry.seq);
-        let mut text = String::new();
-        if !reading.started {
-            text.push_str(format.header());
-            reading.started = true;
-        }
-        for entry in &page {
-            let tally = reading.follow.take(entry);
-            match export::line(format, entry, dataset, tally) {
-                Ok(line) => text.push_str(&line),
-                Err(error) => {
-                    reading.done = true;
-                    return Some((Err(std::io::Error::other(error.to_string())), reading));
-                }
-            }
-        }
-        Some((Ok(Bytes::from(text)), reading))
-    });
-    (
-        [(header::CONTENT_TYPE, format.content_type())],
-        Body::from_stream(chunks),
-    )
-        .into_response()
 }
 
 /// Walks the whole chain: every link and hash recomputed, and the dataset's
