@@ -120,12 +120,14 @@ async fn make(
 ) -> Result<Outcome, ReleaseError> {
     let kind_name = request.kind();
     let kind = Kind::parse(request.params)?;
+    let source_ids = kind.sources(ask.dataset)?;
     for _ in 0..STALE_RETRIES {
         let attempt = Attempt {
             data: &data,
             tasks,
             ask,
             kind: &kind,
+            source_ids,
             kind_name,
             knobs,
             fingerprint,
@@ -145,6 +147,8 @@ struct Attempt<'a> {
     tasks: &'a TaskTracker,
     ask: &'a Ask<'a>,
     kind: &'a Kind,
+    /// The other datasets the release reads, checked before any lookup.
+    source_ids: &'a [Uuid],
     kind_name: &'static str,
     knobs: &'a Knobs,
     /// The request's hash and its audit JSON.
@@ -230,7 +234,7 @@ impl Attempt<'_> {
         store: &dyn Store,
     ) -> Result<Vec<(DatasetRecord, AnalystRecord)>, ReleaseError> {
         let mut sources = Vec::new();
-        for &id in self.kind.sources(self.ask.dataset)? {
+        for &id in self.source_ids {
             sources.push(
                 store
                     .dataset_with_analyst(id, self.ask.analyst)
