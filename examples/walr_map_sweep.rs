@@ -144,11 +144,11 @@ fn main() {
     );
     for unit in [PrivacyUnit::Label, PrivacyUnit::Row] {
         for asked in [WalrMap::None, WalrMap::Centre, WalrMap::Auto] {
-            let map = walr_map::choose(asked, unit, K, Some(&moments)).expect("a map");
+            let map = walr_map::fit(asked, unit, K, Some(&moments)).expect("a map");
             let (auc, se, sigma) = mean_auc(&setup, &map, unit, l2, draws);
             println!("{unit:?} {asked:?}: {auc:.4} ± {se:.4} (σ = {sigma:.3e})");
         }
-        let centred = walr_map::choose(WalrMap::Centre, unit, K, Some(&moments)).expect("a map");
+        let centred = walr_map::fit(WalrMap::Centre, unit, K, Some(&moments)).expect("a map");
         let rms = match unit {
             PrivacyUnit::Label => moments.variance.iter().sum::<f64>().sqrt(),
             PrivacyUnit::Row => (K as f64 / 12.0).sqrt(),

@@ -24,7 +24,7 @@ pub enum WalrMap {
     /// Centred and shrunk to a public radius, with the intercept's
     /// coordinate weighted (see docs/walr-map.md): chosen from public
     /// facts only, never from labels, and under unit `row` from the schema
-    /// alone.
+    /// alone. What a request that names no map gets, where it can be had.
     Auto,
 }
 

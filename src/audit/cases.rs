@@ -123,7 +123,7 @@ fn entries() -> Vec<Entry> {
             BOTH,
             false,
             linear(Canary::Origin),
-            |_| json!({}),
+            |_| json!({"map": "none"}),
         ),
         entry(
             "walr",
@@ -141,7 +141,8 @@ fn entries() -> Vec<Entry> {
             linear(Canary::Across),
             |_| json!({"map": "auto"}),
         ),
-        // Supplied vectors are for unit `label` only.
+        // Supplied vectors are for unit `label` only; on the map a request
+        // without one gets (`auto`, fitted to the vectors).
         entry(
             "walr",
             "supplied vectors",

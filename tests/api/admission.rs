@@ -23,7 +23,8 @@ use std::sync::Arc;
 use dpgate::api::Limits;
 use dpgate::snapshots::Reads;
 use dpgate_client::types::{
-    Lambda, OutputPerturbationParams, ProblemType, ReleaseParams, ReleaseRequest, WalrParams,
+    Lambda, OutputPerturbationParams, ProblemType, ReleaseParams, ReleaseRequest, WalrMap,
+    WalrParams,
 };
 use dpgate_client::{Client, ClientError, ReleaseOptions, UploadFormat};
 use uuid::Uuid;
@@ -254,12 +255,16 @@ pub fn model(epsilon: f64) -> ReleaseRequest {
     }
 }
 
-/// WALR over the stored features at ε: it reads no rows when made.
+/// WALR over the stored features at ε on the identity map: it reads no
+/// rows when made.
 pub fn walr(epsilon: f64) -> ReleaseRequest {
     ReleaseRequest {
         epsilon: Some(epsilon),
         delta: Some(1e-7),
-        params: ReleaseParams::Walr(WalrParams::default()),
+        params: ReleaseParams::Walr(WalrParams {
+            map: Some(WalrMap::None),
+            ..WalrParams::default()
+        }),
     }
 }
 

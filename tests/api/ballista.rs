@@ -72,7 +72,7 @@ async fn cluster(data: &std::path::Path) -> (Vec<Child>, SocketAddr) {
 fn centred_walr() -> ReleaseRequest {
     let mut request = ReleaseRequest::walr(1.0, 1e-7);
     if let ReleaseParams::Walr(params) = &mut request.params {
-        params.map = WalrMap::Centre;
+        params.map = Some(WalrMap::Centre);
     }
     request
 }

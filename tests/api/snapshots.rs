@@ -6,7 +6,7 @@ use dpgate::api::Limits;
 use dpgate::snapshots::STREAM_ROWS;
 use dpgate_client::types::{
     AggregateMechanism, AggregateParams, ProblemType, Release, ReleaseParams, ReleaseRequest,
-    ReleaseResult, SuppliedRow, WalrParams,
+    ReleaseResult, SuppliedRow, WalrMap, WalrParams,
 };
 use dpgate_client::{Client, ReleaseOptions, UploadFormat};
 use rstest::rstest;
@@ -185,13 +185,15 @@ async fn uploads_keep_the_new_version_in_memory(#[case] backend: Backend) {
     app.finish().await;
 }
 
-/// A supplied-vector WALR over the first `rows` stored rows.
+/// A supplied-vector WALR over the first `rows` stored rows, on the
+/// identity map.
 fn supplied(rows: usize) -> ReleaseRequest {
     ReleaseRequest {
         epsilon: Some(1.0),
         delta: Some(1e-9),
         params: ReleaseParams::Walr(WalrParams {
             intercept: true,
+            map: Some(WalrMap::None),
             features: Some(
                 (0..rows)
                     .map(|index| SuppliedRow {

@@ -1,7 +1,7 @@
 //! WALR over the analyst's own feature vectors, keyed by row id.
 
 use dpgate_client::types::{
-    ProblemType, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow, WalrParams,
+    ProblemType, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow, WalrMap, WalrParams,
 };
 use dpgate_client::{ReleaseOptions, UploadFormat};
 use rstest::rstest;
@@ -10,12 +10,14 @@ use crate::helpers::{
     Backend, Cache, ads_dataset, ads_rows, spawn_app, spawn_app_caching, unavailable,
 };
 
+/// On the identity map, whose numbers the tests check.
 fn supplied(rows: &[(&str, &[f64])]) -> ReleaseRequest {
     ReleaseRequest {
         epsilon: Some(1.0),
         delta: Some(1e-7),
         params: ReleaseParams::Walr(WalrParams {
             intercept: true,
+            map: Some(WalrMap::None),
             features: Some(
                 rows.iter()
                     .map(|&(id, x)| SuppliedRow {

@@ -3,7 +3,9 @@
 
 use dpgate_client::ReleaseOptions;
 use dpgate_client::UploadFormat;
-use dpgate_client::types::{LedgerEvent, ReleaseParams, ReleaseRequest, ReleaseResult, WalrParams};
+use dpgate_client::types::{
+    LedgerEvent, ReleaseParams, ReleaseRequest, ReleaseResult, WalrMap, WalrParams,
+};
 
 use dpgate::snapshots::Columns;
 use futures_util::StreamExt;
@@ -53,7 +55,19 @@ async fn the_walk_through_works_end_to_end(#[case] backend: Backend) {
     assert!(!released.replayed);
     let release = released.release;
     assert_eq!((release.kind.as_str(), release.n), ("walr", 650));
-    // Label unit: Δ = max √(1 + ‖x‖²)/N with both scaled features ≤ 1.
+    // The request names no map: it gets `auto`, fitted to the features'
+    // public moments, and says so.
+    let Some(ReleaseResult::Walr(result)) = &release.result else {
+        panic!("a WALR result");
+    };
+    let map = result
+        .map
+        .as_ref()
+        .expect("the map the release was made on");
+    assert_eq!(map.name, WalrMap::Auto);
+    assert_eq!(result.map_fallback, None);
+    // Label unit: Δ = √(a² + reach²)/N, reach the largest ‖v(x)‖ over
+    // the box.
     let record = app.store.dataset(dataset.id).await.unwrap().unwrap();
     let stored: Vec<Columns> = app
         .snapshots
@@ -65,30 +79,17 @@ async fn the_walk_through_works_end_to_end(#[case] backend: Backend) {
         .await;
     let stored = &stored[0];
     assert_eq!(stored.len(), 650);
-    let max_norm = (0..stored.len())
-        .map(|row| {
-            1.0 + stored
-                .features(row)
-                .iter()
-                .map(|v| f64::from(*v).powi(2))
-                .sum::<f64>()
-        })
-        .fold(0.0, f64::max)
-        .sqrt();
-    // From the stored maximum norm, on the grid of the exact sums:
-    // never below, within its rounding.
-    let declared = max_norm / 650.0;
+    // On the grid of the exact sums: within its rounding.
+    let declared = map.box_reach().hypot(map.intercept_weight) / 650.0;
     assert!(
-        release.sensitivity >= declared && release.sensitivity <= declared * (1.0 + 1e-11),
+        (release.sensitivity - declared).abs() <= declared * 1e-11,
         "{} against {declared}",
         release.sensitivity
     );
-    let Some(ReleaseResult::Walr(result)) = &release.result else {
-        panic!("a WALR result");
-    };
     assert_eq!(result.noisy_dot.len(), 2);
-    let exact_intercept =
-        stored.labels().iter().filter(|&&label| label == 1).count() as f64 / 650.0;
+    let exact_intercept = stored.labels().iter().filter(|&&label| label == 1).count() as f64
+        * map.intercept_weight
+        / 650.0;
     let noisy_intercept = result.noisy_intercept.expect("the intercept term");
     // 6σ away has probability 2e-9.
     assert!((noisy_intercept - exact_intercept).abs() < 6.0 * release.sigma);
@@ -144,16 +145,17 @@ async fn row_unit_walr_uses_the_public_bound_and_intercept_can_be_left_out(
         .await
         .unwrap();
     let analyst = app.analyst("ana", &[dataset.id]);
-    let with = ReleaseRequest::walr(1.0, 1e-7);
-    let without = ReleaseRequest {
+    // On the identity map, whose bound is the box's √(k + 1).
+    let identity = |intercept| ReleaseRequest {
         epsilon: Some(1.0),
         delta: Some(1e-7),
         params: ReleaseParams::Walr(WalrParams {
-            intercept: false,
-            features: None,
+            intercept,
+            map: Some(WalrMap::None),
             ..WalrParams::default()
         }),
     };
+    let (with, without) = (identity(true), identity(false));
     let options = ReleaseOptions::default();
     let release = analyst
         .release(dataset.id, &with, &options)

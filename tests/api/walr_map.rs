@@ -14,7 +14,12 @@ use crate::helpers::{Backend, TestApp, ads_dataset, ads_rows, spawn_app, unavail
 
 const ROWS: usize = 3_000;
 
-fn walr(epsilon: Option<f64>, map: WalrMap, target_sigma: Option<f64>) -> ReleaseRequest {
+/// A walr release on `map` (`None`: the request names none).
+fn walr_on(
+    epsilon: Option<f64>,
+    map: Option<WalrMap>,
+    target_sigma: Option<f64>,
+) -> ReleaseRequest {
     ReleaseRequest {
         epsilon,
         delta: Some(1e-7),
@@ -24,6 +29,11 @@ fn walr(epsilon: Option<f64>, map: WalrMap, target_sigma: Option<f64>) -> Releas
             ..WalrParams::default()
         }),
     }
+}
+
+/// A walr release on the named `map`.
+fn walr(epsilon: Option<f64>, map: WalrMap, target_sigma: Option<f64>) -> ReleaseRequest {
+    walr_on(epsilon, Some(map), target_sigma)
 }
 
 fn dry() -> ReleaseOptions {
@@ -174,7 +184,7 @@ async fn a_mapped_release_returns_its_map_applied_as_declared_and_charges_its_pr
                 );
             }
         }
-        // The identity stays the default, and says nothing of a map.
+        // The identity, asked for by name, says nothing of a map.
         let plain = analyst
             .release(id, &walr(Some(1.0), WalrMap::None, None), &dry())
             .await
@@ -248,6 +258,208 @@ async fn auto_is_blind_to_labels_and_under_row_to_the_rows(#[case] backend: Back
     app.finish().await;
 }
 
+/// `body` posted as a release on `id` with `key`: its status and JSON.
+async fn posted(
+    app: &TestApp,
+    id: Uuid,
+    key: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let response = app
+        .raw(
+            reqwest::Method::POST,
+            &format!("/v1/datasets/{id}/releases"),
+        )
+        .bearer_auth(app.token(Role::Analyst, "ana", &[id]))
+        .header("idempotency-key", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn a_release_that_names_no_map_gets_auto_and_one_that_names_none_the_identity(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let n = ROWS as f64;
+    for unit in ["label", "row"] {
+        let (id, analyst) = loaded(&app, unit, ads_rows(0, ROWS)).await;
+        let plain = serde_json::json!({"kind": "walr", "epsilon": 0.25, "delta": 1e-7});
+        let mut none = plain.clone();
+        none["map"] = "none".into();
+        // No map: `auto`, exactly as if named, with no fallback to tell of
+        // (ε = 0.25: noise enough for it to keep its shrink).
+        let priced = analyst
+            .release(id, &walr_on(Some(0.25), None, None), &dry())
+            .await
+            .unwrap()
+            .release;
+        let (status, body) = posted(&app, id, "plain", plain.clone()).await;
+        assert_eq!(status, 201, "{unit}: {body}");
+        assert_eq!(body["result"]["map"]["name"], "auto", "{unit}: {body}");
+        assert!(body["result"].get("map_fallback").is_none(), "{body}");
+        let default: Release = serde_json::from_value(body).unwrap();
+        let named = granted(&analyst, id, &walr(Some(0.25), WalrMap::Auto, None)).await;
+        assert_eq!(walr_result(&default).map, walr_result(&named).map, "{unit}");
+        assert!(walr_result(&default).map.as_ref().unwrap().radius.is_some());
+        assert_eq!(
+            (default.sensitivity, default.sigma),
+            (named.sensitivity, named.sigma)
+        );
+        assert_eq!(
+            (priced.sensitivity, priced.sigma),
+            (named.sensitivity, named.sigma)
+        );
+        // "none" by name: the identity, which the result leaves unsaid,
+        // at the identity's sensitivity: from the largest stored norm
+        // under `label` (f32 features), √(k + 1)/N under `row`.
+        let (status, body) = posted(&app, id, "none", none.clone()).await;
+        assert_eq!(status, 201, "{unit}: {body}");
+        let result = body["result"].as_object().unwrap();
+        assert!(
+            !result.contains_key("map") && !result.contains_key("map_fallback"),
+            "{unit}: {body}"
+        );
+        let identity: Release = serde_json::from_value(body).unwrap();
+        let expected = match unit {
+            "label" => {
+                scaled_rows(0, ROWS)
+                    .iter()
+                    .map(|(x, _)| 1.0 + x[0] * x[0] + x[1] * x[1])
+                    .fold(0.0, f64::max)
+                    .sqrt()
+                    / n
+            }
+            _ => 3f64.sqrt() / n,
+        };
+        assert!(
+            (identity.sensitivity - expected).abs() <= expected * 1e-6,
+            "{unit}: {} ≠ {expected}",
+            identity.sensitivity
+        );
+        assert!(default.sigma < identity.sigma, "{unit}");
+        // Two requests now, not one: neither's key replays the other.
+        assert_eq!(posted(&app, id, "plain", plain).await.0, 200);
+        assert_eq!(posted(&app, id, "plain", none.clone()).await.0, 409);
+        assert_eq!(posted(&app, id, "none", none).await.0, 200);
+    }
+    app.finish().await;
+}
+
+/// Makes the dataset `id` look as if its rows predate the features'
+/// moments: its stored statistics without them, as such rows' are (every
+/// upload has kept them since, so only the database can make this).
+async fn forget_moments(app: &TestApp, id: Uuid) {
+    use sqlx::Connection;
+    let mut record = app.store.dataset(id).await.unwrap().unwrap();
+    record.stats.feature_sums.clear();
+    record.stats.feature_square_sums.clear();
+    let stats = serde_json::to_string(&record.stats).unwrap();
+    let sql = format!("UPDATE datasets SET stats = '{stats}' WHERE id = '{id}'");
+    let sql = sqlx::AssertSqlSafe(sql);
+    let updated = match app.backend {
+        Backend::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&app.database_url)
+                .await
+                .unwrap();
+            sqlx::query(sql)
+                .execute(&mut conn)
+                .await
+                .unwrap()
+                .rows_affected()
+        }
+        Backend::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(&app.database_url)
+                .await
+                .unwrap();
+            sqlx::query(sql)
+                .execute(&mut conn)
+                .await
+                .unwrap()
+                .rows_affected()
+        }
+    };
+    assert_eq!(updated, 1);
+    let stored = app.store.dataset(id).await.unwrap().unwrap();
+    assert!(stored.stats.feature_sums.is_empty());
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn without_a_map_on_rows_that_predate_the_moments_the_release_falls_back_to_the_identity(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let (id, analyst) = loaded(&app, "label", ads_rows(0, ROWS)).await;
+    forget_moments(&app, id).await;
+    let none = walr(Some(0.25), WalrMap::None, None);
+    let identity = analyst.release(id, &none, &dry()).await.unwrap().release;
+    // A dry run prices the identity; it has no result, so nothing says
+    // why until the release is made.
+    let plain = serde_json::json!({"kind": "walr", "epsilon": 0.25, "delta": 1e-7});
+    let priced = analyst
+        .release(id, &walr_on(Some(0.25), None, None), &dry())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(
+        (priced.sensitivity, priced.sigma, &priced.result),
+        (identity.sensitivity, identity.sigma, &None)
+    );
+    let (status, body) = posted(&app, id, "plain", plain).await;
+    assert_eq!(status, 201, "{body}");
+    let result = body["result"].as_object().unwrap();
+    assert!(!result.contains_key("map"), "{body}");
+    assert_eq!(
+        result["map_fallback"],
+        "the default map auto needs the features' public moments, which this dataset's rows \
+         predate: released on map none; upload the rows again into a new dataset to get auto"
+    );
+    let release: Release = serde_json::from_value(body).unwrap();
+    assert_eq!(
+        (release.sensitivity, release.sigma),
+        (identity.sensitivity, identity.sigma)
+    );
+    // "none" by name is no fallback; `auto` or `centre` by name are
+    // refused, as they always were.
+    let named = granted(&analyst, id, &none).await;
+    assert_eq!(
+        (&walr_result(&named).map, &walr_result(&named).map_fallback),
+        (&None, &None)
+    );
+    for asked in [WalrMap::Auto, WalrMap::Centre] {
+        let request = walr(Some(0.25), asked, None);
+        refused(&analyst, id, &request, "needs the features' moments").await;
+    }
+    // Under `row` the default needs no moments: still `auto`.
+    let (row, analyst) = loaded(&app, "row", ads_rows(0, ROWS)).await;
+    forget_moments(&app, row).await;
+    let release = granted(&analyst, row, &walr_on(Some(0.25), None, None)).await;
+    let result = walr_result(&release);
+    assert_eq!(
+        (
+            result.map.as_ref().map(|map| map.name),
+            &result.map_fallback
+        ),
+        (Some(WalrMap::Auto), &None)
+    );
+    app.finish().await;
+}
+
 #[rstest]
 #[case::sqlite(Backend::Sqlite)]
 #[case::postgres(Backend::Postgres)]
@@ -265,7 +477,7 @@ async fn supplied_vectors_get_a_map_fitted_to_them(#[case] backend: Backend) {
         epsilon: Some(1.0),
         delta: Some(1e-7),
         params: ReleaseParams::Walr(WalrParams {
-            map: WalrMap::Auto,
+            map: Some(WalrMap::Auto),
             features: Some(
                 vectors
                     .iter()

@@ -26,8 +26,13 @@ pub struct WalrParams {
     pub features: Option<Vec<SuppliedRow>>,
     /// The public feature map φ the release is made on:
     /// (1/N)·Σ yᵢ·φ(xᵢ) + noise. The result says exactly which map.
-    #[serde(default, skip_serializing_if = "WalrMap::is_none")]
-    pub map: WalrMap,
+    /// Absent, `auto`; but where `auto` cannot be had (unit `label` on a
+    /// dataset whose rows predate the features' public moments) the
+    /// release falls back to the identity, `none`, and its result's
+    /// `map_fallback` says why. A map named here is made or refused, never
+    /// replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<WalrMap>,
     /// Accuracy first: the largest noise std to accept on each released
     /// number, in place of `epsilon`. The server spends the smallest ε
     /// (at the given δ, in the ledger's unit of 10⁻⁹) whose σ is at most
@@ -42,7 +47,7 @@ impl Default for WalrParams {
         WalrParams {
             intercept: true,
             features: None,
-            map: WalrMap::None,
+            map: None,
             target_sigma: None,
         }
     }
@@ -89,6 +94,11 @@ pub struct WalrResult {
     /// identity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map: Option<FeatureMap>,
+    /// Why the release is not on the map a request without `map` gets
+    /// (`auto`): a sentence naming the reason and the map it was made on
+    /// instead. Absent when the request named its map, or got the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_fallback: Option<String>,
 }
 
 impl ReleaseOutput for WalrResult {
@@ -97,5 +107,48 @@ impl ReleaseOutput for WalrResult {
             .iter()
             .chain(&self.noisy_intercept)
             .all(|value| value.is_finite())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_absent_map_is_left_to_the_server_and_a_named_one_is_kept() {
+        let read = |json: &str| serde_json::from_str::<WalrParams>(json).unwrap();
+        let written = |params: &WalrParams| serde_json::to_string(params).unwrap();
+        assert_eq!(read("{}"), WalrParams::default());
+        assert_eq!(read("{}").map, None);
+        assert_eq!(read(r#"{"map": "none"}"#).map, Some(WalrMap::None));
+        assert_eq!(read(r#"{"map": "auto"}"#).map, Some(WalrMap::Auto));
+        // Written as read: a named "none" is another request than none
+        // named (the idempotency hash covers these bytes).
+        assert_eq!(written(&read("{}")), r#"{"intercept":true}"#);
+        assert_eq!(
+            written(&read(r#"{"map": "none"}"#)),
+            r#"{"intercept":true,"map":"none"}"#
+        );
+    }
+
+    #[test]
+    fn a_result_names_its_fallback_only_when_there_is_one() {
+        let result = WalrResult {
+            noisy_dot: vec![0.5],
+            noisy_intercept: None,
+            map: None,
+            map_fallback: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&result).unwrap(),
+            r#"{"noisy_dot":[0.5]}"#
+        );
+        let fell = WalrResult {
+            map_fallback: Some("why".to_owned()),
+            ..result
+        };
+        let json = serde_json::to_string(&fell).unwrap();
+        assert_eq!(json, r#"{"noisy_dot":[0.5],"map_fallback":"why"}"#);
+        assert_eq!(serde_json::from_str::<WalrResult>(&json).unwrap(), fell);
     }
 }

@@ -39,8 +39,10 @@ pub struct TrainArgs {
     pub delta: Option<f64>,
     /// The release's public feature map φ; the model is trained on it and
     /// keeps it.
-    #[arg(long, value_enum, default_value = "none")]
-    pub map: MapArg,
+    /// Default: the server's, `auto` (or, for a dataset without the
+    /// features' public moments, `none`, with the reason).
+    #[arg(long, value_enum)]
+    pub map: Option<MapArg>,
     /// Train from a release made earlier (by id) instead of a new one:
     /// nothing more is spent, and the model is trained on its map.
     #[arg(long, group = "price", conflicts_with_all = ["delta", "idempotency_key", "map"])]
@@ -270,7 +272,7 @@ async fn walr_release(
         delta: args.delta,
         params: ReleaseParams::Walr(WalrParams {
             features: supplied,
-            map: args.map.into(),
+            map: args.map.map(Into::into),
             target_sigma: args.target_sigma,
             ..WalrParams::default()
         }),

@@ -354,6 +354,7 @@ struct SuppliedWalr {
     mechanism: Mechanism,
     intercept: bool,
     map: FeatureMap,
+    fallback: Option<String>,
     grid: WalrGrid,
     rows: Arc<Supplied>,
 }
@@ -375,7 +376,9 @@ pub fn plan(
     }
     knobs.approximate("walr")?;
     require_rows(dataset)?;
-    let map = walr_map::choose(
+    // The supplied vectors' moments are always there: a request without
+    // a map gets `auto`, never the fallback.
+    let chosen = walr_map::choose(
         params.map,
         PrivacyUnit::Label,
         rows.k,
@@ -384,7 +387,7 @@ pub fn plan(
     .map_err(ReleaseError::Invalid)?;
     let sensitivity_of = |grid: &WalrGrid, map: &FeatureMap| rows.sensitivity(map, grid);
     let n = rows.rows() as u64;
-    let map = walr::settled(map, params, knobs, n, sensitivity_of)?;
+    let map = walr::settled(chosen.map, params, knobs, n, sensitivity_of)?;
     let grid = walr::grid(&map, params.intercept)?;
     let sensitivity = sensitivity_of(&grid, &map);
     let calibrated = walr::mechanism(&grid, sensitivity, n, params, knobs)?;
@@ -393,6 +396,7 @@ pub fn plan(
         mechanism: calibrated.mechanism,
         intercept: params.intercept,
         map,
+        fallback: chosen.fallback,
         grid,
         rows,
     }))
@@ -439,6 +443,7 @@ impl Planned for SuppliedWalr {
             mean,
             self.intercept,
             self.map,
+            self.fallback,
         )))
     }
 }

@@ -16,7 +16,9 @@
 //!
 //! With a feature map φ other than the identity (`map`), (1, x) becomes
 //! φ(x) = (v(x), a) throughout ([`super::walr_map`] has the maps and their
-//! sensitivities).
+//! sensitivities). A request that names no map gets `auto`, or where that
+//! needs moments the dataset lacks the identity, with the reason in the
+//! result's `map_fallback` ([`walr_map::choose`]).
 //!
 //! The release is (1/N) times exact integer sums on a public fixed-point
 //! grid ([`WalrGrid`], which proves the same sensitivities for them): the
@@ -43,6 +45,8 @@ struct Walr {
     mechanism: Mechanism,
     intercept: bool,
     map: FeatureMap,
+    /// Why `map` is not the default a request without one gets.
+    fallback: Option<String>,
     grid: WalrGrid,
 }
 
@@ -66,9 +70,9 @@ pub fn plan(
         };
         grid.sensitivity(unit, reach)
     };
-    let map =
+    let chosen =
         walr_map::choose(params.map, unit, k, moments.as_ref()).map_err(ReleaseError::Invalid)?;
-    let map = settled(map, params, knobs, n, sensitivity_of)?;
+    let map = settled(chosen.map, params, knobs, n, sensitivity_of)?;
     let grid = grid(&map, params.intercept)?;
     let sensitivity = sensitivity_of(&grid, &map);
     let calibrated = mechanism(&grid, sensitivity, n, params, knobs)?;
@@ -77,6 +81,7 @@ pub fn plan(
         mechanism: calibrated.mechanism,
         intercept: params.intercept,
         map,
+        fallback: chosen.fallback,
         grid,
     }))
 }
@@ -161,6 +166,7 @@ impl Planned for Walr {
             mean,
             self.intercept,
             self.map,
+            self.fallback,
         )))
     }
 }
@@ -176,13 +182,20 @@ pub fn exact(stats: &WalrStats, k: usize, grid: &WalrGrid) -> Option<Fixed> {
 }
 
 /// Splits the noisy vector back into the result's two parts, with the
-/// map it was made on (left out when it is the identity).
-pub fn result(mut noisy: Vec<f64>, intercept: bool, map: FeatureMap) -> WalrResult {
+/// map it was made on (left out when it is the identity) and why it is
+/// not the default, where a request without a map fell back.
+pub fn result(
+    mut noisy: Vec<f64>,
+    intercept: bool,
+    map: FeatureMap,
+    fallback: Option<String>,
+) -> WalrResult {
     let noisy_intercept = if intercept { noisy.pop() } else { None };
     WalrResult {
         noisy_dot: noisy,
         noisy_intercept,
         map: (map.name != WalrMap::None).then_some(map),
+        map_fallback: fallback,
     }
 }
 
@@ -208,16 +221,25 @@ mod tests {
         );
         stats.label_feature_units.clear();
         assert_eq!(exact(&stats, 2, &with), None);
-        let split = result(vec![0.1, 0.2, 0.3], true, FeatureMap::identity(2));
+        let split = result(vec![0.1, 0.2, 0.3], true, FeatureMap::identity(2), None);
         assert_eq!(split.noisy_dot, vec![0.1, 0.2]);
         assert_eq!(split.noisy_intercept, Some(0.3));
-        assert_eq!(split.map, None);
+        assert_eq!((split.map, split.map_fallback), (None, None));
         let centred = FeatureMap {
             name: WalrMap::Centre,
             ..FeatureMap::identity(1)
         };
-        let split = result(vec![0.1], false, centred.clone());
+        let split = result(vec![0.1], false, centred.clone(), None);
         assert_eq!(split.noisy_intercept, None);
         assert_eq!(split.map, Some(centred));
+        // A fallback is said beside the identity it fell back to.
+        let reason = walr_map::FALLBACK_WITHOUT_MOMENTS.to_owned();
+        let fell = result(
+            vec![0.1],
+            false,
+            FeatureMap::identity(1),
+            Some(reason.clone()),
+        );
+        assert_eq!((fell.map, fell.map_fallback), (None, Some(reason)));
     }
 }

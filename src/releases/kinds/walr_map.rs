@@ -63,17 +63,85 @@ pub const INTERCEPT_OF_RADIUS: f64 = 0.25;
 /// less accuracy than the shrink's bias (docs/walr-map.md).
 pub const SHRINK_FROM: f64 = 0.003;
 
-/// The map a request gets. `moments` are the public features' moments
-/// (unit `label` only; ignored under `row`).
+/// The map of a request that names none.
+pub const DEFAULT: WalrMap = WalrMap::Auto;
+
+/// Why a request that named no map is not on [`DEFAULT`]: under `label`
+/// on rows stored before the features' moments were kept (which `centre`
+/// needs as much as `auto`).
+pub const FALLBACK_WITHOUT_MOMENTS: &str = "the default map auto needs the features' public \
+     moments, which this dataset's rows predate: released on map none; upload the rows again \
+     into a new dataset to get auto";
+
+/// The map a release is made on, and why it is not the map the request
+/// left to the default, if it is not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chosen {
+    pub map: FeatureMap,
+    /// Set only when the request named no map and [`DEFAULT`] could not be
+    /// had: the sentence the result's `map_fallback` carries.
+    pub fallback: Option<String>,
+}
+
+/// The map a request gets: the one it names (made or refused, never
+/// replaced), or without one [`DEFAULT`], falling back to the identity
+/// where the default needs moments the dataset does not have.
+///
+/// Privacy: the choice, the fallback included, reads only public facts:
+/// the unit, k, whether the dataset kept its features' moments (fixed by
+/// when its rows were stored) and, under `label`, those moments, which
+/// that unit leaves public. Never a label, and under `row` nothing of
+/// the rows at all ([`fit`]).
 ///
 /// # Errors
-/// A map that needs moments the dataset does not have.
+/// A named map that needs moments the dataset does not have.
 pub fn choose(
+    asked: Option<WalrMap>,
+    unit: PrivacyUnit,
+    k: usize,
+    moments: Option<&Moments>,
+) -> Result<Chosen, String> {
+    let Some(asked) = asked else {
+        return Ok(match fit(DEFAULT, unit, k, moments) {
+            Ok(map) => Chosen {
+                map,
+                fallback: None,
+            },
+            Err(NeedsMoments) => Chosen {
+                map: FeatureMap::identity(k),
+                fallback: Some(FALLBACK_WITHOUT_MOMENTS.to_owned()),
+            },
+        });
+    };
+    let map = fit(asked, unit, k, moments).map_err(|NeedsMoments| {
+        format!(
+            "map {asked:?} needs the features' moments, which this dataset's rows predate: \
+             upload them again into a new dataset, or use map \"none\""
+        )
+        .to_lowercase()
+    })?;
+    Ok(Chosen {
+        map,
+        fallback: None,
+    })
+}
+
+/// A map that needs the features' moments, under `label` on a dataset
+/// that did not keep them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedsMoments;
+
+/// `asked`, fitted to the public facts. `moments` are the public
+/// features' moments (unit `label` only; ignored under `row`).
+///
+/// # Errors
+/// [`NeedsMoments`]: `centre` or `auto` under `label` without moments.
+pub fn fit(
     asked: WalrMap,
     unit: PrivacyUnit,
     k: usize,
     moments: Option<&Moments>,
-) -> Result<FeatureMap, String> {
+) -> Result<FeatureMap, NeedsMoments> {
     let mut map = FeatureMap::identity(k);
     map.name = asked;
     if asked == WalrMap::None {
@@ -90,13 +158,7 @@ pub fn choose(
             }
         }
         PrivacyUnit::Label => {
-            let moments = moments.ok_or_else(|| {
-                format!(
-                    "map {asked:?} needs the features' moments, which this dataset's rows \
-                     predate: upload them again into a new dataset, or use map \"none\""
-                )
-                .to_lowercase()
-            })?;
+            let moments = moments.ok_or(NeedsMoments)?;
             map.centre.clone_from(&moments.mean);
             if asked == WalrMap::Auto {
                 let rms = moments.variance.iter().sum::<f64>().sqrt();

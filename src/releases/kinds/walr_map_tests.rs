@@ -88,7 +88,7 @@ fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity_on_every_map
                     PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng, k),
                 }
                 let stats = stats_of(&rows, k);
-                let map = choose(asked, unit, k, Some(&moments_of(&stats, n, k))).unwrap();
+                let map = fit(asked, unit, k, Some(&moments_of(&stats, n, k))).unwrap();
                 let declared = declared(&map, unit, &stats, intercept);
                 let gap = gap(
                     &release(&rows, k, &map, intercept),
@@ -121,7 +121,7 @@ fn auto_depends_on_the_features_under_label_and_on_the_schema_alone_under_row() 
     let other: Vec<(Vec<f64>, u8)> = (0..300).map(|_| random_row(&mut rng, k)).collect();
     let map_of = |rows: &[(Vec<f64>, u8)], unit| {
         let stats = stats_of(rows, k);
-        choose(
+        fit(
             WalrMap::Auto,
             unit,
             k,
@@ -149,7 +149,7 @@ fn auto_depends_on_the_features_under_label_and_on_the_schema_alone_under_row() 
     assert_eq!(row_map, map_of(&other, PrivacyUnit::Row));
     assert_eq!(
         row_map,
-        choose(WalrMap::Auto, PrivacyUnit::Row, k, None).unwrap()
+        fit(WalrMap::Auto, PrivacyUnit::Row, k, None).unwrap()
     );
 }
 
@@ -159,7 +159,7 @@ fn the_maps_have_the_documented_parameters() {
         mean: vec![0.25, 0.5],
         variance: vec![0.09, 0.16],
     };
-    let label = |asked| choose(asked, PrivacyUnit::Label, 2, Some(&moments)).unwrap();
+    let label = |asked| fit(asked, PrivacyUnit::Label, 2, Some(&moments)).unwrap();
     assert_eq!(label(WalrMap::None), FeatureMap::identity(2));
     let centre = label(WalrMap::Centre);
     assert_eq!(
@@ -175,13 +175,78 @@ fn the_maps_have_the_documented_parameters() {
     let radius = RADIUS_OF_RMS * 0.5;
     assert_eq!(auto.radius, Some(radius));
     assert_eq!(auto.intercept_weight, INTERCEPT_OF_RADIUS * radius);
-    let row = choose(WalrMap::Auto, PrivacyUnit::Row, 12, None).unwrap();
+    let row = fit(WalrMap::Auto, PrivacyUnit::Row, 12, None).unwrap();
     assert_eq!(row.centre, vec![0.5; 12]);
     assert_eq!(row.radius, Some(RADIUS_OF_RMS));
     // Under `label` the moments are needed, and named when missing.
-    let error = choose(WalrMap::Centre, PrivacyUnit::Label, 2, None).unwrap_err();
+    let error = choose(Some(WalrMap::Centre), PrivacyUnit::Label, 2, None).unwrap_err();
     assert!(error.contains("moments"), "{error}");
-    assert!(choose(WalrMap::None, PrivacyUnit::Label, 2, None).is_ok());
+    assert_eq!(
+        fit(WalrMap::Centre, PrivacyUnit::Label, 2, None),
+        Err(NeedsMoments)
+    );
+    assert!(fit(WalrMap::None, PrivacyUnit::Label, 2, None).is_ok());
+}
+
+/// What a request without a map gets from `choose`, and what one that
+/// names its map gets.
+#[test]
+fn a_request_without_a_map_gets_auto_or_the_identity_with_a_reason() {
+    let moments = Moments {
+        mean: vec![0.25, 0.5],
+        variance: vec![0.09, 0.16],
+    };
+    let chosen = |asked, unit, moments| choose(asked, unit, 2, moments).unwrap();
+    let named = |asked, unit, moments| Chosen {
+        map: fit(asked, unit, 2, moments).unwrap(),
+        fallback: None,
+    };
+    assert_eq!(DEFAULT, WalrMap::Auto);
+    // Absent: auto, under `label` with moments and under `row` (which
+    // needs none).
+    let label = chosen(None, PrivacyUnit::Label, Some(&moments));
+    assert_eq!(
+        label,
+        named(WalrMap::Auto, PrivacyUnit::Label, Some(&moments))
+    );
+    assert_eq!(label.map.name, WalrMap::Auto);
+    assert_eq!(label.map.radius, Some(RADIUS_OF_RMS * 0.5));
+    for moments in [Some(&moments), None] {
+        let row = chosen(None, PrivacyUnit::Row, moments);
+        assert_eq!(row, named(WalrMap::Auto, PrivacyUnit::Row, None));
+        assert_eq!(row.fallback, None);
+    }
+    // Absent under `label` without moments: the identity, and why.
+    let fell = chosen(None, PrivacyUnit::Label, None);
+    assert_eq!(fell.map, FeatureMap::identity(2));
+    let reason = fell.fallback.expect("the reason");
+    assert_eq!(reason, FALLBACK_WITHOUT_MOMENTS);
+    for says in ["auto", "moments", "predate", "map none", "new dataset"] {
+        assert!(reason.contains(says), "{says}: {reason}");
+    }
+    // Named: exactly that map, and never a reason.
+    for unit in UNITS {
+        for moments in [Some(&moments), None] {
+            let none = chosen(Some(WalrMap::None), unit, moments);
+            assert_eq!(none.map, FeatureMap::identity(2));
+            assert_eq!(none.fallback, None);
+        }
+        for asked in MAPS {
+            let got = chosen(Some(asked), unit, Some(&moments));
+            assert_eq!(got, named(asked, unit, Some(&moments)));
+        }
+    }
+    // Named auto or centre without moments under `label`: refused as
+    // before, naming the map and the way out; no fallback.
+    for asked in [WalrMap::Auto, WalrMap::Centre] {
+        let error = choose(Some(asked), PrivacyUnit::Label, 2, None).unwrap_err();
+        let name = format!("{asked:?}").to_lowercase();
+        assert!(
+            error.starts_with(&format!("map {name} needs the features' moments")),
+            "{error}"
+        );
+        assert!(error.contains("use map \"none\""), "{error}");
+    }
 }
 
 #[test]
@@ -256,7 +321,7 @@ fn the_running_sums_are_the_pass_s_sums_in_any_order() {
     let reversed: Vec<(Vec<f64>, u8)> = rows.iter().rev().cloned().collect();
     assert_eq!(pass(&reversed, k, &identity, &grid), running);
     let stats = stats_of(&rows, k);
-    let auto = choose(
+    let auto = fit(
         WalrMap::Auto,
         PrivacyUnit::Label,
         k,
@@ -278,7 +343,7 @@ fn auto_keeps_its_shrink_only_where_the_noise_is_material() {
         mean: vec![0.5; 4],
         variance: vec![0.25; 4],
     };
-    let auto = choose(WalrMap::Auto, PrivacyUnit::Label, 4, Some(&moments)).unwrap();
+    let auto = fit(WalrMap::Auto, PrivacyUnit::Label, 4, Some(&moments)).unwrap();
     // R = 1, √k = 2: the boundary is σ = SHRINK_FROM / 2.
     assert_eq!(auto.radius, Some(1.0));
     let boundary = SHRINK_FROM / 2.0;
@@ -286,6 +351,6 @@ fn auto_keeps_its_shrink_only_where_the_noise_is_material() {
     let unshrunk = settle(auto.clone(), boundary * 0.999);
     assert_eq!((unshrunk.radius, unshrunk.intercept_weight), (None, 1.0));
     assert_eq!(unshrunk.centre, auto.centre);
-    let centre = choose(WalrMap::Centre, PrivacyUnit::Label, 4, Some(&moments)).unwrap();
+    let centre = fit(WalrMap::Centre, PrivacyUnit::Label, 4, Some(&moments)).unwrap();
     assert_eq!(settle(centre.clone(), 0.0), centre);
 }

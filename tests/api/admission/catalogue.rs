@@ -17,8 +17,8 @@ pub struct Case {
     pub name: &'static str,
     pub request: ReleaseRequest,
     /// Whether making it reads labels, measures or rows (opening a
-    /// gradient session and WALR over the stored features without a map,
-    /// which is made from sums kept at upload, do not).
+    /// gradient session and WALR over the stored features on the identity
+    /// map, which is made from sums kept at upload, do not).
     pub reads: bool,
     /// Whether it needs the rows in memory (DP-SGD, whose batches are
     /// sampled rows): refused as invalid input without a snapshot cache.
@@ -63,7 +63,7 @@ fn aggregate(
     })
 }
 
-fn mapped(map: WalrMap, target_sigma: Option<f64>) -> ReleaseParams {
+fn mapped(map: Option<WalrMap>, target_sigma: Option<f64>) -> ReleaseParams {
     ReleaseParams::Walr(WalrParams {
         map,
         target_sigma,
@@ -152,24 +152,26 @@ pub fn every_release(unit: &str) -> Vec<Case> {
             reads: false,
             ..case("walr", walr(0.5))
         },
+        // No map: the default, `auto`, which passes over the rows.
+        case("walr default map", request(some, delta, mapped(None, None))),
         case(
             "walr map centre",
-            request(some, delta, mapped(WalrMap::Centre, None)),
+            request(some, delta, mapped(Some(WalrMap::Centre), None)),
         ),
         case(
             "walr map auto",
-            request(some, delta, mapped(WalrMap::Auto, None)),
+            request(some, delta, mapped(Some(WalrMap::Auto), None)),
         ),
         Case {
             reads: false,
             ..case(
                 "walr target_sigma",
-                request(None, delta, mapped(WalrMap::None, Some(0.05))),
+                request(None, delta, mapped(Some(WalrMap::None), Some(0.05))),
             )
         },
         case(
             "walr map auto target_sigma",
-            request(None, delta, mapped(WalrMap::Auto, Some(1.0))),
+            request(None, delta, mapped(Some(WalrMap::Auto), Some(1.0))),
         ),
         case(
             "aggregate",

@@ -24,8 +24,10 @@ pub struct WalrArgs {
     #[arg(long)]
     pub features: Option<PathBuf>,
     /// The public feature map φ the labels are summed against.
-    #[arg(long, value_enum, default_value = "none")]
-    pub map: MapArg,
+    /// Default: the server's, `auto` (or, for a dataset without the
+    /// features' public moments, `none`, with the reason).
+    #[arg(long, value_enum)]
+    pub map: Option<MapArg>,
     /// Instead of --epsilon: the largest noise std to accept on each
     /// released number; the server spends the least ε that meets it.
     #[arg(long, group = "price")]
@@ -45,7 +47,7 @@ impl Kind for WalrArgs {
         Ok(ReleaseParams::Walr(WalrParams {
             intercept: !self.no_intercept,
             features,
-            map: self.map.into(),
+            map: self.map.map(Into::into),
             target_sigma: self.target_sigma,
         }))
     }
