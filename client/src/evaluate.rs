@@ -7,6 +7,7 @@ use dpgate_learn::{accuracy, auc, calibration, expected_calibration_error, log_l
 use serde::Serialize;
 
 use crate::model_file::ModelFile;
+use crate::predict::{FeatureColumns, column, line};
 
 /// Calibration bins reported.
 const BINS: usize = 10;
@@ -43,39 +44,19 @@ pub struct Bin {
 pub fn evaluate(model: &ModelFile, data: impl Read, label: &str) -> anyhow::Result<Evaluation> {
     let mut csv = csv::Reader::from_reader(data);
     let header = csv.headers()?.clone();
-    let position = |name: &str| {
-        header
-            .iter()
-            .position(|column| column == name)
-            .ok_or_else(|| anyhow::anyhow!("the data has no column {name:?}"))
-    };
-    let label_at = position(label)?;
-    let feature_at: Vec<usize> = model
-        .feature_names
-        .iter()
-        .map(|name| position(name))
-        .collect::<anyhow::Result<_>>()?;
+    let label_at = column(&header, label)?;
+    let columns = FeatureColumns::find(model, &header)?;
     let mut probabilities = Vec::new();
     let mut labels = Vec::new();
-    let mut row = vec![0.0; feature_at.len()];
+    let mut row = Vec::with_capacity(model.weights.len());
     for record in csv.records() {
         let record = record?;
-        let line = record.position().map_or(0, csv::Position::line);
-        let field = |at: usize| record.get(at).unwrap_or_default().trim();
-        let value = match field(label_at) {
+        let value = match record.get(label_at).unwrap_or_default().trim() {
             "0" => 0,
             "1" => 1,
-            other => anyhow::bail!("line {line}: label {other:?} is not 0 or 1"),
+            other => anyhow::bail!("line {}: label {other:?} is not 0 or 1", line(&record)),
         };
-        for (slot, &at) in row.iter_mut().zip(&feature_at) {
-            *slot = field(at)
-                .parse::<f64>()
-                .ok()
-                .filter(|value| value.is_finite())
-                .ok_or_else(|| {
-                    anyhow::anyhow!("line {line}: {:?} is not a finite number", field(at))
-                })?;
-        }
+        columns.read(&record, &mut row)?;
         probabilities.push(model.predict(&row));
         labels.push(value);
     }

@@ -117,6 +117,16 @@ impl FeatureTable {
         Ok(FeatureTable { row_ids, names, x })
     }
 
+    /// Reads the analyst's own feature file ([`FeatureTable::from_csv`]).
+    ///
+    /// # Errors
+    /// An unreadable file, or as `from_csv`, named with the path.
+    pub fn from_csv_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+        Self::from_csv(std::io::BufReader::new(file)).with_context(|| path.display().to_string())
+    }
+
     /// Reads an Arrow IPC stream as `GET /features` sends it: a `row_id`
     /// column (Utf8), then one Float32 column per feature, without nulls,
     /// every value finite. The values are widened to f64 as they are

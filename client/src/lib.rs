@@ -4,10 +4,12 @@
 //!   documents come back as [`ClientError::Problem`], so callers can match
 //!   on their stable type; idempotent calls are retried, releases under an
 //!   `Idempotency-Key` so that a retry never spends budget twice.
-//! - [`trainer`]: the label-blind WALR trainer.
-//! - [`features`], [`mapped`], [`model_file`], [`evaluate`]: feature
-//!   tables, a release's feature map applied to them, the model file, and
-//!   its evaluation on labelled data.
+//! - [`trainer`]: the label-blind WALR trainer, and [`walr_training`]
+//!   the flow around it (features, release, fit) the CLI and the Python
+//!   package share.
+//! - [`features`], [`mapped`], [`model_file`], [`evaluate`], [`predict`]:
+//!   feature tables, a release's feature map applied to them, the model
+//!   file, its evaluation on labelled data and its predictions.
 //! - [`cli`]: the `dpgate-client` command line.
 
 // Production functions stay short enough to read (clippy.toml: 120
@@ -33,7 +35,9 @@ pub mod features;
 pub mod lasso;
 pub mod mapped;
 pub mod model_file;
+pub mod predict;
 pub mod trainer;
+pub mod walr_training;
 
 /// Tries of an idempotent call.
 const ATTEMPTS: u32 = 4;

@@ -8,8 +8,11 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use dpgate_api_types::FeatureMap;
+use anyhow::Context;
+use dpgate_api_types::{Dataset, FeatureMap, Release, ReleaseOutput};
 use dpgate_learn::sigmoid;
+use ndarray::ArrayView2;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -95,20 +98,105 @@ pub struct Training {
 }
 
 impl ModelFile {
-    /// σ(weightsᵀx + intercept) for a raw row x in `feature_names` order,
-    /// or σ(weightsᵀv(scale(x)) + intercept) with a map.
-    pub fn predict(&self, row: &[f64]) -> f64 {
+    /// weightsᵀx + intercept for a raw row x in `feature_names` order, or
+    /// weightsᵀv(scale(x)) + intercept with a map: the log-odds.
+    pub fn logit(&self, row: &[f64]) -> f64 {
         let features = match &self.map {
             Some(map) => Cow::Owned(map.apply(row)),
             None => Cow::Borrowed(row),
         };
-        let logit: f64 = self
+        let dot: f64 = self
             .weights
             .iter()
             .zip(&*features)
             .map(|(w, x)| w * x)
             .sum();
-        sigmoid(logit + self.intercept)
+        dot + self.intercept
+    }
+
+    /// σ of [`ModelFile::logit`]: the predicted probability of label 1.
+    pub fn predict(&self, row: &[f64]) -> f64 {
+        sigmoid(self.logit(row))
+    }
+
+    /// [`ModelFile::logit`] of every row of `x` (rows × features, in
+    /// `feature_names` order), on all cores.
+    ///
+    /// # Errors
+    /// Rows of another width than the model's.
+    pub fn logits(&self, x: ArrayView2<'_, f64>) -> anyhow::Result<Vec<f64>> {
+        anyhow::ensure!(
+            x.ncols() == self.weights.len(),
+            "the rows have {} features; the model takes {} ({})",
+            x.ncols(),
+            self.weights.len(),
+            self.feature_names.join(", ")
+        );
+        Ok((0..x.nrows())
+            .into_par_iter()
+            .map(|i| {
+                let row = x.row(i);
+                match row.as_slice() {
+                    Some(row) => self.logit(row),
+                    None => self.logit(&row.to_vec()),
+                }
+            })
+            .collect())
+    }
+
+    /// Reads a model file's text, checked as [`ModelFile::load`] checks it.
+    ///
+    /// # Errors
+    /// Not a model file, or one whose parts do not fit together.
+    pub fn from_json(text: &str) -> anyhow::Result<Self> {
+        let model: ModelFile = serde_json::from_str(text)
+            .map_err(|error| anyhow::anyhow!("not a model file: {error}"))?;
+        anyhow::ensure!(
+            model.weights.len() == model.feature_names.len(),
+            "{} weights for {} feature names",
+            model.weights.len(),
+            model.feature_names.len()
+        );
+        if let Some(map) = &model.map {
+            map.check(model.weights.len())?;
+        }
+        Ok(model)
+    }
+
+    /// The model file's text, as [`ModelFile::save`] writes it.
+    ///
+    /// # Errors
+    /// None in practice (every field serialises).
+    pub fn to_json(&self) -> anyhow::Result<String> {
+        Ok(serde_json::to_string_pretty(self)? + "\n")
+    }
+
+    /// The model a server-side release fitted on `dataset` (over its
+    /// features in schema order, in raw units); `None` for a release
+    /// without one.
+    ///
+    /// # Errors
+    /// A release without an id.
+    pub fn of_release(dataset: &Dataset, release: &Release) -> anyhow::Result<Option<Self>> {
+        let Some((weights, intercept)) = release.result.as_ref().and_then(ReleaseOutput::model)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(ModelFile {
+            weights: weights.to_vec(),
+            intercept,
+            feature_names: dataset.features.iter().map(|f| f.name.clone()).collect(),
+            label: dataset.label.clone(),
+            dataset_id: dataset.id,
+            release_id: release
+                .id
+                .context("the server returned a release without an id")?,
+            kind: release.kind.clone(),
+            epsilon: release.epsilon,
+            delta: release.delta,
+            training: None,
+            map: None,
+        }))
     }
 
     /// Reads a model file.
@@ -118,20 +206,7 @@ impl ModelFile {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
-        let model: ModelFile = serde_json::from_str(&text)
-            .map_err(|error| anyhow::anyhow!("{} is not a model file: {error}", path.display()))?;
-        anyhow::ensure!(
-            model.weights.len() == model.feature_names.len(),
-            "{}: {} weights for {} feature names",
-            path.display(),
-            model.weights.len(),
-            model.feature_names.len()
-        );
-        if let Some(map) = &model.map {
-            map.check(model.weights.len())
-                .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
-        }
-        Ok(model)
+        Self::from_json(&text).map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))
     }
 
     /// Writes it as pretty JSON.
@@ -139,8 +214,7 @@ impl ModelFile {
     /// # Errors
     /// I/O.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(path, text + "\n")
+        std::fs::write(path, self.to_json()?)
             .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))
     }
 }

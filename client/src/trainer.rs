@@ -64,8 +64,9 @@ const CHUNK_ROWS: usize = 256;
 /// consecutive columns overlap.
 const LANES: usize = 8;
 
-/// How the trainer runs.
-#[derive(Debug, Clone, PartialEq)]
+/// How the trainer runs (in JSON, any field left out keeps its default).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TrainerConfig {
     /// Most passes over the rows; `None`: as many as make
     /// [`DEFAULT_STEPS`] minibatch steps.

@@ -7,7 +7,7 @@ mod release;
 mod train;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -17,18 +17,13 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::model_file::ModelFile;
+use crate::walr_training::shown;
 use crate::{Client, Timeouts};
 
+pub use crate::walr_training::FeaturesFormat;
 pub use lasso::LassoArgs;
 pub use release::{MapArg, ReleaseKind};
-pub use train::{FeaturesFormat, TrainArgs};
-
-/// A release's id for people, or why it has none.
-fn shown(release: &Release) -> String {
-    release
-        .id
-        .map_or_else(|| "(not recorded)".to_owned(), |id| id.to_string())
-}
+pub use train::TrainArgs;
 
 /// Talks to a dpgate server.
 #[derive(Debug, Parser)]
@@ -85,6 +80,20 @@ pub enum Command {
         /// The label column (default: the one the model was trained for).
         #[arg(long)]
         label: Option<String>,
+    },
+    /// Score rows with a model file (through its feature map, if it has
+    /// one): CSV with `row_id` (when the data has it), `probability` and
+    /// `predicted`.
+    Predict {
+        /// A model file from `train` or `release model --out`.
+        #[arg(long)]
+        model: PathBuf,
+        /// CSV with the model's feature columns (by name, any order).
+        #[arg(long)]
+        data: PathBuf,
+        /// Where to write the scores (default: standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// A dataset's ledger (admins).
     Ledger {
@@ -165,6 +174,11 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Predict {
+            model,
+            data,
+            out: to,
+        } => predict(&model, &data, to.as_deref(), cli.json, out),
         Command::Ledger { dataset } => {
             let entries = client.ledger(dataset).await?;
             if cli.json {
@@ -191,6 +205,30 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `predict`: scores into `to`, or onto `out` when no file is named.
+fn predict(
+    model: &Path,
+    data: &Path,
+    to: Option<&Path>,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> anyhow::Result<()> {
+    let model = ModelFile::load(model)?;
+    let file = std::fs::File::open(data).with_context(|| data.display().to_string())?;
+    let data = std::io::BufReader::new(file);
+    let Some(path) = to else {
+        crate::predict::predict(&model, data, out)?;
+        return Ok(());
+    };
+    let file = std::fs::File::create(path).with_context(|| path.display().to_string())?;
+    let rows = crate::predict::predict(&model, data, std::io::BufWriter::new(file))?;
+    if json {
+        return print_json(out, &serde_json::json!({ "rows": rows, "out": path }));
+    }
+    writeln!(out, "scored {rows} rows into {}", path.display())?;
+    Ok(())
 }
 
 fn print_json(out: &mut (dyn Write + Send), value: &impl Serialize) -> anyhow::Result<()> {

@@ -3,24 +3,21 @@
 //! scaled rows, or on v(x) of the release's feature map when it has one.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use anyhow::Context;
-use clap::{ArgGroup, Args, ValueEnum};
-use dpgate_api_types::{
-    Release, ReleaseParams, ReleaseRequest, ReleaseResult, SuppliedRow, WalrParams, WalrResult,
-};
-use ndarray::Array2;
+use clap::{ArgGroup, Args};
+use dpgate_api_types::{Release, ReleaseResult};
+use indicatif::ProgressBar;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::release::supplied;
 use super::{MapArg, print_json, progress, shown, spinner};
-use crate::features::{FeatureTable, Scaling};
-use crate::mapped;
-use crate::model_file::{ModelFile, ModelMap, Training};
-use crate::trainer::{self, NoisyDot, TrainerConfig};
-use crate::{Client, ReleaseOptions};
+use crate::Client;
+use crate::features::FeatureTable;
+use crate::model_file::ModelFile;
+use crate::trainer::{EpochReport, TrainerConfig};
+use crate::walr_training::{self, FeaturesFormat, TrainPlan, TrainProgress};
 
 #[derive(Debug, Clone, Args)]
 #[command(group(ArgGroup::new("price").required(true)))]
@@ -38,9 +35,8 @@ pub struct TrainArgs {
     #[arg(long, required_unless_present = "release")]
     pub delta: Option<f64>,
     /// The release's public feature map φ; the model is trained on it and
-    /// keeps it.
-    /// Default: the server's, `auto` (or, for a dataset without the
-    /// features' public moments, `none`, with the reason).
+    /// keeps it. Default: the server's, `auto` (or, for a dataset without
+    /// the features' public moments, `none`, with the reason).
     #[arg(long, value_enum)]
     pub map: Option<MapArg>,
     /// Train from a release made earlier (by id) instead of a new one:
@@ -83,26 +79,26 @@ pub struct TrainArgs {
     pub idempotency_key: Option<String>,
 }
 
-/// The formats of the server's feature export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FeaturesFormat {
-    /// An Arrow IPC stream: f32 values, about a third of the CSV's bytes
-    /// and read without parsing text.
-    Arrow,
-    /// CSV text.
-    Csv,
-}
-
 impl TrainArgs {
-    fn config(&self) -> TrainerConfig {
-        TrainerConfig {
-            epochs: self.epochs,
-            batch_size: self.batch_size,
-            learning_rate: self.learning_rate,
-            decay: self.decay,
-            l2: self.l2,
-            tolerance: self.tolerance,
-            seed: self.seed,
+    fn plan(&self) -> TrainPlan {
+        TrainPlan {
+            dataset: self.dataset,
+            epsilon: self.epsilon,
+            target_sigma: self.target_sigma,
+            delta: self.delta,
+            map: self.map.map(Into::into),
+            release: self.release,
+            idempotency_key: self.idempotency_key.clone(),
+            features_format: self.features_format,
+            config: TrainerConfig {
+                epochs: self.epochs,
+                batch_size: self.batch_size,
+                learning_rate: self.learning_rate,
+                decay: self.decay,
+                l2: self.l2,
+                tolerance: self.tolerance,
+                seed: self.seed,
+            },
         }
     }
 }
@@ -113,44 +109,9 @@ struct Summary<'a> {
     model: &'a ModelFile,
     out: String,
     remaining_epsilon: f64,
-}
-
-/// The training rows, scaled, with what to call and how to unscale them.
-struct Rows {
-    row_ids: Vec<String>,
-    names: Vec<String>,
-    scaled: Array2<f64>,
-    scaling: Scaling,
-}
-
-async fn server_rows(
-    client: &Client,
-    dataset: Uuid,
-    format: FeaturesFormat,
-    json: bool,
-) -> anyhow::Result<Rows> {
-    let view = client.dataset(dataset).await?;
-    let bar = progress(json, None, "{spinner} features: {binary_bytes} {elapsed}");
-    let received = |received| bar.set_position(received);
-    let bytes = match format {
-        FeaturesFormat::Arrow => client.features_arrow(dataset, received).await,
-        FeaturesFormat::Csv => client.features_csv(dataset, received).await,
-    };
-    bar.finish_and_clear();
-    let bytes = bytes?;
-    let table = match format {
-        FeaturesFormat::Arrow => FeatureTable::from_arrow(&bytes[..]),
-        FeaturesFormat::Csv => FeatureTable::from_csv(&bytes[..]),
-    }
-    .and_then(|table| table.expect_names(&view.features).map(|()| table))
-    .context("the server's features")?;
-    let scaling = Scaling::declared(&view.features);
-    Ok(Rows {
-        scaled: scaling.scale(table.x),
-        row_ids: table.row_ids,
-        names: table.names,
-        scaling,
-    })
+    /// Why the release is not on the default map `auto`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map_fallback: Option<&'a str>,
 }
 
 pub(super) async fn train(
@@ -159,132 +120,98 @@ pub(super) async fn train(
     json: bool,
     out: &mut (dyn Write + Send),
 ) -> anyhow::Result<()> {
-    let dataset = client.dataset(args.dataset).await?;
-    // Features first: nothing is spent if they can not be had.
-    let (rows, supplied_rows) = rows_of(client, args, json).await?;
-    let release = walr_release(client, args, supplied_rows, json).await?;
-    let (noisy, map) = fit_inputs(&release, &rows)?;
-    let config = args.config();
-    let bar = progress(
-        json,
-        Some(config.planned_epochs(rows.row_ids.len()) as u64),
-        "epoch {pos}/{len} {wide_bar} {msg} {elapsed}",
-    );
-    let epoch_bar = bar.clone();
-    let scaled = rows.scaled;
-    let feature_map = map.as_ref().map(|map| map.feature_map.clone());
-    let trained = tokio::task::spawn_blocking(move || {
-        let x = match &feature_map {
-            Some(feature_map) => mapped::map_rows(feature_map, scaled),
-            None => scaled,
-        };
-        trainer::train(x.view(), &noisy, &config, |report| {
-            epoch_bar.set_position(report.epoch as u64);
-            epoch_bar.set_message(format!("loss {:.5} Δθ {:.2e}", report.loss, report.change));
-        })
-    })
-    .await??;
-    bar.finish_and_clear();
-    let intercept = trained.intercept.unwrap_or_default();
-    // A map's shrink is not affine: its weights stay on v(x), with the map.
-    let (weights, intercept) = match &map {
-        Some(_) => (trained.weights, intercept),
-        None => rows.scaling.unfold(&trained.weights, intercept),
+    let supplied = match &args.features {
+        Some(path) => Some(FeatureTable::from_csv_file(path)?),
+        None => None,
     };
-    let model = ModelFile {
-        weights,
-        intercept,
-        feature_names: rows.names,
-        label: dataset.label,
-        dataset_id: dataset.id,
-        release_id: release
-            .id
-            .context("the server returned a release without an id")?,
-        kind: release.kind.clone(),
-        epsilon: release.epsilon,
-        delta: release.delta,
-        training: Some(Training {
-            rows: rows.row_ids.len(),
-            epochs: trained.epochs.len(),
-            converged: trained.converged,
-            batch_size: args.batch_size,
-            learning_rate: trained.learning_rate,
-            decay: args.decay,
-            l2: args.l2,
-            seed: args.seed,
-            final_loss: trained.epochs.last().map_or(f64::NAN, |e| e.loss),
-            supplied_features: args.features.is_some(),
-        }),
-        map,
-    };
-    model.save(&args.out)?;
+    let progress = Arc::new(Bars::new(json));
+    let trained = walr_training::train(client, &args.plan(), supplied, progress).await?;
+    trained.model.save(&args.out)?;
     if json {
         return print_json(
             out,
             &Summary {
-                model: &model,
+                model: &trained.model,
                 out: args.out.display().to_string(),
-                remaining_epsilon: release.remaining.epsilon,
+                remaining_epsilon: trained.release.remaining.epsilon,
+                map_fallback: walr_fallback(&trained.release),
             },
         );
     }
-    print_trained(out, &model, &release, &args.out)
+    print_trained(out, &trained.model, &trained.release, &args.out)
 }
 
-/// The rows to train on: the analyst's own features (and the rows to send
-/// with the release), or the server's.
-async fn rows_of(
-    client: &Client,
-    args: &TrainArgs,
-    json: bool,
-) -> anyhow::Result<(Rows, Option<Vec<SuppliedRow>>)> {
-    Ok(match &args.features {
-        Some(path) => {
-            let (table, scaling, supplied) = supplied(path)?;
-            let rows = Rows {
-                scaled: table.x,
-                row_ids: table.row_ids,
-                names: table.names,
-                scaling,
-            };
-            (rows, Some(supplied))
-        }
-        None => (
-            server_rows(client, args.dataset, args.features_format, json).await?,
-            None,
-        ),
-    })
-}
-
-/// The WALR release to train from: the one `--release` names, or a new
-/// one over `supplied` rows (the stored features without).
-async fn walr_release(
-    client: &Client,
-    args: &TrainArgs,
-    supplied: Option<Vec<SuppliedRow>>,
-    json: bool,
-) -> anyhow::Result<Release> {
-    if let Some(id) = args.release {
-        return Ok(client.get_release(args.dataset, id).await?);
+/// Why the release is on another map than the default, if it is.
+fn walr_fallback(release: &Release) -> Option<&str> {
+    match &release.result {
+        Some(ReleaseResult::Walr(result)) => result.map_fallback.as_deref(),
+        _ => None,
     }
-    let request = ReleaseRequest {
-        epsilon: args.epsilon,
-        delta: args.delta,
-        params: ReleaseParams::Walr(WalrParams {
-            features: supplied,
-            map: args.map.map(Into::into),
-            target_sigma: args.target_sigma,
-            ..WalrParams::default()
-        }),
-    };
-    let options = ReleaseOptions {
-        idempotency_key: args.idempotency_key.clone(),
-        dry_run: false,
-    };
-    let spinner = spinner(json, "releasing the noisy dot product");
-    let released = client.release(args.dataset, &request, &options).await;
-    spinner.finish_and_clear();
-    Ok(released?.release)
+}
+
+/// The progress bars of a training run, hidden under `--json`.
+struct Bars {
+    hidden: bool,
+    features: ProgressBar,
+    releasing: Mutex<Option<ProgressBar>>,
+    epochs: Mutex<Option<ProgressBar>>,
+}
+
+impl Bars {
+    fn new(hidden: bool) -> Self {
+        Bars {
+            hidden,
+            features: progress(hidden, None, "{spinner} features: {binary_bytes} {elapsed}"),
+            releasing: Mutex::new(None),
+            epochs: Mutex::new(None),
+        }
+    }
+}
+
+impl TrainProgress for Bars {
+    fn features(&self, received: u64) {
+        self.features.set_position(received);
+    }
+
+    fn releasing(&self, waiting: bool) {
+        self.features.finish_and_clear();
+        let mut bar = self
+            .releasing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match (waiting, bar.take()) {
+            (true, _) => *bar = Some(spinner(self.hidden, "releasing the noisy dot product")),
+            (false, Some(spinner)) => spinner.finish_and_clear(),
+            (false, None) => {}
+        }
+    }
+
+    fn training(&self, epochs: usize) {
+        let bar = progress(
+            self.hidden,
+            Some(epochs as u64),
+            "epoch {pos}/{len} {wide_bar} {msg} {elapsed}",
+        );
+        *self.epochs.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar);
+    }
+
+    fn epoch(&self, report: &EpochReport) {
+        if let Some(bar) = &*self.epochs.lock().unwrap_or_else(PoisonError::into_inner) {
+            bar.set_position(report.epoch as u64);
+            bar.set_message(format!("loss {:.5} Δθ {:.2e}", report.loss, report.change));
+        }
+    }
+
+    fn done(&self) {
+        if let Some(bar) = self
+            .epochs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 /// The line a person reads once the model is written.
@@ -292,7 +219,7 @@ fn print_trained(
     out: &mut (dyn Write + Send),
     model: &ModelFile,
     release: &Release,
-    path: &std::path::Path,
+    path: &Path,
 ) -> anyhow::Result<()> {
     let training = model.training.as_ref();
     writeln!(
@@ -321,51 +248,8 @@ fn print_trained(
         release.delta,
         path.display(),
     )?;
+    if let Some(reason) = walr_fallback(release) {
+        writeln!(out, "map: {reason}")?;
+    }
     Ok(())
-}
-
-/// What the trainer fits the rows to, and the map (if the release has one)
-/// that the rows must go through first and the model file keeps.
-fn fit_inputs(release: &Release, rows: &Rows) -> anyhow::Result<(NoisyDot, Option<ModelMap>)> {
-    let result = walr_result(release, rows.row_ids.len())?;
-    let Some(map) = &result.map else {
-        let noisy = NoisyDot {
-            dot: result.noisy_dot.clone(),
-            intercept: result.noisy_intercept,
-        };
-        return Ok((noisy, None));
-    };
-    let k = rows.names.len();
-    map.check(k).with_context(|| {
-        format!(
-            "the feature map of release {} does not fit the {k} features read",
-            shown(release)
-        )
-    })?;
-    let noisy = mapped::noisy_dot(map, &result.noisy_dot, result.noisy_intercept);
-    let map = ModelMap {
-        scaling: rows.scaling.clone(),
-        feature_map: map.clone(),
-    };
-    Ok((noisy, Some(map)))
-}
-
-/// The release's WALR result, checked against the training rows.
-fn walr_result(release: &Release, rows: usize) -> anyhow::Result<&WalrResult> {
-    let Some(ReleaseResult::Walr(result)) = &release.result else {
-        anyhow::bail!(
-            "release {} is a {}, not a walr release",
-            shown(release),
-            release.kind
-        );
-    };
-    anyhow::ensure!(
-        release.n == rows as u64,
-        "release {} covers {} rows but {rows} rows of features were read: the dataset changed \
-         in between; read the features again and train with --release {}",
-        shown(release),
-        release.n,
-        shown(release)
-    );
-    Ok(result)
 }

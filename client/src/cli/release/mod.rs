@@ -12,15 +12,14 @@ mod walr;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
 use clap::{ArgGroup, Args, Subcommand};
-use dpgate_api_types::{Release, ReleaseOutput, ReleaseParams, ReleaseRequest, ReleaseResult};
+use dpgate_api_types::{ReleaseOutput, ReleaseParams, ReleaseRequest, ReleaseResult};
 use uuid::Uuid;
 
 use super::{describe, print_json, spinner};
 use crate::model_file::ModelFile;
 use crate::{Client, ReleaseOptions};
-pub use walr::{MapArg, supplied};
+pub use walr::MapArg;
 
 /// What every release asks. Its price is ε, or for the kinds that take one
 /// a target noise (which joins the group `price`), never both.
@@ -128,9 +127,18 @@ async fn released(
         .await;
     spinner.finish_and_clear();
     let release = released?.release;
-    let saved = match (args.model_out(), model_of(&release)) {
-        (Some(path), Some(model)) => {
-            save(client, spend.dataset, &release, model, path).await?;
+    let saved = match args.model_out() {
+        Some(path)
+            if release
+                .result
+                .as_ref()
+                .and_then(ReleaseOutput::model)
+                .is_some() =>
+        {
+            let dataset = client.dataset(spend.dataset).await?;
+            if let Some(model) = ModelFile::of_release(&dataset, &release)? {
+                model.save(path)?;
+            }
             Some(path)
         }
         _ => None,
@@ -146,37 +154,6 @@ async fn released(
         writeln!(out, "model file: {}", path.display())?;
     }
     Ok(())
-}
-
-fn model_of(release: &Release) -> Option<(&[f64], f64)> {
-    release.result.as_ref().and_then(ReleaseOutput::model)
-}
-
-/// Saves the model `release` fitted on `dataset` as a model file.
-async fn save(
-    client: &Client,
-    dataset: Uuid,
-    release: &Release,
-    (weights, intercept): (&[f64], f64),
-    path: &Path,
-) -> anyhow::Result<()> {
-    let dataset = client.dataset(dataset).await?;
-    ModelFile {
-        weights: weights.to_vec(),
-        intercept,
-        feature_names: dataset.features.iter().map(|f| f.name.clone()).collect(),
-        label: dataset.label,
-        dataset_id: dataset.id,
-        release_id: release
-            .id
-            .context("the server returned a release without an id")?,
-        kind: release.kind.clone(),
-        epsilon: release.epsilon,
-        delta: release.delta,
-        training: None,
-        map: None,
-    }
-    .save(path)
 }
 
 /// The lines a result adds to the price lines.

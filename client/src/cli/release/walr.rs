@@ -2,15 +2,15 @@
 //! the analyst's own.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
-use dpgate_api_types::{ReleaseParams, SuppliedRow, WalrMap, WalrParams, WalrResult};
+use dpgate_api_types::{ReleaseParams, WalrMap, WalrParams, WalrResult};
 
 use super::{Kind, Spend};
 use crate::Client;
-use crate::features::{FeatureTable, Scaling};
+use crate::features::FeatureTable;
+use crate::walr_training::Rows;
 
 #[derive(Debug, Args)]
 pub struct WalrArgs {
@@ -23,9 +23,9 @@ pub struct WalrArgs {
     /// into [0, 1] by each column's range and sent with the release.
     #[arg(long)]
     pub features: Option<PathBuf>,
-    /// The public feature map φ the labels are summed against.
-    /// Default: the server's, `auto` (or, for a dataset without the
-    /// features' public moments, `none`, with the reason).
+    /// The public feature map φ the labels are summed against. Default:
+    /// the server's, `auto` (or, for a dataset without the features'
+    /// public moments, `none`, with the reason).
     #[arg(long, value_enum)]
     pub map: Option<MapArg>,
     /// Instead of --epsilon: the largest noise std to accept on each
@@ -41,7 +41,7 @@ impl Kind for WalrArgs {
 
     async fn params(&self, _client: &Client) -> anyhow::Result<ReleaseParams> {
         let features = match &self.features {
-            Some(path) => Some(supplied(path)?.2),
+            Some(path) => Some(Rows::supplied(FeatureTable::from_csv_file(path)?).1),
             None => None,
         };
         Ok(ReleaseParams::Walr(WalrParams {
@@ -76,27 +76,6 @@ impl From<MapArg> for WalrMap {
     }
 }
 
-/// The analyst's own feature file, scaled into [0, 1] by its observed
-/// ranges (the table's `x` holds the scaled rows), as supplied rows, with
-/// its scaling.
-pub fn supplied(path: &Path) -> anyhow::Result<(FeatureTable, Scaling, Vec<SuppliedRow>)> {
-    let file = std::fs::File::open(path).with_context(|| path.display().to_string())?;
-    let mut table = FeatureTable::from_csv(std::io::BufReader::new(file))
-        .with_context(|| path.display().to_string())?;
-    let scaling = Scaling::observed(&table);
-    table.x = scaling.scale(table.x);
-    let rows = table
-        .row_ids
-        .iter()
-        .zip(table.x.rows())
-        .map(|(id, x)| SuppliedRow {
-            row_id: id.clone(),
-            x: x.to_vec(),
-        })
-        .collect();
-    Ok((table, scaling, rows))
-}
-
 pub(super) fn print(result: &WalrResult, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
     if let Some(map) = &result.map {
         writeln!(
@@ -108,6 +87,9 @@ pub(super) fn print(result: &WalrResult, out: &mut (dyn Write + Send)) -> anyhow
                 .map_or_else(|| "none".to_owned(), |r| r.to_string()),
             map.intercept_weight
         )?;
+    }
+    if let Some(reason) = &result.map_fallback {
+        writeln!(out, "map: {reason}")?;
     }
     writeln!(out, "noisy_dot: {:?}", result.noisy_dot)?;
     if let Some(intercept) = result.noisy_intercept {
