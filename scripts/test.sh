@@ -2,9 +2,9 @@
 # Every suite, in one command (the README's; .ci/run calls it): the Rust
 # tests (and the Postgres ones when TEST_POSTGRES_URL is set; those of
 # data in an object store against moto's S3 server; the engine's passes
-# on a Ballista cluster; the audit's mutation test), a short privacy audit
-# of the cheap release kinds, the API fuzzed from outside, and the admin
-# console in headless Chromium.
+# on a Ballista cluster; the audit's mutation test), the Python package's
+# tests and notebook, a short privacy audit of the cheap release kinds,
+# the API fuzzed from outside, and the admin console in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +28,10 @@ cargo test --workspace --features ballista,mutants --tests 2>&1 | tee "$log"
 # One closing line for all the test binaries (cargo prints one per binary).
 awk '/^test result:/ { passed += $4; failed += $6 }
      END { printf "all tests: %d passed, %d failed\n", passed, failed }' "$log"
+
+# The Python package against real servers (SQLite, and Postgres when
+# TEST_POSTGRES_URL is set), its notebook among the tests (docs/python.md).
+bash scripts/python.sh
 
 # The release kinds that take seconds, audited through the real release
 # path (about two minutes; fails if any lower bound exceeds its ε, which a
