@@ -5,11 +5,13 @@ and scikit-learn's non-private ``LogisticRegression.fit`` on the labelled
 rows in memory; each model's AUC on a fresh holdout beside its time.
 
     python python/benchmarks/fit_timing.py --url URL --token ADMIN \\
-        --client target/release/dpgate-client [--rows 10000 1000000] [--k 32]
+        --client target/release/dpgate-client --dpgate target/release/dpgate \\
+        [--rows 10000 1000000] [--k 32]
 
 The server must allow uploads of the largest set (DPGATE_MAX_INGEST_BYTES).
 Each run creates its own datasets (unit ``label``, map ``auto``: the
-defaults), so it can run against any server an admin token opens.
+defaults) and mints an analyst token for each with ``dpgate token`` (so
+it runs with the server's DATABASE_URL and DPGATE_JWT_SECRET or key file).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--token", required=True, help="an admin token")
     parser.add_argument("--client", required=True, help="the dpgate-client binary")
+    parser.add_argument("--dpgate", required=True, help="the dpgate binary, to mint tokens")
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 1_000_000])
     parser.add_argument("--k", type=int, default=32)
     args = parser.parse_args()
@@ -76,15 +79,20 @@ def main() -> None:
         x, y = synthetic(rows, args.k, seed=1)
         holdout_x, holdout_y = synthetic(100_000, args.k, seed=2)
         id = dataset(client, x, y)
+        token = subprocess.run(
+            [args.dpgate, "token", "--role", "analyst", "--sub", "fit-timing", "--datasets", id],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+        analyst = client.with_token(token)
         seconds_py, model = timed(
             lambda: dpgate.WalrClassifier(
-                client, id, epsilon=EPSILON, delta=DELTA, progress=False
+                analyst, id, epsilon=EPSILON, delta=DELTA, progress=False
             ).fit()
         )
         auc_py = roc_auc_score(holdout_y, model.decision_function(holdout_x))
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "model.json"
-            command = [args.client, "--url", args.url, "--token", args.token, "--json",
+            command = [args.client, "--url", args.url, "--token", token, "--json",
                        "train", "--dataset", id, "--epsilon", str(EPSILON),
                        "--delta", str(DELTA), "--out", str(out)]
             seconds_cli, _ = timed(lambda: subprocess.run(command, check=True, capture_output=True))
