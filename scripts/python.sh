@@ -2,8 +2,9 @@
 # The Python package's suite (scripts/test.sh runs it after the Rust
 # tests): a virtualenv with the pinned test requirements, the package
 # built from python/ and installed into it as `pip install ./python` does,
-# then pytest against real servers (SQLite; Postgres too when
-# TEST_POSTGRES_URL is set), the quickstart notebook among the tests.
+# its types and style checked (mypy --strict, ruff), then pytest against
+# real servers (SQLite; Postgres too when TEST_POSTGRES_URL is set), the
+# quickstart notebook among the tests.
 #
 #   scripts/python.sh [PYTEST_ARGS…]
 #
@@ -35,6 +36,9 @@ PATH="$venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile $profile" \
 log "installed in $(($(date +%s) - start)) s"
 # The notebook's kernel: this virtualenv's Python.
 "$venv/bin/python" -m ipykernel install --sys-prefix --name python3 >/dev/null
+
+# The package's types and style (python/pyproject.toml configures both).
+(cd python && "$venv/bin/mypy" && "$venv/bin/ruff" check . && "$venv/bin/ruff" format --check .)
 
 export DPGATE_BIN=${DPGATE_BIN:-$root/target/debug/dpgate}
 export DPGATE_CLIENT_BIN=${DPGATE_CLIENT_BIN:-$root/target/debug/dpgate-client}

@@ -57,9 +57,10 @@ def dataset(client: dpgate.Client, x: np.ndarray, y: np.ndarray) -> str:
     return created.id
 
 
-def timed(work):
+def timed(work, *args, **kwargs):
+    """Seconds ``work(*args, **kwargs)`` took, and what it returned."""
     start = time.perf_counter()
-    out = work()
+    out = work(*args, **kwargs)
     return time.perf_counter() - start, out
 
 
@@ -73,7 +74,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=32)
     args = parser.parse_args()
     client = dpgate.Client(args.url, args.token)
-    print(f"| N × k | WalrClassifier.fit | dpgate-client train | sklearn (non-private) |")
+    print("| N × k | WalrClassifier.fit | dpgate-client train | sklearn (non-private) |")
     print("|---|---|---|---|")
     for rows in args.rows:
         x, y = synthetic(rows, args.k, seed=1)
@@ -81,24 +82,37 @@ def main() -> None:
         id = dataset(client, x, y)
         token = subprocess.run(
             [args.dpgate, "token", "--role", "analyst", "--sub", "fit-timing", "--datasets", id],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         analyst = client.with_token(token)
-        seconds_py, model = timed(
-            lambda: dpgate.WalrClassifier(
-                analyst, id, epsilon=EPSILON, delta=DELTA, progress=False
-            ).fit()
-        )
+        estimator = dpgate.WalrClassifier(analyst, id, epsilon=EPSILON, delta=DELTA, progress=False)
+        seconds_py, model = timed(estimator.fit)
         auc_py = roc_auc_score(holdout_y, model.decision_function(holdout_x))
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "model.json"
-            command = [args.client, "--url", args.url, "--token", token, "--json",
-                       "train", "--dataset", id, "--epsilon", str(EPSILON),
-                       "--delta", str(DELTA), "--out", str(out)]
-            seconds_cli, _ = timed(lambda: subprocess.run(command, check=True, capture_output=True))
+            command = [
+                args.client,
+                "--url",
+                args.url,
+                "--token",
+                token,
+                "--json",
+                "train",
+                "--dataset",
+                id,
+                "--epsilon",
+                str(EPSILON),
+                "--delta",
+                str(DELTA),
+                "--out",
+                str(out),
+            ]
+            seconds_cli, _ = timed(subprocess.run, command, check=True, capture_output=True)
             cli_model = dpgate.WalrClassifier.load(out)
         auc_cli = roc_auc_score(holdout_y, cli_model.decision_function(holdout_x))
-        seconds_sk, baseline = timed(lambda: LogisticRegression(max_iter=1000).fit(x, y))
+        seconds_sk, baseline = timed(LogisticRegression(max_iter=1000).fit, x, y)
         auc_sk = roc_auc_score(holdout_y, baseline.decision_function(holdout_x))
         print(
             f"| {rows:,} × {args.k} | {seconds_py:.2f} s (AUC {auc_py:.3f}) "
