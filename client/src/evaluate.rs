@@ -83,14 +83,15 @@ pub fn evaluate(model: &ModelFile, data: impl Read, label: &str) -> anyhow::Resu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::features::Scaling;
     use crate::model_file::ModelMap;
     use dpgate_api_types::{FeatureMap, WalrMap};
     use uuid::Uuid;
 
-    fn model() -> ModelFile {
+    /// σ(2a − b − 0.5) over features a, b.
+    pub(crate) fn model() -> ModelFile {
         ModelFile {
             weights: vec![2.0, -1.0],
             intercept: -0.5,

@@ -171,6 +171,35 @@ impl ModelFile {
         Ok(serde_json::to_string_pretty(self)? + "\n")
     }
 
+    /// A model of `weights` and `intercept` over `feature_names`, made from
+    /// `release` of `dataset`, with no training record or map.
+    ///
+    /// # Errors
+    /// A release without an id.
+    pub fn of_weights(
+        dataset: &Dataset,
+        release: &Release,
+        weights: Vec<f64>,
+        intercept: f64,
+        feature_names: Vec<String>,
+    ) -> anyhow::Result<Self> {
+        Ok(ModelFile {
+            weights,
+            intercept,
+            feature_names,
+            label: dataset.label.clone(),
+            dataset_id: dataset.id,
+            release_id: release
+                .id
+                .context("the server returned a release without an id")?,
+            kind: release.kind.clone(),
+            epsilon: release.epsilon,
+            delta: release.delta,
+            training: None,
+            map: None,
+        })
+    }
+
     /// The model a server-side release fitted on `dataset` (over its
     /// features in schema order, in raw units); `None` for a release
     /// without one.
@@ -182,21 +211,8 @@ impl ModelFile {
         else {
             return Ok(None);
         };
-        Ok(Some(ModelFile {
-            weights: weights.to_vec(),
-            intercept,
-            feature_names: dataset.features.iter().map(|f| f.name.clone()).collect(),
-            label: dataset.label.clone(),
-            dataset_id: dataset.id,
-            release_id: release
-                .id
-                .context("the server returned a release without an id")?,
-            kind: release.kind.clone(),
-            epsilon: release.epsilon,
-            delta: release.delta,
-            training: None,
-            map: None,
-        }))
+        let names = dataset.features.iter().map(|f| f.name.clone()).collect();
+        Self::of_weights(dataset, release, weights.to_vec(), intercept, names).map(Some)
     }
 
     /// Reads a model file.

@@ -105,25 +105,8 @@ pub fn predict(model: &ModelFile, data: impl Read, out: impl Write) -> anyhow::R
 
 #[cfg(test)]
 mod tests {
-    use uuid::Uuid;
-
     use super::*;
-
-    fn model() -> ModelFile {
-        ModelFile {
-            weights: vec![2.0, -1.0],
-            intercept: -0.5,
-            feature_names: vec!["a".to_owned(), "b".to_owned()],
-            label: "y".to_owned(),
-            dataset_id: Uuid::nil(),
-            release_id: Uuid::nil(),
-            kind: "walr".to_owned(),
-            epsilon: 1.0,
-            delta: 1e-6,
-            training: None,
-            map: None,
-        }
-    }
+    use crate::evaluate::tests::model;
 
     #[test]
     fn rows_are_scored_by_column_name_with_their_ids() {

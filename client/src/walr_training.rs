@@ -245,20 +245,11 @@ async fn fit(
         Some(_) => (trained.weights, intercept),
         None => rows.scaling.unfold(&trained.weights, intercept),
     };
+    let rows_read = rows.row_ids.len();
+    let model = ModelFile::of_weights(dataset, release, weights, intercept, rows.names)?;
     Ok(ModelFile {
-        weights,
-        intercept,
-        feature_names: rows.names,
-        label: dataset.label.clone(),
-        dataset_id: dataset.id,
-        release_id: release
-            .id
-            .context("the server returned a release without an id")?,
-        kind: release.kind.clone(),
-        epsilon: release.epsilon,
-        delta: release.delta,
         training: Some(Training {
-            rows: rows.row_ids.len(),
+            rows: rows_read,
             epochs: trained.epochs.len(),
             converged: trained.converged,
             batch_size: config.batch_size,
@@ -270,6 +261,7 @@ async fn fit(
             supplied_features: supplied,
         }),
         map,
+        ..model
     })
 }
 
