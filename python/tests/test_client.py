@@ -11,10 +11,9 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
+from conftest import CAMPAIGNS, FEATURES, ROWS, Labelled, Server, synthetic
 
 import dpgate
-
-from .conftest import CAMPAIGNS, FEATURES, ROWS, Labelled, Server, synthetic
 
 FEATURE_NAMES = [name for name, *_ in FEATURES]
 

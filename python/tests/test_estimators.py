@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
+from conftest import FEATURES, LABEL, ROWS, Labelled, Server
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import accuracy_score, roc_auc_score
@@ -33,8 +34,6 @@ from sklearn.utils.estimator_checks import (
 from sklearn.utils.validation import check_is_fitted
 
 import dpgate
-
-from .conftest import FEATURES, LABEL, ROWS, Labelled, Server
 
 FEATURE_NAMES = [name for name, *_ in FEATURES]
 

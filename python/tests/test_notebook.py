@@ -7,9 +7,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import ROOT, Labelled, Server
 from nbclient import NotebookClient
-
-from .conftest import ROOT, Labelled, Server
 
 NOTEBOOK = ROOT / "python" / "examples" / "quickstart.ipynb"
 

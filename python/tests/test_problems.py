@@ -11,11 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import MAX_BODY_BYTES, Labelled, Server, schema
 
 import dpgate
 from dpgate.errors import error_for_problem
-
-from .conftest import MAX_BODY_BYTES, Labelled, Server, schema
 
 
 def raised(cls: type[dpgate.DpgateError], slug: str, call: Callable[[], Any]) -> dpgate.DpgateError:
@@ -149,7 +148,7 @@ def test_a_wrong_method_is_not_allowed(server: Server) -> None:
 
 
 def test_a_server_that_is_not_there_is_a_transport_error() -> None:
-    from .conftest import free_port
+    from conftest import free_port
 
     client = dpgate.Client(f"http://127.0.0.1:{free_port()}", connect_timeout=1.0, timeout=2.0)
     with pytest.raises(dpgate.TransportError):
