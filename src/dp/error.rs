@@ -17,6 +17,19 @@ pub enum DpError {
         value: f64,
         resolution: f64,
     },
+    /// Contribution bounds under unit `user`: 1 ≤ rows per user ≤ max, and
+    /// the per-group bounds between 1 and the rows per user.
+    #[error(
+        "contribution bounds need 1 <= max_rows_per_user <= {max}, and max_groups_per_user and \
+         max_rows_per_group_per_user between 1 and max_rows_per_user (got {rows}, {groups}, \
+         {rows_per_group})"
+    )]
+    InvalidContributionBounds {
+        rows: u32,
+        groups: u32,
+        rows_per_group: u32,
+        max: u32,
+    },
     /// A target noise std must be finite and positive, and reachable with
     /// ε at most [`crate::dp::Epsilon::MAX`].
     #[error(

@@ -7,6 +7,7 @@
 mod accountant;
 pub mod audit;
 pub mod constant_time;
+pub mod contribution;
 pub mod erm;
 mod error;
 pub mod fixed;

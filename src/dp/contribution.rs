@@ -1,0 +1,278 @@
+//! Contribution bounding for privacy unit `user`: one person owns many
+//! rows, and neighbouring datasets differ in **all** rows of one person.
+//!
+//! # The neighbouring relation
+//!
+//! Add/remove: D and D′ are neighbours when D′ is D with every row of one
+//! user added or removed (unbounded DP at the level of a person). Replacing
+//! one user's rows by another set of rows is two such steps, so every bound
+//! below doubles for it (triangle inequality; [`Reach::replaced`]). Public:
+//! the schema, the bounds of [`ContributionBounds`] and the declared
+//! dimension values. Private: everything in a row (ids, features, labels,
+//! measures, dimension values, which user owns it), the number of rows N
+//! and the number of users (both move with one person's rows), and how many
+//! rows the bounding dropped.
+//!
+//! # Bounding on read
+//!
+//! A release reads at most `m` rows of each user
+//! ([`ContributionBounds::rows`]): those of smallest [`Rank`], a keyed hash
+//! of the row under a per-dataset secret [`BoundingKey`]. The choice is
+//! a function of the user's own rows and the key alone, so
+//!
+//! - it is the same for every release of a version, on every thread count,
+//!   partitioning and machine (a rank is a pure function of the row);
+//! - a user's kept rows do not change when other users' rows change, which
+//!   is what makes the bounded dataset's neighbours differ in at most `m`
+//!   kept rows of one user (the stability the sensitivities rest on);
+//! - nobody without the key can choose which rows are kept (a caller cannot
+//!   steer the bounding towards the rows they want to learn about).
+//!
+//! A grouped release further keeps, of those rows, the rows of at most `g`
+//! groups per user ([`ContributionBounds::groups`], the groups of smallest
+//! keyed hash) and at most `r` rows per group
+//! ([`ContributionBounds::rows_per_group`]), so that a person's effect on
+//! the breakdown is bounded per cell and across cells ([`Reach::of_groups`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::DpError;
+
+/// The most rows per user a dataset may declare: a person's contribution
+/// to a sum is this many rows' worth, and beyond it no release would be
+/// useful.
+pub const MAX_ROWS_PER_USER: u32 = 1_000_000;
+
+/// The per-dataset secret the bounding's hash order is keyed with (32
+/// bytes from the OS CSPRNG at creation; never released).
+#[derive(Clone, PartialEq, Eq)]
+pub struct BoundingKey([u8; 32]);
+
+impl std::fmt::Debug for BoundingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoundingKey(…)")
+    }
+}
+
+/// Where a row or a group stands in its user's keyed hash order: the
+/// smaller, the sooner it is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Rank(pub u128);
+
+impl BoundingKey {
+    pub fn new(bytes: [u8; 32]) -> Self {
+        BoundingKey(bytes)
+    }
+
+    pub fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// A row's rank among its user's rows: keyed BLAKE3 (a PRF) of the
+    /// row's id. Row ids are unique in a version, so ranks tie only on a
+    /// 128-bit collision; [`keep`] breaks even those by the id.
+    pub fn row_rank(&self, row_id: &[u8]) -> Rank {
+        self.rank(b'r', &[row_id])
+    }
+
+    /// A group's rank among its user's groups: keyed BLAKE3 of the user and
+    /// the group's key, so that users do not all keep the same groups.
+    pub fn group_rank(&self, user: &[u8], group: &[u8]) -> Rank {
+        self.rank(b'g', &[user, group])
+    }
+
+    /// A user's fingerprint: what the engine stores instead of the id
+    /// (keyed, so the stored column reveals nothing of the ids; 128 bits,
+    /// so 10⁹ users collide with probability below 10⁻²⁰).
+    pub fn user_fingerprint(&self, user: &[u8]) -> u128 {
+        self.rank(b'u', &[user]).0
+    }
+
+    /// Keyed BLAKE3 of a domain tag and length-prefixed parts, so that no
+    /// two different inputs hash the same bytes.
+    fn rank(&self, domain: u8, parts: &[&[u8]]) -> Rank {
+        let mut hasher = blake3::Hasher::new_keyed(&self.0);
+        hasher.update(&[domain]);
+        for part in parts {
+            hasher.update(&(part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+        let digest = hasher.finalize();
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&digest.as_bytes()[..16]);
+        Rank(u128::from_le_bytes(first))
+    }
+}
+
+/// A dataset's public contribution bounds under unit `user`: at most
+/// `rows` rows of a user are read; a grouped release reads at most
+/// `groups` of a user's groups and `rows_per_group` of their rows in each.
+/// `1 ≤ rows_per_group ≤ rows`, `1 ≤ groups ≤ rows`, `rows ≤`
+/// [`MAX_ROWS_PER_USER`]: bounds beyond `rows` could never bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ContributionBounds {
+    pub rows: u32,
+    pub groups: u32,
+    pub rows_per_group: u32,
+}
+
+impl ContributionBounds {
+    /// Validates declared bounds; the two per-group bounds default to
+    /// `rows` (no tighter than the rows per user).
+    pub fn new(
+        rows: u32,
+        groups: Option<u32>,
+        rows_per_group: Option<u32>,
+    ) -> Result<Self, DpError> {
+        let groups = groups.unwrap_or(rows);
+        let rows_per_group = rows_per_group.unwrap_or(rows);
+        if !(1..=MAX_ROWS_PER_USER).contains(&rows)
+            || !(1..=rows).contains(&groups)
+            || !(1..=rows).contains(&rows_per_group)
+        {
+            return Err(DpError::InvalidContributionBounds {
+                rows,
+                groups,
+                rows_per_group,
+                max: MAX_ROWS_PER_USER,
+            });
+        }
+        Ok(ContributionBounds {
+            rows,
+            groups,
+            rows_per_group,
+        })
+    }
+}
+
+/// The largest norms of one user's contribution, counted in rows: entry j
+/// is how many of the user's kept rows fall in cell j. A statistic whose
+/// rows each add at most `a` in magnitude to their cell moves by at most
+/// `a` times these between neighbours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reach {
+    /// Σⱼ cⱼ.
+    pub l1: u64,
+    /// Σⱼ cⱼ², kept exact (its root is rounded up by [`Reach::l2`]).
+    pub l2_squared: u128,
+    /// maxⱼ cⱼ.
+    pub linf: u64,
+}
+
+impl Reach {
+    /// An ungrouped release: all of a user's at most `m` kept rows fall in
+    /// one cell, so every norm is `m`.
+    pub fn of_rows(bounds: ContributionBounds) -> Reach {
+        let m = u64::from(bounds.rows);
+        Reach {
+            l1: m,
+            l2_squared: u128::from(m) * u128::from(m),
+            linf: m,
+        }
+    }
+
+    /// A grouped release, with m = rows, g = groups, r = rows_per_group:
+    ///
+    /// L1 = min(m, g·r), L∞ = r, L2² = q·r² + s², where q = min(g, ⌊m/r⌋)
+    /// cells are full and, when q < g, one more holds s = m − q·r rows
+    /// (s = 0 otherwise).
+    ///
+    /// Proof. A user's count vector c has 0 ≤ cⱼ ≤ r, Σcⱼ ≤ m and at most g
+    /// non-zero entries. Sorted decreasing, its partial sums are
+    /// Σ_{j≤t} c₍ⱼ₎ ≤ min(t·r, m), which are exactly the partial sums of
+    /// the greedy vector c* = (r, …, r, s, 0, …) (q entries r) for every t,
+    /// with c* itself feasible: c* majorizes every feasible c. Every norm is
+    /// Schur-convex, so ‖c‖ₚ ≤ ‖c*‖ₚ, and c*'s norms are the ones above.
+    /// They are attained (by a user of m rows spread as c*), so the bound
+    /// is tight.
+    pub fn of_groups(bounds: ContributionBounds) -> Reach {
+        let (m, g, r) = (
+            u64::from(bounds.rows),
+            u64::from(bounds.groups),
+            u64::from(bounds.rows_per_group),
+        );
+        let full = g.min(m / r);
+        let rest = if full < g { m - full * r } else { 0 };
+        Reach {
+            l1: full * r + rest,
+            l2_squared: u128::from(full) * u128::from(r) * u128::from(r)
+                + u128::from(rest) * u128::from(rest),
+            linf: r.min(m),
+        }
+    }
+
+    /// The L2 norm, rounded up.
+    pub fn l2(self) -> f64 {
+        super::fixed::ceil_sqrt(self.l2_squared)
+    }
+
+    /// The bound for neighbours that replace one user's rows by another's:
+    /// a removal and an addition, so twice each norm (four times L2²).
+    pub fn replaced(self) -> Reach {
+        Reach {
+            l1: 2 * self.l1,
+            l2_squared: 4 * self.l2_squared,
+            linf: 2 * self.linf,
+        }
+    }
+}
+
+/// A row as the bounding sees it: its user, its group (`()` for an
+/// ungrouped release), their ranks, and its id (which breaks rank ties;
+/// those need a 128-bit collision).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Candidate<U, G, I> {
+    pub user: U,
+    pub group_rank: Rank,
+    pub group: G,
+    pub row_rank: Rank,
+    pub id: I,
+}
+
+/// Which rows a release reads: `true` for the at most `m` rows of smallest
+/// rank of each user, ignoring groups. The reference the data planes are
+/// tested against: a sort by (user, rank, id), then the first `m` of each
+/// user's run.
+pub fn keep<U: Ord, G: Ord, I: Ord>(rows: &[Candidate<U, G, I>], m: u32) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| {
+        let key = |i: usize| (&rows[i].user, rows[i].row_rank, &rows[i].id);
+        key(a).cmp(&key(b))
+    });
+    let mut kept = vec![false; rows.len()];
+    let mut run = 0u32;
+    for (position, &index) in order.iter().enumerate() {
+        let same_user = position > 0 && rows[order[position - 1]].user == rows[index].user;
+        run = if same_user { run + 1 } else { 0 };
+        kept[index] = run < m;
+    }
+    kept
+}
+
+/// Which rows a grouped release reads: of the rows [`keep`] keeps, each
+/// user's `g` groups of smallest group rank, and in each of those the `r`
+/// rows of smallest row rank.
+pub fn keep_grouped<U: Ord, G: Ord, I: Ord>(
+    rows: &[Candidate<U, G, I>],
+    bounds: ContributionBounds,
+) -> Vec<bool> {
+    let read = keep(rows, bounds.rows);
+    let mut order: Vec<usize> = (0..rows.len()).filter(|&i| read[i]).collect();
+    order.sort_by(|&a, &b| rows[a].cmp(&rows[b]));
+    let mut kept = vec![false; rows.len()];
+    let (mut groups, mut in_group) = (0u32, 0u32);
+    for (position, &index) in order.iter().enumerate() {
+        let row = &rows[index];
+        match (position > 0).then(|| &rows[order[position - 1]]) {
+            Some(p) if p.user == row.user && p.group == row.group => in_group += 1,
+            Some(p) if p.user == row.user => (groups, in_group) = (groups + 1, 0),
+            _ => (groups, in_group) = (0, 0),
+        }
+        kept[index] = groups < bounds.groups && in_group < bounds.rows_per_group;
+    }
+    kept
+}
+
+#[cfg(test)]
+#[path = "contribution_tests.rs"]
+mod tests;
