@@ -484,6 +484,7 @@ function summary(d) {
       h('h1', {}, d.name),
       h('p', { class: 'muted mono' }, d.id),
       h('p', {}, h('span', { class: `tag unit-${d.privacy_unit}` }, `unit: ${d.privacy_unit}`), ' ', h('span', { class: 'tag' }, `accountant: ${d.accountant}`)),
+      contributionBounds(d),
     ),
     h(
       'div',
@@ -494,6 +495,21 @@ function summary(d) {
       figure('Spent (basic)', `ε ${formatEpsilon(d.spent.epsilon_basic)}`, `δ ${formatDelta(d.spent.delta_basic)}`),
       figure('Remaining', `ε ${formatEpsilon(d.remaining.epsilon)}`, `δ ${formatDelta(d.remaining.delta)}`),
     ),
+  );
+}
+
+// Unit `user`: whose rows a person is, and what one person may add to a
+// release (public bounds; the rows beyond them are dropped on read).
+function contributionBounds(d) {
+  const b = d.contribution_bounds;
+  if (!b) return null;
+  return h(
+    'p',
+    { class: 'contribution-bounds' },
+    h('span', { class: 'tag' }, `user column: ${d.user_column}`), ' ',
+    h('span', { class: 'tag' }, `≤ ${formatCount(b.max_rows_per_user)} rows a person`), ' ',
+    h('span', { class: 'tag' }, `≤ ${formatCount(b.max_groups_per_user)} groups a person`), ' ',
+    h('span', { class: 'tag' }, `≤ ${formatCount(b.max_rows_per_group_per_user)} rows a person in a group`),
   );
 }
 

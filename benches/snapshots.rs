@@ -49,6 +49,7 @@ fn row(index: usize) -> RowRecord {
             .iter()
             .flat_map(|code| code.to_le_bytes())
             .collect(),
+        user: 0,
     }
 }
 

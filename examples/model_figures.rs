@@ -54,6 +54,7 @@ fn schema(k: usize) -> dpgate::domain::dataset::Schema {
         label: "y".to_owned(),
         measures: vec![],
         dimensions: vec![],
+        users: None,
     }
 }
 

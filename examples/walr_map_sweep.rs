@@ -151,7 +151,7 @@ fn main() {
         let centred = walr_map::fit(WalrMap::Centre, unit, K, Some(&moments)).expect("a map");
         let rms = match unit {
             PrivacyUnit::Label => moments.variance.iter().sum::<f64>().sqrt(),
-            PrivacyUnit::Row => (K as f64 / 12.0).sqrt(),
+            PrivacyUnit::Row | PrivacyUnit::User => (K as f64 / 12.0).sqrt(),
         };
         for kappa in [0.5, 0.75, 1.0, 1.25] {
             for alpha in [0.1, 0.25, 0.5, 1.0] {

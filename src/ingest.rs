@@ -47,7 +47,7 @@ use dpgate_api_types::LineError;
 
 use crate::domain::dataset::{ROW_ID, Schema, WalrStats};
 use crate::domain::row::RowRecord;
-pub use arrow_format::stored_columns;
+pub use arrow_format::{stored_columns, user_fingerprints};
 pub use files::{FileRows, SourceFile, parse_files};
 use pipeline::Pipeline;
 use row::RowBuilder;

@@ -11,6 +11,7 @@ use uuid::Uuid;
 /// |---|---|---|
 /// | `label` | the label and the measures of each row (its outcomes) | N, features, dimensions, row ids |
 /// | `row` | the whole row | N |
+/// | `user` | every row of one person (the `user_column`), N, the number of people | the contribution bounds |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PrivacyUnit {
@@ -19,6 +20,28 @@ pub enum PrivacyUnit {
     Label,
     /// Neighbours differ in one whole row (replaced by any other); N is public.
     Row,
+    /// Neighbours differ in all rows of one person (added or removed), named
+    /// by the dataset's `user_column`. Releases read at most
+    /// `max_rows_per_user` rows of each person, chosen by a keyed hash
+    /// order. N and the number of people are private.
+    User,
+}
+
+/// Unit `user`: the public bounds on what one person contributes to a
+/// release; a release reads no more of a person's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ContributionBounds {
+    /// Rows of one person a release reads at most (1 to 10⁶).
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub max_rows_per_user: u32,
+    /// Groups of an aggregate's breakdown one person's rows fall in at most
+    /// (1 to `max_rows_per_user`, which it is unless declared).
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub max_groups_per_user: u32,
+    /// Rows of one person in one group at most (1 to
+    /// `max_rows_per_user`, which it is unless declared).
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub max_rows_per_group_per_user: u32,
 }
 
 /// How a dataset composes its releases.
@@ -94,6 +117,27 @@ pub struct CreateDataset {
     pub budget: Budget,
     #[serde(default)]
     pub accountant: AccountantKind,
+    /// Unit `user` (and only it): the column naming each row's person, an
+    /// opaque id of 1 to 256 bytes, never released nor exported; dpgate
+    /// keeps only its keyed hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = crate::schemas::column_name)]
+    pub user_column: Option<String>,
+    /// Unit `user` (and required by it): rows of one person a release reads
+    /// at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub max_rows_per_user: Option<u32>,
+    /// Unit `user`: groups of an aggregate's breakdown one person
+    /// contributes to at most (default `max_rows_per_user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub max_groups_per_user: Option<u32>,
+    /// Unit `user`: rows of one person in one group at most (default
+    /// `max_rows_per_user`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub max_rows_per_group_per_user: Option<u32>,
     /// Parquet files to register in place as the dataset's first version,
     /// instead of uploading rows.
     #[serde(
@@ -179,8 +223,17 @@ pub struct BudgetChange {
 pub struct Dataset {
     pub id: Uuid,
     pub name: String,
-    pub n_rows: u64,
+    /// The rows stored. Under unit `user` N is private: admins see it,
+    /// analysts do not (the field is left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_rows: Option<u64>,
     pub privacy_unit: PrivacyUnit,
+    /// Unit `user`: the column naming each row's person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_column: Option<String>,
+    /// Unit `user`: the public contribution bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contribution_bounds: Option<ContributionBounds>,
     pub accountant: AccountantKind,
     pub features: Vec<BoundedColumn>,
     pub label: String,

@@ -18,8 +18,9 @@ pub mod schemas;
 pub mod strict;
 
 pub use datasets::{
-    AccountantKind, AnalystSpend, BoundedColumn, Budget, BudgetChange, CreateDataset, Dataset,
-    DatasetList, Dimension, IngestReport, PrivacyUnit, RegisterRows, Remaining, Source, Spent,
+    AccountantKind, AnalystSpend, BoundedColumn, Budget, BudgetChange, ContributionBounds,
+    CreateDataset, Dataset, DatasetList, Dimension, IngestReport, PrivacyUnit, RegisterRows,
+    Remaining, Source, Spent,
 };
 pub use feature_map::{FeatureMap, MapError, WalrMap};
 pub use lambda::{Lambda, MAX_CANDIDATES, MIN_CANDIDATES};

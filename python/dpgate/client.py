@@ -170,13 +170,18 @@ class Client:
         accountant: str | None = None,
         source: Mapping[str, str] | str | None = None,
         background: bool = False,
+        user_column: str | None = None,
+        max_rows_per_user: int | None = None,
+        max_groups_per_user: int | None = None,
+        max_rows_per_group_per_user: int | None = None,
     ) -> Dataset | Registration:
         """Creates a dataset (admins): ``POST /v1/datasets``.
 
         Args:
             name: Unique among the server's datasets.
             privacy_unit: ``"label"`` (labels and measures private; features,
-                dimensions and N public) or ``"row"`` (the whole row private).
+                dimensions and N public), ``"row"`` (the whole row private) or
+                ``"user"`` (all rows of one person private, N too).
             features: ``[{"name": "f0", "min": 0, "max": 1}, …]``, the
                 public bounds of each feature.
             label: The 0/1 label column.
@@ -190,6 +195,13 @@ class Client:
             background: With a ``source``, register it in the background and
                 return the :class:`Registration` at once (see
                 :meth:`registered`).
+            user_column: Unit ``user``: the column naming each row's person.
+            max_rows_per_user: Unit ``user``: rows of one person a release
+                reads at most (required by the unit).
+            max_groups_per_user: Unit ``user``: groups of an aggregate one
+                person contributes to at most.
+            max_rows_per_group_per_user: Unit ``user``: rows of one person in
+                one group at most.
 
         Returns:
             The dataset, or with ``background`` its registration.
@@ -205,6 +217,10 @@ class Client:
                 "dimensions": dimensions,
                 "accountant": accountant,
                 "source": {"uri": source} if isinstance(source, str) else source,
+                "user_column": user_column,
+                "max_rows_per_user": max_rows_per_user,
+                "max_groups_per_user": max_groups_per_user,
+                "max_rows_per_group_per_user": max_rows_per_group_per_user,
             }
         )
         answer = self._native.create_dataset(dumps(request), background)

@@ -24,6 +24,7 @@ __all__ = [
     "BoundedColumn",
     "Budget",
     "CalibrationBin",
+    "ContributionBounds",
     "Dataset",
     "Dimension",
     "Evaluation",
@@ -223,13 +224,25 @@ class AnalystSpend(Record):
     cap: Budget | None
 
 
+class ContributionBounds(Record):
+    """Unit ``user``: the public bounds on what one person contributes to a
+    release."""
+
+    max_rows_per_user: int
+    max_groups_per_user: int
+    max_rows_per_group_per_user: int
+
+
 class Dataset(Record):
-    """A dataset: metadata, schema, N and the budget."""
+    """A dataset: metadata, schema, N and the budget. Under unit ``user`` N
+    is private: ``n_rows`` is ``None`` for an analyst."""
 
     id: str
     name: str
-    n_rows: int
+    n_rows: int | None
     privacy_unit: str
+    user_column: str | None
+    contribution_bounds: ContributionBounds | None
     accountant: str
     features: list[BoundedColumn]
     label: str

@@ -11,7 +11,7 @@ import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
-from conftest import CAMPAIGNS, FEATURES, ROWS, Labelled, Server, synthetic
+from conftest import CAMPAIGNS, FEATURES, ROWS, Labelled, Server, schema, synthetic
 
 import dpgate
 
@@ -223,3 +223,28 @@ def test_uploads_in_every_form(server: Server, tmp_path: Path) -> None:
 def test_metrics(server: Server) -> None:
     text = dpgate.Client(server.metrics_url).metrics()
     assert "# TYPE" in text
+
+
+def test_a_user_dataset_keeps_n_from_analysts(server: Server) -> None:
+    admin = server.admin()
+    created = admin.create_dataset(
+        **schema(f"people-{server.backend}", privacy_unit="user"),
+        user_column="person",
+        max_rows_per_user=5,
+        max_rows_per_group_per_user=2,
+    )
+    assert isinstance(created, dpgate.Dataset)
+    bounds = created.contribution_bounds
+    assert (bounds.max_rows_per_user, bounds.max_groups_per_user) == (5, 5)
+    assert bounds.max_rows_per_group_per_user == 2 and created.user_column == "person"
+    rows = synthetic(20, seed=5, prefix="p")
+    rows["person"] = [f"person-{i % 4}" for i in range(20)]
+    assert admin.upload_rows(created, rows).n_rows == 20
+    assert admin.dataset(created).n_rows == 20
+    analyst = server.analyst("ana", [created.id])
+    assert analyst.dataset(created).n_rows is None
+    with pytest.raises(dpgate.InvalidInput) as refused:
+        analyst.release(created, "aggregate", 1.0, 1e-6, statistics=["count"])
+    assert 'not available yet under privacy unit "user"' in refused.value.detail
+    with pytest.raises(dpgate.InvalidInput):
+        admin.create_dataset(**schema("no-bound", privacy_unit="user"), user_column="person")

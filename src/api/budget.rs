@@ -51,7 +51,9 @@ pub async fn change(
         BudgetOutcome::Changed(record, analysts) => {
             tracing::info!(dataset = %record.id, caps = change.caps.len(), "budget changed");
             crate::domain::dataset::record_budget_gauges(&record);
-            Ok(Json(record.view(&analysts)))
+            Ok(Json(
+                record.view(&analysts, crate::domain::auth::Role::Admin),
+            ))
         }
         BudgetOutcome::Refused(reason) => Err(ApiError::Conflict(reason)),
         BudgetOutcome::NoDataset => Err(ApiError::NotFound("no such dataset".to_owned())),

@@ -52,7 +52,7 @@ pub async fn create(
         .map_err(ApiError::Invalid)?;
     let Some(source) = &request.source else {
         uploads::create(state.store.as_ref(), &record, caller.sub).await?;
-        return Ok((StatusCode::CREATED, Json(record.view(&[]))).into_response());
+        return Ok((StatusCode::CREATED, Json(record.view(&[], Role::Admin))).into_response());
     };
     let located = uploads::locate(&state.snapshots, source).await?;
     // Found now rather than after reading every row.
@@ -81,7 +81,7 @@ pub async fn create(
         return registrations::start(&state, id, &sub, work).await;
     }
     let registered = register(state, record, caller.sub, located).await?;
-    Ok((StatusCode::CREATED, Json(registered.view(&[]))).into_response())
+    Ok((StatusCode::CREATED, Json(registered.view(&[], Role::Admin))).into_response())
 }
 
 /// Creates `record` with the files of `located` as its first version
@@ -127,7 +127,7 @@ pub async fn list(
         .await?
         .iter()
         .filter(|record| caller.role == Role::Admin || caller.datasets.contains(&record.id))
-        .map(|record| record.view(&[]))
+        .map(|record| record.view(&[], caller.role))
         .collect();
     Ok(Json(DatasetList { datasets }))
 }
@@ -160,7 +160,7 @@ pub async fn get(
         .into_iter()
         .filter(|analyst| caller.role == Role::Admin || analyst.analyst == caller.sub)
         .collect();
-    Ok(Json(dataset.view(&visible)))
+    Ok(Json(dataset.view(&visible, caller.role)))
 }
 
 /// The dataset at `id` if the caller may see it: the grant is checked

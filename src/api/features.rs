@@ -69,12 +69,17 @@ pub async fn export(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let dataset = load_visible(&state, &caller, &id).await?;
-    if dataset.privacy_unit == PrivacyUnit::Row {
-        return Err(ApiError::FeaturesNotPublic(
-            "this dataset's privacy unit is `row`: its features are private and are only \
+    // Only unit `label` makes features public; under `row` and `user` they
+    // are as private as the rest of a row.
+    if dataset.privacy_unit != PrivacyUnit::Label {
+        let unit = match dataset.privacy_unit {
+            PrivacyUnit::Row => "row",
+            _ => "user",
+        };
+        return Err(ApiError::FeaturesNotPublic(format!(
+            "this dataset's privacy unit is `{unit}`: its features are private and are only \
              released through differentially private releases"
-                .to_owned(),
-        ));
+        )));
     }
     let format = format(&headers);
     let media = match format {

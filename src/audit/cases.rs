@@ -308,13 +308,9 @@ impl Case {
 
     /// The dataset both sides are created with.
     pub fn schema(&self, name: &str) -> api::CreateDataset {
-        let unit = match self.unit {
-            PrivacyUnit::Label => "label",
-            PrivacyUnit::Row => "row",
-        };
         serde_json::from_value(json!({
             "name": name,
-            "privacy_unit": unit,
+            "privacy_unit": self.unit,
             "features": [
                 {"name": "x1", "min": 0.0, "max": 1.0},
                 {"name": "x2", "min": 0.0, "max": 1.0},
@@ -355,6 +351,7 @@ impl Case {
                 rows.push(canary(0.0, label, 0.0));
                 other.push(canary(1.0, 1, CANARY_MEASURE));
             }
+            PrivacyUnit::User => unreachable!("no audit case is declared under unit user yet"),
         }
         (rows, other)
     }
@@ -389,6 +386,7 @@ mod tests {
             match case.unit {
                 PrivacyUnit::Label => assert_eq!(a.x, b.x),
                 PrivacyUnit::Row => assert_eq!((a.x, b.x), ([0.0; 2], [1.0; 2])),
+                PrivacyUnit::User => unreachable!("no case is under unit user"),
             }
             // The same seed, the same rows.
             assert_eq!(case.neighbours(7), (d0, d1));

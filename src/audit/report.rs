@@ -18,6 +18,7 @@ fn unit(unit: PrivacyUnit) -> &'static str {
     match unit {
         PrivacyUnit::Label => "label",
         PrivacyUnit::Row => "row",
+        PrivacyUnit::User => "user",
     }
 }
 

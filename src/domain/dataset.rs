@@ -7,7 +7,9 @@ use dpgate_api_types as api;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::domain::auth::Role;
 use crate::dp;
+use crate::dp::contribution::{BoundingKey, ContributionBounds};
 
 /// Longest dataset or column name.
 const MAX_NAME_LEN: usize = 128;
@@ -41,6 +43,73 @@ pub struct Schema {
     pub label: String,
     pub measures: Vec<api::BoundedColumn>,
     pub dimensions: Vec<api::Dimension>,
+    /// Unit `user` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<Users>,
+}
+
+/// Unit `user`: the column naming each row's person, the public bounds on
+/// what one person contributes, and the secret key of the bounding's hash
+/// order (`dp::contribution`), drawn at creation and never released.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Users {
+    pub column: String,
+    pub bounds: ContributionBounds,
+    pub key: BoundingKey,
+}
+
+impl Users {
+    /// The unit's settings of a creation request: `None` for the other
+    /// units, which may not name them.
+    fn parse(request: &api::CreateDataset) -> Result<Option<Users>, String> {
+        let named = request.user_column.is_some()
+            || request.max_rows_per_user.is_some()
+            || request.max_groups_per_user.is_some()
+            || request.max_rows_per_group_per_user.is_some();
+        if request.privacy_unit != api::PrivacyUnit::User {
+            return match named {
+                true => Err(
+                    "user_column and the contribution bounds (max_rows_per_user, \
+                     max_groups_per_user, max_rows_per_group_per_user) are for privacy unit \
+                     \"user\" only"
+                        .to_owned(),
+                ),
+                false => Ok(None),
+            };
+        }
+        let (Some(column), Some(rows)) = (&request.user_column, request.max_rows_per_user) else {
+            return Err(
+                "privacy unit \"user\" needs a user_column and max_rows_per_user".to_owned(),
+            );
+        };
+        if request.source.is_some() {
+            return Err(
+                "registering files in place is not yet available under privacy unit \
+                 \"user\": create the dataset without a source and upload its rows"
+                    .to_owned(),
+            );
+        }
+        let bounds = ContributionBounds::new(
+            rows,
+            request.max_groups_per_user,
+            request.max_rows_per_group_per_user,
+        )
+        .map_err(|error| error.to_string())?;
+        Ok(Some(Users {
+            column: column.clone(),
+            bounds,
+            key: BoundingKey::fresh(),
+        }))
+    }
+
+    /// The bounds as the dataset view shows them.
+    fn view(&self) -> api::ContributionBounds {
+        api::ContributionBounds {
+            max_rows_per_user: self.bounds.rows,
+            max_groups_per_user: self.bounds.groups,
+            max_rows_per_group_per_user: self.bounds.rows_per_group,
+        }
+    }
 }
 
 /// A name: 1 to `MAX_NAME_LEN` characters, none a control character, not
@@ -105,6 +174,7 @@ impl Schema {
         }
         check_bounds("feature", &request.features)?;
         check_bounds("measure", &request.measures)?;
+        let users = Users::parse(request)?;
         let mut names = HashSet::from([ROW_ID]);
         let columns = request
             .features
@@ -112,6 +182,11 @@ impl Schema {
             .chain(&request.measures)
             .map(|column| ("column", column.name.as_str()))
             .chain(std::iter::once(("label", request.label.as_str())))
+            .chain(
+                users
+                    .iter()
+                    .map(|users| ("user column", users.column.as_str())),
+            )
             .chain(
                 request
                     .dimensions
@@ -143,6 +218,7 @@ impl Schema {
             label: request.label.clone(),
             measures: request.measures.clone(),
             dimensions: request.dimensions.clone(),
+            users,
         })
     }
 
@@ -434,14 +510,22 @@ impl DatasetRecord {
     }
 
     /// The dataset view of the API, with the analysts' spending the
-    /// caller may see.
-    pub fn view(&self, analysts: &[crate::domain::budget::AnalystRecord]) -> api::Dataset {
+    /// caller may see. Under unit `user` N is private: only an admin sees
+    /// it.
+    pub fn view(
+        &self,
+        analysts: &[crate::domain::budget::AnalystRecord],
+        role: Role,
+    ) -> api::Dataset {
         let spent = self.spent();
+        let n_public = self.privacy_unit != api::PrivacyUnit::User || role == Role::Admin;
         api::Dataset {
             id: self.id,
             name: self.name.clone(),
-            n_rows: self.n_rows,
+            n_rows: n_public.then_some(self.n_rows),
             privacy_unit: self.privacy_unit,
+            user_column: self.schema.users.as_ref().map(|users| users.column.clone()),
+            contribution_bounds: self.schema.users.as_ref().map(Users::view),
             accountant: accountant_kind(self.accountant),
             features: self.schema.features.clone(),
             label: self.schema.label.clone(),

@@ -55,12 +55,38 @@ impl std::fmt::Debug for BoundingKey {
 }
 
 /// Where a row or a group stands in its user's keyed hash order: the
-/// smaller, the sooner it is kept.
+/// smaller, the sooner it is kept. 64 bits: ties (between two rows of one
+/// user, with probability below n²/2⁶⁵ for a user of n rows) are broken
+/// by the row's id, so the order is total and fixed either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Rank(pub u128);
+pub struct Rank(pub u64);
+
+/// The key as 64 hex digits, so that it can live in the dataset's stored
+/// schema (which is never released).
+impl Serialize for BoundingKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&hex::encode(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for BoundingKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(&text, &mut bytes).map_err(serde::de::Error::custom)?;
+        Ok(BoundingKey(bytes))
+    }
+}
 
 impl BoundingKey {
     pub fn new(bytes: [u8; 32]) -> Self {
+        BoundingKey(bytes)
+    }
+
+    /// A fresh key from the OS CSPRNG.
+    pub fn fresh() -> Self {
+        let mut bytes = [0u8; 32];
+        rand::Rng::fill_bytes(&mut super::OsNoise::new(), &mut bytes);
         BoundingKey(bytes)
     }
 
@@ -69,38 +95,47 @@ impl BoundingKey {
     }
 
     /// A row's rank among its user's rows: keyed BLAKE3 (a PRF) of the
-    /// row's id. Row ids are unique in a version, so ranks tie only on a
-    /// 128-bit collision; [`keep`] breaks even those by the id.
+    /// row's id.
     pub fn row_rank(&self, row_id: &[u8]) -> Rank {
-        self.rank(b'r', &[row_id])
+        Rank(u64::from_le_bytes(
+            self.hash(b'r', &[row_id])[..8]
+                .try_into()
+                .unwrap_or_default(),
+        ))
     }
 
     /// A group's rank among its user's groups: keyed BLAKE3 of the user and
     /// the group's key, so that users do not all keep the same groups.
     pub fn group_rank(&self, user: &[u8], group: &[u8]) -> Rank {
-        self.rank(b'g', &[user, group])
+        Rank(u64::from_le_bytes(
+            self.hash(b'g', &[user, group])[..8]
+                .try_into()
+                .unwrap_or_default(),
+        ))
     }
 
-    /// A user's fingerprint: what the engine stores instead of the id
-    /// (keyed, so the stored column reveals nothing of the ids; 128 bits,
-    /// so 10⁹ users collide with probability below 10⁻²⁰).
-    pub fn user_fingerprint(&self, user: &[u8]) -> u128 {
-        self.rank(b'u', &[user]).0
+    /// A user's fingerprint: what dpgate stores instead of the id (keyed,
+    /// so the stored column reveals nothing of the ids). 128 bits, so 10⁹
+    /// users collide with probability below 2⁻⁶⁹ (a collision would merge
+    /// two people under one bound: a failure event of that probability
+    /// over the key, far inside any δ).
+    pub fn user_fingerprint(&self, user: &[u8]) -> i128 {
+        i128::from_le_bytes(self.hash(b'u', &[user]))
     }
 
-    /// Keyed BLAKE3 of a domain tag and length-prefixed parts, so that no
-    /// two different inputs hash the same bytes.
-    fn rank(&self, domain: u8, parts: &[&[u8]]) -> Rank {
+    /// The first 128 bits of keyed BLAKE3 of a domain tag and
+    /// length-prefixed parts, so that no two different inputs hash the
+    /// same bytes.
+    fn hash(&self, domain: u8, parts: &[&[u8]]) -> [u8; 16] {
         let mut hasher = blake3::Hasher::new_keyed(&self.0);
         hasher.update(&[domain]);
         for part in parts {
             hasher.update(&(part.len() as u64).to_le_bytes());
             hasher.update(part);
         }
-        let digest = hasher.finalize();
         let mut first = [0u8; 16];
-        first.copy_from_slice(&digest.as_bytes()[..16]);
-        Rank(u128::from_le_bytes(first))
+        first.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
+        first
     }
 }
 
@@ -218,8 +253,7 @@ impl Reach {
 }
 
 /// A row as the bounding sees it: its user, its group (`()` for an
-/// ungrouped release), their ranks, and its id (which breaks rank ties;
-/// those need a 128-bit collision).
+/// ungrouped release), their ranks, and its id (which breaks rank ties).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate<U, G, I> {
     pub user: U,

@@ -125,7 +125,7 @@ fn ranks_are_keyed_separated_by_domain_and_unambiguous() {
     assert_eq!(k.row_rank(b"r1"), key(1).row_rank(b"r1"));
     assert_ne!(k.row_rank(b"r1"), key(2).row_rank(b"r1"));
     assert_ne!(k.row_rank(b"r1"), k.row_rank(b"r2"));
-    assert_ne!(k.row_rank(b"u").0, k.user_fingerprint(b"u"));
+    assert_ne!(i128::from(k.row_rank(b"u").0), k.user_fingerprint(b"u"));
     assert_ne!(k.group_rank(b"ab", b"c"), k.group_rank(b"a", b"bc"));
     // The key never shows in logs.
     assert_eq!(format!("{k:?}"), "BoundingKey(…)");
@@ -135,8 +135,14 @@ fn ranks_are_keyed_separated_by_domain_and_unambiguous() {
     input.extend_from_slice(&2u64.to_le_bytes());
     input.extend_from_slice(b"r1");
     let digest = blake3::keyed_hash(&[1; 32], &input);
-    let first: [u8; 16] = digest.as_bytes()[..16].try_into().unwrap();
-    assert_eq!(k.row_rank(b"r1"), Rank(u128::from_le_bytes(first)));
+    let first: [u8; 8] = digest.as_bytes()[..8].try_into().unwrap();
+    assert_eq!(k.row_rank(b"r1"), Rank(u64::from_le_bytes(first)));
+    // The key survives the stored schema's JSON.
+    let json = serde_json::to_string(&k).unwrap();
+    assert_eq!(json, format!("\"{}\"", "01".repeat(32)));
+    assert_eq!(serde_json::from_str::<BoundingKey>(&json).unwrap(), k);
+    assert!(serde_json::from_str::<BoundingKey>("\"01\"").is_err());
+    assert_ne!(BoundingKey::fresh(), BoundingKey::fresh());
 }
 
 /// A row of a test dataset: user, group, its value on an integer grid.

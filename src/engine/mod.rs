@@ -16,6 +16,7 @@ mod chunk_hashes;
 #[cfg(feature = "ballista")]
 mod cluster;
 mod convert;
+mod needed;
 mod objects;
 mod read;
 mod run;
@@ -36,8 +37,9 @@ use url::Url;
 #[cfg(feature = "ballista")]
 pub use cluster::{Cluster, Codec, executor, scheduler};
 pub use convert::blocks_to_files;
+pub use needed::Needed;
 pub use objects::{Object, ObjectReader, Stamp};
-pub use read::{Needed, stream};
+pub use read::stream;
 pub use run::{Engine, sum};
 pub use source::{Located, Root, SourceError, manifest, unchanged};
 #[cfg(test)]

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use arrow_array::types::{Float32Type, Float64Type, UInt32Type};
 use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, PrimitiveArray, RecordBatch, RecordBatchOptions,
-    StringArray, UInt8Array,
+    Array, ArrayRef, ArrowPrimitiveType, Decimal128Array, PrimitiveArray, RecordBatch,
+    RecordBatchOptions, StringArray, UInt8Array,
 };
 use parquet::arrow::ProjectionMask;
 use parquet::errors::ParquetError;
@@ -14,7 +14,7 @@ use tokio::runtime::Handle;
 
 use super::objects::{Batches, Object};
 use super::source::differs;
-use super::{BlockStream, DataDir, io_error};
+use super::{BlockStream, DataDir, Needed, io_error};
 use crate::domain::dataset::{FilePart, ROW_ID, Schema, VersionFile};
 use crate::ingest::{fingerprint, stored_columns};
 use crate::snapshots::{Builder, Columns, Shape, batch_schema};
@@ -196,6 +196,7 @@ struct Decoded<'b> {
     dimensions: Vec<&'b [u32]>,
     labels: &'b [u8],
     measures: Vec<&'b [f64]>,
+    users: &'b [i128],
 }
 
 impl<'b> Decoded<'b> {
@@ -214,7 +215,7 @@ impl<'b> Decoded<'b> {
         }
         let features = values_of::<Float32Type>(inputs, &names.features, path)?;
         let dimensions = values_of::<UInt32Type>(inputs, &names.dimensions, path)?;
-        let (mut labels, mut measures) = (&[][..], Vec::new());
+        let (mut labels, mut measures, mut users) = (&[][..], Vec::new(), &[][..]);
         if let Some(outcomes) = outcomes {
             if outcomes.num_rows() != inputs.num_rows() {
                 return Err(corrupt(
@@ -226,6 +227,9 @@ impl<'b> Decoded<'b> {
                 labels = column::<UInt8Array>(outcomes, label, path)?.values();
             }
             measures = values_of::<Float64Type>(outcomes, &names.measures, path)?;
+            if let Some(user) = &names.users {
+                users = column::<Decimal128Array>(outcomes, user, path)?.values();
+            }
         }
         Ok(Decoded {
             ids,
@@ -233,6 +237,7 @@ impl<'b> Decoded<'b> {
             dimensions,
             labels,
             measures,
+            users,
         })
     }
 
@@ -248,8 +253,11 @@ impl<'b> Decoded<'b> {
             &ids,
             &cut(&self.features, &rows),
             &cut(&self.dimensions, &rows),
-            self.labels.get(rows.clone()).unwrap_or_default(),
-            &cut(&self.measures, &rows),
+            (
+                self.labels.get(rows.clone()).unwrap_or_default(),
+                &cut(&self.measures, &rows),
+                self.users.get(rows.clone()).unwrap_or_default(),
+            ),
         )
     }
 }
@@ -282,7 +290,12 @@ fn adopted(
         if outcomes.num_rows() != rows {
             return Err("its outcomes are out of step with its inputs".to_owned());
         }
-        for name in names.label.iter().chain(&names.measures) {
+        for name in names
+            .label
+            .iter()
+            .chain(&names.measures)
+            .chain(&names.users)
+        {
             columns.push(named(outcomes, name)?);
         }
     }
@@ -306,6 +319,8 @@ pub struct Names {
     features: Vec<String>,
     measures: Vec<String>,
     dimensions: Vec<String>,
+    /// Unit `user`'s column, read with the outcomes (`None` otherwise).
+    users: Option<String>,
 }
 
 impl Names {
@@ -321,6 +336,7 @@ impl Names {
                 .label
                 .iter()
                 .chain(&self.measures)
+                .chain(&self.users)
                 .map(String::as_str)
                 .collect(),
         }
@@ -336,6 +352,7 @@ impl Names {
             features: names(&schema.features),
             measures: names(&schema.measures),
             dimensions: schema.dimensions.iter().map(|d| d.name.clone()).collect(),
+            users: schema.users.as_ref().map(|users| users.column.clone()),
         }
     }
 
@@ -352,65 +369,8 @@ impl Names {
         clear(needed.dimensions, &mut names.dimensions);
         clear(needed.measures, &mut names.measures);
         names.label = names.label.filter(|_| needed.labels);
+        names.users = names.users.filter(|_| needed.outcomes());
         names
-    }
-}
-
-/// Which columns a [`stream`] reads: a column not read is never decoded,
-/// and its blocks hold none (a shape without it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Needed {
-    /// Labels: with the measures, the outcomes; with neither, no outcomes
-    /// file is opened.
-    pub labels: bool,
-    pub measures: bool,
-    pub features: bool,
-    /// Row ids: else every row's id is empty.
-    pub ids: bool,
-    /// Dimension codes.
-    pub dimensions: bool,
-}
-
-impl Needed {
-    /// Every column, outcomes only if `outcomes`.
-    pub fn all(outcomes: bool) -> Needed {
-        Needed {
-            labels: outcomes,
-            measures: outcomes,
-            features: true,
-            ids: true,
-            dimensions: true,
-        }
-    }
-
-    /// The features and the label or the measures (as `measures` says),
-    /// no row id, no dimension: what a learner's pass reads.
-    pub fn features_and(measures: bool) -> Needed {
-        Needed {
-            labels: !measures,
-            measures,
-            features: true,
-            ids: false,
-            dimensions: false,
-        }
-    }
-
-    /// Whether any outcome is read.
-    pub fn outcomes(&self) -> bool {
-        self.labels || self.measures
-    }
-
-    /// What each row read of `schema` holds.
-    pub fn shape(&self, schema: &Schema) -> Shape {
-        let all = Shape::of(schema);
-        let kept = |read: bool, count: usize| if read { count } else { 0 };
-        Shape {
-            features: kept(self.features, all.features),
-            measures: kept(self.measures, all.measures),
-            dimensions: kept(self.dimensions, all.dimensions),
-            ids: self.ids,
-            labels: self.labels,
-        }
     }
 }
 

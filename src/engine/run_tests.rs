@@ -288,6 +288,7 @@ fn a_pass_travels_as_its_settings_and_an_unknown_kind_is_refused() {
         dimensions: 1,
         ids: false,
         labels: true,
+        users: false,
     };
     let mut pass = Everything::default();
     pass.sums[4] = -(1 << 100);

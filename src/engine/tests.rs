@@ -64,6 +64,7 @@ fn row(i: usize) -> RowRecord {
             .collect(),
         measures: ((i % 100) as f64).to_le_bytes().to_vec(),
         dimensions: ((i % 2) as u32).to_le_bytes().to_vec(),
+        user: 0,
     }
 }
 

@@ -138,6 +138,7 @@ fn block_of(schema: &Schema, rows: &[RowRecord]) -> Result<Columns, StoreError> 
                 &row.features,
                 &row.measures,
                 &row.dimensions,
+                row.user,
             )
             .map_err(|detail| StoreError::Corrupt {
                 what: "row",

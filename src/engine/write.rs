@@ -23,7 +23,8 @@ use super::chunk_hashes::{RangeHashes, chunk_ranges};
 use super::objects::Object;
 use super::{DataDir, io_error};
 use crate::domain::dataset::{ChunkHashes, FilePart, ROW_ID, Schema, VersionFile};
-use crate::snapshots::{Columns, STREAM_ROWS};
+use crate::ingest::user_fingerprints;
+use crate::snapshots::{Columns, STREAM_ROWS, USER_TYPE};
 use crate::store::StoreError;
 
 /// Rows per Parquet row group: a streamed block's worth, so that a reader
@@ -32,8 +33,10 @@ const GROUP_ROWS: usize = STREAM_ROWS;
 
 /// The Arrow schemas of a version's two files: inputs (`row_id`, the
 /// features scaled into [0, 1], the dimensions as codes into their
-/// declared values) and outcomes (the label, the clamped measures), every
-/// column named as in the dataset's schema.
+/// declared values) and outcomes (the label, the clamped measures, and
+/// under unit `user` each row's person's keyed fingerprint, private like
+/// them and of a fixed width), every column named as in the dataset's
+/// schema.
 pub(super) fn file_schemas(schema: &Schema) -> (Arc<ArrowSchema>, Arc<ArrowSchema>) {
     let column = |name: &str, kind: DataType| Field::new(name, kind, false);
     let inputs = std::iter::once(column(ROW_ID, DataType::Utf8))
@@ -49,12 +52,19 @@ pub(super) fn file_schemas(schema: &Schema) -> (Arc<ArrowSchema>, Arc<ArrowSchem
                 .iter()
                 .map(|dimension| column(&dimension.name, DataType::UInt32)),
         );
-    let outcomes = std::iter::once(column(&schema.label, DataType::UInt8)).chain(
-        schema
-            .measures
-            .iter()
-            .map(|measure| column(&measure.name, DataType::Float64)),
-    );
+    let outcomes = std::iter::once(column(&schema.label, DataType::UInt8))
+        .chain(
+            schema
+                .measures
+                .iter()
+                .map(|measure| column(&measure.name, DataType::Float64)),
+        )
+        .chain(
+            schema
+                .users
+                .iter()
+                .map(|users| column(&users.column, USER_TYPE)),
+        );
     (
         Arc::new(ArrowSchema::new(inputs.collect::<Vec<_>>())),
         Arc::new(ArrowSchema::new(outcomes.collect::<Vec<_>>())),
@@ -374,6 +384,12 @@ fn batches(
     outcome_columns.push(Arc::new(UInt8Array::from(block.labels().to_vec())));
     for j in 0..shape.measures {
         outcome_columns.push(Arc::new(Float64Array::from(block.measure(j).to_vec())));
+    }
+    if shape.users {
+        outcome_columns.push(
+            user_fingerprints(block.users().to_vec())
+                .map_err(|error| io_error("a block", error))?,
+        );
     }
     let batch = |schema: &Arc<ArrowSchema>, columns| {
         RecordBatch::try_new(schema.clone(), columns).map_err(|error| io_error("a block", error))

@@ -7,19 +7,22 @@ use std::io::Read;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    ArrowPrimitiveType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
-    UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+    ArrowPrimitiveType, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
+    Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use std::sync::Arc;
 
 use arrow_array::{
-    Array, ArrayRef, Float32Array, Float64Array, RecordBatch, StringArray, UInt8Array, UInt32Array,
+    Array, ArrayRef, Decimal128Array, Float32Array, Float64Array, RecordBatch, StringArray,
+    UInt8Array, UInt32Array,
 };
 use arrow_schema::{ArrowError, DataType};
 use dpgate_api_types::{Dimension, LineError};
 
 use super::collector::{Collector, Naming, ParsedRow};
-use super::row::{Cell, RowBuilder, clamped, clamped_all, code, feature, measure, row_id, scaled};
+use super::row::{
+    Cell, RowBuilder, clamped, clamped_all, code, feature, measure, row_id, scaled, user_id,
+};
 use super::{RowRecord, Summary};
 use crate::domain::dataset::{ROW_ID, Schema};
 
@@ -391,6 +394,10 @@ fn records<'b>(
             .iter()
             .map(|dimension| dimension.name.as_str()),
     )?;
+    let users = match &schema.users {
+        Some(users) => Some(values::<Decimal128Type>(stored, &users.column)?),
+        None => None,
+    };
     fn bytes<T: Copy, const N: usize>(
         columns: &[&[T]],
         row: usize,
@@ -405,6 +412,7 @@ fn records<'b>(
         features: bytes(&features, row, f32::to_le_bytes),
         measures: bytes(&measures, row, f64::to_le_bytes),
         dimensions: bytes(&dimensions, row, u32::to_le_bytes),
+        user: users.map_or(0, |users| users[row]),
     }))
 }
 
@@ -434,7 +442,8 @@ pub(super) fn parquet_batches(
 /// with some columns only) in the encoding dpgate's own files have: row
 /// ids as UTF-8, the label as 0/1 bytes, features scaled into [0, 1] as
 /// f32, measures clamped as f64, dimensions as the indices of their
-/// declared values. Every value is checked as an upload's would be; the
+/// declared values, the user column (unit `user`) as its ids' keyed
+/// fingerprints in a 128-bit integer column ([`user_fingerprints`]). Every value is checked as an upload's would be; the
 /// first that fails is the error, with its row number from 1.
 pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatch, String> {
     fn cell(array: &dyn Array, row: usize) -> Cell<'_> {
@@ -493,10 +502,33 @@ pub fn stored_columns(batch: &RecordBatch, schema: &Schema) -> Result<RecordBatc
                     each(rows, |row| code(dimension, cell(plain.as_ref(), row)))?
                 }
             }))
+        } else if let Some(users) = schema.users.as_ref().filter(|users| users.column == name) {
+            let fingerprints = match column.as_primitive_opt::<Decimal128Type>() {
+                // dpgate's own file: fingerprints already.
+                Some(stored) => stored.values().to_vec(),
+                None => {
+                    let plain = plain(column).map_err(|error| error.to_string())?;
+                    each(rows, |row| {
+                        user_id(&users.column, cell(plain.as_ref(), row))
+                            .map(|id| users.key.user_fingerprint(id))
+                    })?
+                }
+            };
+            user_fingerprints(fingerprints)?
         } else {
             continue;
         };
         columns.push((name, stored));
     }
     RecordBatch::try_from_iter(columns).map_err(|error| error.to_string())
+}
+
+/// Users' fingerprints as a column: Arrow's 128-bit integers are its
+/// decimals, here of scale 0 (the values are hashes, never read as
+/// numbers: only compared).
+pub fn user_fingerprints(fingerprints: Vec<i128>) -> Result<ArrayRef, String> {
+    Decimal128Array::new(fingerprints.into(), None)
+        .with_precision_and_scale(38, 0)
+        .map(|array| Arc::new(array) as ArrayRef)
+        .map_err(|error| error.to_string())
 }

@@ -14,7 +14,8 @@ use super::{MAX_ROW_ID_LEN, RowRecord, scale};
 use crate::domain::dataset::{ROW_ID, Schema};
 
 /// Where each column's cell sits in [`RowBuilder::build`]'s order: `row_id`,
-/// the label, then features, measures and dimensions in schema order.
+/// the label, then features, measures and dimensions in schema order, then
+/// the user column under unit `user`.
 const ROW_ID_AT: usize = 0;
 const LABEL_AT: usize = 1;
 const FIRST_FEATURE_AT: usize = 2;
@@ -102,6 +103,7 @@ impl<'a> RowBuilder<'a> {
                     .map(|column| column.name.as_str()),
             )
             .chain(schema.dimensions.iter().map(|d| d.name.as_str()))
+            .chain(schema.users.iter().map(|users| users.column.as_str()))
             .collect();
         let columns = names
             .iter()
@@ -143,6 +145,12 @@ impl<'a> RowBuilder<'a> {
             dimensions.extend_from_slice(&code(dimension, get(at)?)?.to_le_bytes());
             at += 1;
         }
+        let user = match &schema.users {
+            Some(users) => users
+                .key
+                .user_fingerprint(user_id(&users.column, get(at)?)?),
+            None => 0,
+        };
         Ok(RowRecord {
             line,
             row_id: row_id.to_owned(),
@@ -150,8 +158,18 @@ impl<'a> RowBuilder<'a> {
             features,
             measures,
             dimensions,
+            user,
         })
     }
+}
+
+/// A user id: text of 1 to [`MAX_ROW_ID_LEN`] bytes, as a row id.
+pub(super) fn user_id<'c>(column: &str, cell: Cell<'c>) -> Result<&'c [u8], String> {
+    let user = cell.text(column)?;
+    if user.is_empty() || user.len() > MAX_ROW_ID_LEN {
+        return Err(format!("{column} must be 1 to {MAX_ROW_ID_LEN} bytes"));
+    }
+    Ok(user.as_bytes())
 }
 
 /// A row id: text of 1 to [`MAX_ROW_ID_LEN`] bytes.

@@ -25,7 +25,7 @@ mod batch;
 mod builder;
 mod stored;
 
-pub use batch::batch_schema;
+pub use batch::{USER_TYPE, batch_schema};
 pub use builder::Builder;
 pub use stored::Stored;
 
@@ -60,6 +60,10 @@ pub struct Shape {
     /// that reads none (an aggregate of counts and measures) is handed
     /// rows without.
     pub labels: bool,
+    /// Whether rows read with their outcomes carry their person's keyed
+    /// fingerprint (unit `user`): private, so read with the outcomes.
+    #[serde(default)]
+    pub users: bool,
 }
 
 impl Shape {
@@ -70,6 +74,7 @@ impl Shape {
             dimensions: schema.dimensions.len(),
             ids: true,
             labels: true,
+            users: schema.users.is_some(),
         }
     }
 
@@ -78,7 +83,7 @@ impl Shape {
     pub fn row_bytes(&self, outcomes: bool) -> usize {
         let inputs = size_of::<u64>() + size_of::<u32>() + 4 * self.features + 4 * self.dimensions;
         if outcomes {
-            inputs + 1 + 8 * self.measures
+            inputs + 1 + 8 * self.measures + if self.users { 16 } else { 0 }
         } else {
             inputs
         }
@@ -120,6 +125,8 @@ pub struct Columns {
     measures: Vec<ScalarBuffer<f64>>,
     /// A column per dimension.
     dimensions: Vec<ScalarBuffer<u32>>,
+    /// Each row's person's fingerprint (unit `user`, with the outcomes).
+    users: ScalarBuffer<i128>,
     /// Rows in byte order of their ids, once [`Columns::position`] needs it.
     index: OnceLock<Vec<u32>>,
     /// Which columns were read since [`Columns::take_touched`] last looked.
@@ -164,6 +171,7 @@ impl PartialEq for Columns {
             &self.id_ends,
             &self.labels[..],
             &self.features[..],
+            &self.users[..],
         ) == (
             other.shape,
             other.outcomes,
@@ -172,6 +180,7 @@ impl PartialEq for Columns {
             &other.id_ends,
             &other.labels[..],
             &other.features[..],
+            &other.users[..],
         ) && self
             .measures
             .iter()
@@ -205,6 +214,7 @@ impl Columns {
                 false => Vec::new(),
             },
             dimensions: vec![Vec::with_capacity(capacity); shape.dimensions],
+            users: Vec::with_capacity(if outcomes && shape.users { capacity } else { 0 }),
         }
     }
 
@@ -306,6 +316,14 @@ impl Columns {
         &self.features
     }
 
+    /// Every row's person's fingerprint (unit `user`); only on a run read
+    /// with the outcomes.
+    pub fn users(&self) -> &[i128] {
+        debug_assert!(self.outcomes, "the outcomes were not read");
+        Touched::mark(&self.touched.outcomes);
+        &self.users
+    }
+
     /// Dimension `j`'s code in every row.
     pub fn dimension(&self, j: usize) -> &[u32] {
         Touched::mark(&self.touched.inputs);
@@ -378,6 +396,7 @@ impl Columns {
             dimensions: 0,
             ids: true,
             labels: true,
+            users: false,
         };
         let mut columns = Columns::builder(shape, true, rows);
         for (index, (row, &label)) in x.rows().into_iter().zip(y).enumerate() {
@@ -459,6 +478,7 @@ impl Columns {
                     &bytes(&row.features),
                     &measures,
                     &dimensions,
+                    0,
                 )
                 .expect("rows of the shape");
         }

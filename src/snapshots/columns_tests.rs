@@ -9,6 +9,7 @@ const SHAPE: Shape = Shape {
     dimensions: 1,
     ids: true,
     labels: true,
+    users: false,
 };
 
 fn encoded(values: &[f32]) -> Vec<u8> {
@@ -22,6 +23,7 @@ fn push(builder: &mut Builder, id: &str, label: u8, x: f32) -> Result<(), String
         &encoded(&[x, 1.0 - x]),
         &f64::from(x).to_le_bytes(),
         &7u32.to_le_bytes(),
+        0,
     )
 }
 
@@ -60,11 +62,11 @@ fn rows_decode_as_stored() {
 #[test]
 fn malformed_rows_are_refused_by_name() {
     let mut builder = Columns::builder(SHAPE, true, 1);
-    let short = builder.push("r", 0, &encoded(&[0.5]), &[0; 8], &[0; 4]);
+    let short = builder.push("r", 0, &encoded(&[0.5]), &[0; 8], &[0; 4], 0);
     assert_eq!(short, Err("row \"r\" has malformed features".to_owned()));
-    let label = builder.push("r", 2, &encoded(&[0.5, 0.5]), &[0; 8], &[0; 4]);
+    let label = builder.push("r", 2, &encoded(&[0.5, 0.5]), &[0; 8], &[0; 4], 0);
     assert_eq!(label, Err("row \"r\" has malformed outcomes".to_owned()));
-    let dims = builder.push("r", 0, &encoded(&[0.5, 0.5]), &[0; 8], &[0; 3]);
+    let dims = builder.push("r", 0, &encoded(&[0.5, 0.5]), &[0; 8], &[0; 3], 0);
     assert_eq!(dims, Err("row \"r\" has malformed dimensions".to_owned()));
     assert!(builder.is_empty());
 }
@@ -74,7 +76,7 @@ fn inputs_only_runs_hold_no_outcomes() {
     let mut builder = Columns::builder(SHAPE, false, 1);
     // Whatever the label and measures say, they are not kept (nor checked).
     builder
-        .push("r", 9, &encoded(&[0.5, 0.5]), &[], &[0; 4])
+        .push("r", 9, &encoded(&[0.5, 0.5]), &[], &[0; 4], 0)
         .expect("inputs are well formed");
     let columns = builder.finish();
     assert!(!columns.has_outcomes());
@@ -95,6 +97,7 @@ fn stored_blocks_decode_in_any_cut() {
             features: encoded(&[i as f32, 1.0]),
             measures: (i as f64).to_le_bytes().to_vec(),
             dimensions: (i as u32).to_le_bytes().to_vec(),
+            user: 0,
         });
     }
     let stored = Stored::check(packed.raw(), SHAPE, true).expect("well formed");
@@ -142,6 +145,7 @@ fn malformed_blocks_are_refused() {
         features: encoded(&[0.5, 0.5]),
         measures: 1.0f64.to_le_bytes().to_vec(),
         dimensions: 0u32.to_le_bytes().to_vec(),
+        user: 0,
     });
     let raw = packed.raw();
     let check = |raw| Stored::check(raw, SHAPE, true).map(|_| ());
@@ -222,4 +226,51 @@ proptest! {
         prop_assert_eq!(joined.position("~"), None);
         prop_assert_eq!(joined.position(""), None);
     }
+}
+
+#[test]
+fn a_runs_people_travel_with_its_outcomes_and_only_with_them() {
+    let shape = Shape {
+        users: true,
+        ..SHAPE
+    };
+    let mut builder = Columns::builder(shape, true, 3);
+    for (i, user) in [7i128, -7, i128::MAX].into_iter().enumerate() {
+        builder
+            .push(
+                &format!("r{i}"),
+                0,
+                &encoded(&[0.5, 0.5]),
+                &1.0f64.to_le_bytes(),
+                &0u32.to_le_bytes(),
+                user,
+            )
+            .expect("well formed");
+    }
+    let run = builder.finish();
+    assert_eq!(run.users(), &[7, -7, i128::MAX]);
+    // Through the engine's batches and back, and joined to itself.
+    let batch = run.clone().into_batch().expect("a batch");
+    assert_eq!(
+        batch.schema().field_with_name("user").unwrap().data_type(),
+        &USER_TYPE
+    );
+    assert_eq!(
+        Columns::from_batch(shape, true, &batch).expect("read back"),
+        run
+    );
+    assert_eq!(
+        run.joined(&run).unwrap().users(),
+        &[7, -7, i128::MAX, 7, -7, i128::MAX]
+    );
+    // A read of the public columns holds no person.
+    let inputs = run.inputs();
+    assert!(
+        inputs
+            .into_batch()
+            .unwrap()
+            .column_by_name("user")
+            .is_none()
+    );
+    assert_eq!(shape.row_bytes(true), SHAPE.row_bytes(true) + 16);
 }

@@ -41,6 +41,7 @@ async fn append(
             features: (i as f32 / 1e6).to_le_bytes().to_vec(),
             measures: vec![],
             dimensions: vec![],
+            user: 0,
         })
         .collect();
     let mut session = Upload::begin(fixture.store.as_ref(), fixture.data.clone(), record)

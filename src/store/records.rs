@@ -48,6 +48,7 @@ pub(super) fn unit_name(unit: api::PrivacyUnit) -> &'static str {
     match unit {
         api::PrivacyUnit::Label => "label",
         api::PrivacyUnit::Row => "row",
+        api::PrivacyUnit::User => "user",
     }
 }
 
@@ -132,6 +133,7 @@ impl DatasetRow {
         let privacy_unit = match self.privacy_unit.as_str() {
             "label" => api::PrivacyUnit::Label,
             "row" => api::PrivacyUnit::Row,
+            "user" => api::PrivacyUnit::User,
             other => return Err(corrupt("privacy unit", other)),
         };
         let accountant = match self.accountant.as_str() {
@@ -243,12 +245,22 @@ impl ReleaseRow {
 /// The opening ledger entry of a new dataset: its budget and accountant.
 pub(super) fn opening_entry(dataset: &super::NewDataset) -> Result<LedgerRecord, StoreError> {
     let record = &dataset.record;
-    let details = serde_json::json!({
+    let mut details = serde_json::json!({
         "name": record.name,
         "privacy_unit": unit_name(record.privacy_unit),
         "accountant": accountant_name(record.accountant),
         "budget": {"epsilon": record.budget.epsilon.value(), "delta": record.budget.delta.value()},
     });
+    // Unit `user`: the bounds are part of what the guarantee says, so the
+    // ledger records them from the start (never the key).
+    if let Some(users) = &record.schema.users {
+        details["user_column"] = users.column.clone().into();
+        details["contribution_bounds"] = serde_json::json!({
+            "max_rows_per_user": users.bounds.rows,
+            "max_groups_per_user": users.bounds.groups,
+            "max_rows_per_group_per_user": users.bounds.rows_per_group,
+        });
+    }
     crate::domain::ledger::NewEntry {
         event: api::LedgerEvent::Open,
         actor: dataset.actor.clone(),

@@ -26,6 +26,7 @@ fn keep_rows(builder: &mut Builder, batch: &[RowRecord]) -> Result<(), String> {
             &row.features,
             &row.measures,
             &row.dimensions,
+            row.user,
         )?;
     }
     Ok(())

@@ -206,7 +206,7 @@ async fn a_data_directory_in_a_bucket_holds_uploads_and_registered_prefixes(
     .await;
     assert_eq!(created.status(), StatusCode::CREATED);
     let registered: dpgate_client::types::Dataset = created.json().await.unwrap();
-    assert_eq!(registered.n_rows, 2_000);
+    assert_eq!(registered.n_rows, Some(2_000));
     let files = app
         .store
         .version_files(registered.id, 2_000, true)

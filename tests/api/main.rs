@@ -40,5 +40,6 @@ mod strict_input;
 mod supplied;
 mod telemetry;
 mod typed_uploads;
+mod user_unit;
 mod walkthrough;
 mod walr_map;

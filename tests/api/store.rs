@@ -34,6 +34,7 @@ fn row(id: &str, label: u8) -> RowRecord {
         features: [0.5f32.to_le_bytes(), 0.25f32.to_le_bytes()].concat(),
         measures: 7.0f64.to_le_bytes().to_vec(),
         dimensions: 1u32.to_le_bytes().to_vec(),
+        user: 0,
     }
 }
 

@@ -23,7 +23,7 @@ async fn the_walk_through_works_end_to_end(#[case] backend: Backend) {
     }
     let app = spawn_app(backend).await;
     let dataset = app.dataset(ads_dataset("ads", "label", "rdp", 10.0)).await;
-    assert_eq!(dataset.n_rows, 0);
+    assert_eq!(dataset.n_rows, Some(0));
     assert_eq!(dataset.remaining.epsilon, 10.0);
 
     let report = app

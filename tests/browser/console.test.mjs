@@ -301,6 +301,19 @@ test(`a dataset with ${BIG_LEDGER} ledger entries renders (timing printed)`, asy
   await page.locator(`${ledger} table.ledger[data-first="0"]`).waitFor();
 });
 
+test('a dataset of unit user shows its user column and contribution bounds', async () => {
+  await openDataset(world.ads.id);
+  assert.equal(await page.locator('.contribution-bounds').count(), 0);
+  await openDataset(world.people.id);
+  const shown = `[data-page="dataset"][data-id="${world.people.id}"]`;
+  assert.equal(await page.locator(`${shown} .tag.unit-user`).textContent(), 'unit: user');
+  const bounds = await page.locator(`${shown} .contribution-bounds .tag`).allTextContents();
+  assert.deepEqual(bounds, [
+    'user column: person', '≤ 4 rows a person', '≤ 4 groups a person', '≤ 2 rows a person in a group',
+  ]);
+  await shot('dataset-unit-user');
+});
+
 test('no script error and no Content-Security-Policy violation on any page', () => {
   assert.deepEqual(pageErrors, []);
 });

@@ -1,5 +1,5 @@
 // Seeds a fresh dpgate server through its public API for the console
-// tests: datasets of both privacy units and accountants, rows, releases by
+// tests: datasets of every privacy unit and both accountants, rows, releases by
 // two analysts, a budget raise, caps, and one dataset with a ledger of
 // 10,000 entries. Tokens are minted by the server binary itself.
 
@@ -66,11 +66,13 @@ export class Api {
   }
 }
 
-function rowsCsv(n) {
-  const lines = ['row_id,converted,f0,f1,value,campaign'];
+function rowsCsv(n, people = 0) {
+  const lines = [`row_id,converted,f0,f1,value,campaign${people ? ',person' : ''}`];
   for (let i = 1; i <= n; i++) {
-    lines.push([`r${i}`, Number(i % 3 === 0), ((i % 11) / 10).toFixed(2), ((i * 7) % 101 / 10).toFixed(1),
-      (i * 37) % 101, i % 2 ? 'a' : 'b'].join(','));
+    const row = [`r${i}`, Number(i % 3 === 0), ((i % 11) / 10).toFixed(2), ((i * 7) % 101 / 10).toFixed(1),
+      (i * 37) % 101, i % 2 ? 'a' : 'b'];
+    if (people) row.push(`person-${i % people}`);
+    lines.push(row.join(','));
   }
   return `${lines.join('\n')}\n`;
 }
@@ -99,9 +101,14 @@ export async function seed(base) {
   const clinic = await create('clinic-visits', 'row', 'basic', { epsilon: 2, delta: 1e-5 });
   const survey = await create('survey-2026', 'label', 'rdp', { epsilon: 8, delta: 1e-6 });
   const big = await create('big-ledger', 'label', 'rdp', { epsilon: 20, delta: 1e-6 });
-  const rows = { [ads.id]: 500, [clinic.id]: 300, [survey.id]: 120, [big.id]: 200 };
+  // Unit `user`: 40 people of 6 rows each, at most 4 read of each.
+  const people = await admin.post('/v1/datasets', {
+    name: 'app-users', privacy_unit: 'user', user_column: 'person', max_rows_per_user: 4,
+    max_rows_per_group_per_user: 2, accountant: 'rdp', ...SCHEMA, budget: { epsilon: 3, delta: 1e-6 },
+  });
+  const rows = { [ads.id]: 500, [clinic.id]: 300, [survey.id]: 120, [big.id]: 200, [people.id]: 240 };
   for (const [id, n] of Object.entries(rows)) {
-    await admin.ok('POST', `/v1/datasets/${id}/rows`, rowsCsv(n), 'text/csv');
+    await admin.ok('POST', `/v1/datasets/${id}/rows`, rowsCsv(n, id === people.id ? 40 : 0), 'text/csv');
   }
   const granted = [ads.id, clinic.id, big.id];
   const tokens = { admin: admin.token, ana: mint('analyst', 'ana', granted), bob: mint('analyst', 'bob', granted) };
@@ -131,7 +138,7 @@ export async function seed(base) {
   await release('bob', clinic.id, aggregate(0.8, 1e-6));
 
   await seedBigLedger(admin, release, big.id);
-  return { tokens, ads, clinic, survey, big, rows };
+  return { tokens, ads, clinic, survey, big, people, rows };
 }
 
 // big-ledger: releases by both analysts, caps and budget raises in four

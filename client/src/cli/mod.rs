@@ -125,7 +125,10 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
                     "{}  {:<20} {:>10} rows  unit {:<5}  spent ε {:.4} of {} (δ {:e})",
                     dataset.id,
                     dataset.name,
-                    dataset.n_rows,
+                    // Private under unit `user` (an analyst is not told).
+                    dataset
+                        .n_rows
+                        .map_or_else(|| "private".to_owned(), |n| n.to_string()),
                     serde_json::to_value(dataset.privacy_unit)?
                         .as_str()
                         .unwrap_or_default(),

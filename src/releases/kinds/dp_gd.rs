@@ -173,6 +173,7 @@ pub fn clipped_sensitivity(unit: PrivacyUnit, grid: &Grid, rows: &Rows, reach: R
     match unit {
         PrivacyUnit::Row => grid.replaced(),
         PrivacyUnit::Label => grid.moved(reach.shift * (rows.max_norm_squared + one).sqrt()),
+        PrivacyUnit::User => unreachable!("Kind::plan refuses unit user before any kind is priced"),
     }
 }
 

@@ -287,6 +287,7 @@ fn schema(min: &[f64], max: &[f64]) -> Schema {
         label: "y".to_owned(),
         measures: Vec::new(),
         dimensions: Vec::new(),
+        users: None,
     }
 }
 

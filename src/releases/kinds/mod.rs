@@ -102,6 +102,20 @@ impl Kind {
         knobs: &Knobs,
     ) -> Result<Box<dyn Planned>, ReleaseError> {
         use api::ReleaseParams as Params;
+        if std::iter::once(dataset)
+            .chain(sources)
+            .any(|record| record.privacy_unit == api::PrivacyUnit::User)
+        {
+            // Refused before anything is priced or read: no kind is yet
+            // calibrated for one person's many rows (docs/privacy-core.md,
+            // "Privacy unit `user`").
+            return Err(ReleaseError::Invalid(
+                "releases are not available yet under privacy unit \"user\": the rows of \
+                 each person are kept, and the kinds' sensitivities from the contribution \
+                 bounds are being built (docs/privacy-core.md)"
+                    .to_owned(),
+            ));
+        }
         match self {
             Kind::Supplied { params, rows } => supplied::plan(dataset, rows.clone(), params, knobs),
             Kind::Requested(Params::Walr(walr)) => walr::plan(dataset, walr, knobs),

@@ -18,6 +18,7 @@ fn schema(bounds: &[(f64, f64)]) -> Schema {
         label: "y".to_owned(),
         measures: vec![],
         dimensions: vec![],
+        users: None,
     }
 }
 
@@ -53,6 +54,7 @@ fn every_possible_row_has_norm_at_most_one() {
             dimensions: 0,
             ids: true,
             labels: true,
+            users: false,
         };
         let row = |id: &str, label, features: &[f32]| OwnedRow {
             id: id.to_owned(),

@@ -367,10 +367,10 @@ pub fn plan(
     params: &api::WalrParams,
     knobs: &Knobs,
 ) -> Result<Box<dyn Planned>, ReleaseError> {
-    if dataset.privacy_unit == PrivacyUnit::Row {
+    if dataset.privacy_unit != PrivacyUnit::Label {
         return Err(ReleaseError::Invalid(
-            "supplied features need the privacy unit `label`: under `row`, which row ids exist \
-             is private"
+            "supplied features need the privacy unit `label`: under `row` and `user`, which \
+             row ids exist is private"
                 .to_owned(),
         ));
     }

@@ -60,6 +60,7 @@ pub fn neighbours(
     match unit {
         PrivacyUnit::Label => neighbour[changed].1 ^= 1,
         PrivacyUnit::Row => neighbour[changed] = random_row(rng, k),
+        PrivacyUnit::User => unreachable!("the tests pair rows under label and row"),
     }
     let original = columns_of(&rows, k);
     let max_norm_squared = (0..n)

@@ -148,9 +148,10 @@ pub fn fit(
         return Ok(map);
     }
     match unit {
-        PrivacyUnit::Row => {
-            // A uniform spread over the box is the only shape the schema
-            // states: centre its middle, with its RMS radius √(k/12).
+        // Features are private: a uniform spread over the box is the only
+        // shape the schema states, so centre its middle, with its RMS
+        // radius √(k/12).
+        PrivacyUnit::Row | PrivacyUnit::User => {
             map.centre = vec![0.5; k];
             if asked == WalrMap::Auto {
                 let rms = (k as f64 / 12.0).sqrt();
@@ -273,6 +274,9 @@ impl WalrGrid {
         let worst = match unit {
             PrivacyUnit::Label => flipped,
             PrivacyUnit::Row => flipped.max(self.region.diameter_squared()),
+            PrivacyUnit::User => {
+                unreachable!("Kind::plan refuses unit user before any kind is priced")
+            }
         };
         ceil_sqrt(worst) * 2f64.powi(-FRACTION_BITS)
     }

@@ -86,6 +86,7 @@ fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity_on_every_map
                 match unit {
                     PrivacyUnit::Label => neighbour[changed].1 ^= 1,
                     PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng, k),
+                    PrivacyUnit::User => unreachable!("the tests pair rows under label and row"),
                 }
                 let stats = stats_of(&rows, k);
                 let map = fit(asked, unit, k, Some(&moments_of(&stats, n, k))).unwrap();

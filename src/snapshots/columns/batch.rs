@@ -7,10 +7,10 @@
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, UInt8Type, UInt32Type};
+use arrow_array::types::{Decimal128Type, Float64Type, UInt8Type, UInt32Type};
 use arrow_array::{
-    Array, ArrayRef, ArrowPrimitiveType, FixedSizeListArray, Float32Array, Float64Array,
-    RecordBatch, RecordBatchOptions, StringArray, UInt8Array, UInt32Array,
+    Array, ArrayRef, ArrowPrimitiveType, Decimal128Array, FixedSizeListArray, Float32Array,
+    Float64Array, RecordBatch, RecordBatchOptions, StringArray, UInt8Array, UInt32Array,
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -20,6 +20,11 @@ use crate::domain::dataset::ROW_ID;
 
 pub const FEATURES: &str = "features";
 pub const LABEL: &str = "label";
+pub const USER: &str = "user";
+
+/// A person's fingerprint's type: Arrow's 128-bit integers are its
+/// decimals, here of scale 0 (hashes, only ever compared).
+pub const USER_TYPE: DataType = DataType::Decimal128(38, 0);
 
 /// The name of dimension `j`'s column.
 fn dimension(j: usize) -> String {
@@ -58,6 +63,9 @@ pub fn batch_schema(shape: Shape, outcomes: bool) -> SchemaRef {
         }
         for j in 0..shape.measures {
             fields.push(Field::new(measure(j), DataType::Float64, false));
+        }
+        if shape.users {
+            fields.push(Field::new(USER, USER_TYPE, false));
         }
     }
     Arc::new(Schema::new(fields))
@@ -122,6 +130,10 @@ impl Columns {
             for values in self.measures {
                 columns.push(Arc::new(Float64Array::new(values, None)));
             }
+            if shape.users {
+                let users = Decimal128Array::new(self.users, None).with_data_type(USER_TYPE);
+                columns.push(Arc::new(users));
+            }
         }
         let options = RecordBatchOptions::new().with_row_count(Some(self.rows));
         RecordBatch::try_new_with_options(batch_schema(shape, self.outcomes), columns, &options)
@@ -177,6 +189,11 @@ impl Columns {
                 .map(|j| column::<Float64Type>(batch, &measure(j)))
                 .collect::<Result<Vec<_>, _>>()?;
         }
+        let users = match outcomes && shape.users {
+            true => column::<Decimal128Type>(batch, USER)?,
+            false => Vec::new().into(),
+        };
+        sized("users", users.len(), usize::from(outcomes && shape.users))?;
         let columns = Columns {
             shape,
             outcomes,
@@ -187,6 +204,7 @@ impl Columns {
             features,
             measures,
             dimensions,
+            users,
             index: OnceLock::new(),
             touched: Touched::default(),
         };

@@ -18,6 +18,7 @@ pub struct Builder {
     pub(super) features: Vec<f32>,
     pub(super) measures: Vec<Vec<f64>>,
     pub(super) dimensions: Vec<Vec<u32>>,
+    pub(super) users: Vec<i128>,
 }
 
 /// Little-endian 4-byte words.
@@ -81,8 +82,9 @@ impl Builder {
     }
 
     /// Adds a row from its stored encoding (little-endian f32 features, f64
-    /// measures, u32 dimension codes); `label` and `measures` are ignored
-    /// when the run is built without outcomes.
+    /// measures, u32 dimension codes, its person's fingerprint under unit
+    /// `user`); `label`, `measures` and `user` are ignored when the run is
+    /// built without outcomes.
     pub fn push(
         &mut self,
         id: &str,
@@ -90,6 +92,7 @@ impl Builder {
         features: &[u8],
         measures: &[u8],
         dimensions: &[u8],
+        user: i128,
     ) -> Result<(), String> {
         let shape = self.shape;
         let outcomes = self.outcomes;
@@ -115,6 +118,9 @@ impl Builder {
             }
             for (column, value) in c.measures.iter_mut().zip(doubles(measures)) {
                 column.push(value);
+            }
+            if shape.users {
+                c.users.push(user);
             }
         }
         Ok(())
@@ -150,16 +156,16 @@ impl Builder {
 
     /// Appends rows given column by column, as read back from files:
     /// their ids, and each feature's, dimension's and (with the outcomes)
-    /// measure's values and the labels, one value a row, laid out
-    /// row-major as they are appended.
+    /// measure's values, the labels and the users' fingerprints, one value
+    /// a row, laid out row-major as they are appended.
     pub fn append_columns(
         &mut self,
         ids: &[&str],
         features: &[&[f32]],
         dimensions: &[&[u32]],
-        labels: &[u8],
-        measures: &[&[f64]],
+        outcomes: (&[u8], &[&[f64]], &[i128]),
     ) -> Result<(), String> {
+        let (labels, measures, users) = outcomes;
         let rows = ids.len();
         let shape = self.shape;
         sized("features", features, shape.features, rows)?;
@@ -173,6 +179,9 @@ impl Builder {
         if self.outcomes {
             sized("measures", measures, shape.measures, rows)?;
         }
+        if self.outcomes && shape.users {
+            sized("users", &[users], 1, rows)?;
+        }
         self.append_ids(ids)?;
         let c = &mut *self;
         row_major(&mut c.features, features, rows);
@@ -185,6 +194,9 @@ impl Builder {
             }
             for (column, values) in c.measures.iter_mut().zip(measures) {
                 column.extend_from_slice(values);
+            }
+            if shape.users {
+                c.users.extend_from_slice(users);
             }
         }
         Ok(())
@@ -231,6 +243,11 @@ impl Builder {
             for (j, column) in c.measures.iter_mut().enumerate() {
                 column.extend(doubles(values).skip(j).step_by(m));
             }
+            // Blocks in the database predate unit `user`, whose datasets
+            // are only ever stored in files: no block holds a person.
+            if shape.users {
+                c.users.resize(c.users.len() + rows.len(), 0);
+            }
         }
     }
 
@@ -271,6 +288,9 @@ impl Builder {
             for (column, values) in c.measures.iter_mut().zip(&from.measures) {
                 column.extend_from_slice(&values[rows.clone()]);
             }
+            if c.shape.users {
+                c.users.extend_from_slice(&from.users[rows.clone()]);
+            }
         }
     }
 
@@ -285,6 +305,7 @@ impl Builder {
             features: self.features.into(),
             measures: self.measures.into_iter().map(Into::into).collect(),
             dimensions: self.dimensions.into_iter().map(Into::into).collect(),
+            users: self.users.into(),
             index: OnceLock::new(),
             touched: Touched::default(),
         }

@@ -71,6 +71,7 @@ macro_rules! blocks_sql {
                         features,
                         measures,
                         dimensions,
+                        user: 0,
                     });
                     if block.is_full() {
                         write_block(&mut tx, pk, version, seq, std::mem::take(&mut block)).await?;

@@ -34,6 +34,9 @@ pub fn bound(unit: PrivacyUnit, grouped: bool, quantity: Quantity, schema: &Sche
             within: hi - lo,
             across: if grouped { lo.abs().max(hi.abs()) } else { 0.0 },
         },
+        (PrivacyUnit::User, _) => {
+            unreachable!("Kind::plan refuses unit user before any kind is priced")
+        }
     }
 }
 

@@ -34,6 +34,7 @@ fn schema() -> Schema {
             dimension("campaign", &["a", "b", "c"]),
             dimension("device", &["web", "app"]),
         ],
+        users: None,
     }
 }
 
@@ -310,6 +311,7 @@ fn neighbouring_datasets_move_the_noised_vector_by_at_most_its_sensitivity() {
                 neighbour[changed].measures = other.measures;
             }
             PrivacyUnit::Row => neighbour[changed] = other,
+            PrivacyUnit::User => unreachable!("the tests pair rows under label and row"),
         }
         let a = normalised(&calibration, &tally(&query, &calibration, &rows));
         let b = normalised(&calibration, &tally(&query, &calibration, &neighbour));

@@ -343,6 +343,7 @@ fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitiv
                 neighbour[changed].label ^= 1;
                 neighbour[changed].measures = replacement.measures;
             }
+            PrivacyUnit::User => unreachable!("the tests pair rows under label and row"),
         }
         // A random point of the ball ‖θ‖₁ ≤ r, often on its surface.
         let radius = [0.5, 1.0, 3.0][pair % 3];

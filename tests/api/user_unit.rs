@@ -1,0 +1,367 @@
+//! Privacy unit `user`: datasets of people with many rows each. Creation
+//! with the user column and the contribution bounds, what the view shows
+//! to whom, uploads that store each row's person (as a keyed fingerprint,
+//! the same whatever the upload's format), and the releases the unit does
+//! not offer yet refused before anything is spent.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, StringArray};
+use dpgate::api::Limits;
+use dpgate::domain::auth::Role;
+use dpgate_client::UploadFormat;
+use dpgate_client::types::{ContributionBounds, PrivacyUnit, ReleaseRequest};
+use reqwest::{Method, StatusCode};
+use rstest::rstest;
+
+use crate::bad_input::{expect, snapshot};
+use crate::helpers::{Backend, ads_rows, dry_run, spawn_app, unavailable};
+use crate::typed_uploads::{batch, parquet_file, stored};
+
+/// [`crate::helpers::ads_dataset`] under unit `user`, people named by
+/// `person`, with `extra` fields merged in.
+fn people(name: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut request = crate::helpers::ads_dataset(name, "user", "rdp", 5.0);
+    request["user_column"] = "person".into();
+    request["max_rows_per_user"] = 5.into();
+    for (key, value) in extra.as_object().cloned().unwrap_or_default() {
+        request[key] = value;
+    }
+    request
+}
+
+/// [`ads_rows`] with a `person` column: row i belongs to person i mod 7.
+fn people_rows(from: usize, count: usize) -> String {
+    let csv = ads_rows(from, count);
+    let mut lines = csv.lines();
+    let mut out = format!("{},person\n", lines.next().unwrap());
+    for (i, line) in (from..).zip(lines) {
+        out.push_str(&format!("{line},p{}\n", i % 7));
+    }
+    out
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn a_user_dataset_shows_its_bounds_and_hides_n_from_analysts(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let dataset = app
+        .dataset(people(
+            "people",
+            serde_json::json!({"max_rows_per_group_per_user": 2}),
+        ))
+        .await;
+    assert_eq!(dataset.privacy_unit, PrivacyUnit::User);
+    assert_eq!(dataset.user_column.as_deref(), Some("person"));
+    // The groups bound defaults to the rows bound.
+    assert_eq!(
+        dataset.contribution_bounds,
+        Some(ContributionBounds {
+            max_rows_per_user: 5,
+            max_groups_per_user: 5,
+            max_rows_per_group_per_user: 2,
+        })
+    );
+    // The ledger's opening entry records the unit's public terms, never
+    // the bounding's key.
+    let ledger = app.admin.ledger(dataset.id).await.unwrap();
+    let opened = ledger[0].details.clone().unwrap();
+    assert_eq!(opened["privacy_unit"], "user");
+    assert_eq!(opened["user_column"], "person");
+    assert_eq!(
+        opened["contribution_bounds"]["max_rows_per_group_per_user"],
+        2
+    );
+    assert!(!opened.to_string().contains("key"), "{opened}");
+    let report = app
+        .admin
+        .upload_rows(dataset.id, UploadFormat::Csv, people_rows(0, 50))
+        .await
+        .unwrap();
+    assert_eq!((report.rows_added, report.n_rows), (50, 50));
+    // N is private under unit `user`: an admin sees it, an analyst not.
+    let admin_view = app.admin.dataset(dataset.id).await.unwrap();
+    assert_eq!(admin_view.n_rows, Some(50));
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let analyst_view = analyst.dataset(dataset.id).await.unwrap();
+    assert_eq!(analyst_view.n_rows, None);
+    assert_eq!(
+        analyst_view.contribution_bounds,
+        admin_view.contribution_bounds
+    );
+    let listed = analyst.datasets().await.unwrap();
+    assert_eq!(listed[0].n_rows, None);
+    let raw: serde_json::Value = app
+        .raw(Method::GET, &format!("/v1/datasets/{}", dataset.id))
+        .bearer_auth(app.token(Role::Analyst, "ana", &[dataset.id]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(raw.get("n_rows").is_none(), "{raw}");
+    assert_eq!(raw["privacy_unit"], "user");
+    // The other units still show N to everyone.
+    let labelled = app
+        .dataset(crate::helpers::ads_dataset("ads", "label", "rdp", 5.0))
+        .await;
+    let view = app
+        .analyst("ana", &[labelled.id])
+        .dataset(labelled.id)
+        .await
+        .unwrap();
+    assert_eq!((view.n_rows, view.contribution_bounds), (Some(0), None));
+    app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn bad_user_datasets_are_refused_and_nothing_is_created(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let admin = app.token(Role::Admin, "admin", &[]);
+    let without = |key: &str| {
+        let mut request = people("p", serde_json::json!({}));
+        request.as_object_mut().unwrap().remove(key);
+        request
+    };
+    let mut row_unit = crate::helpers::ads_dataset("p", "row", "rdp", 5.0);
+    row_unit["user_column"] = "person".into();
+    let mut row_bounds = crate::helpers::ads_dataset("p", "label", "rdp", 5.0);
+    row_bounds["max_rows_per_user"] = 3.into();
+    let cases = [
+        (
+            "no user column",
+            without("user_column"),
+            "needs a user_column",
+        ),
+        (
+            "no bound",
+            without("max_rows_per_user"),
+            "needs a user_column and max_rows_per_user",
+        ),
+        (
+            "zero rows",
+            people("p", serde_json::json!({"max_rows_per_user": 0})),
+            "contribution bounds",
+        ),
+        (
+            "groups above rows",
+            people("p", serde_json::json!({"max_groups_per_user": 6})),
+            "contribution bounds",
+        ),
+        (
+            "rows per group above rows",
+            people("p", serde_json::json!({"max_rows_per_group_per_user": 9})),
+            "contribution bounds",
+        ),
+        (
+            "too many rows",
+            people("p", serde_json::json!({"max_rows_per_user": 1_000_001})),
+            "contribution bounds",
+        ),
+        (
+            "a feature's name",
+            people("p", serde_json::json!({"user_column": "f0"})),
+            "used twice",
+        ),
+        (
+            "row_id",
+            people("p", serde_json::json!({"user_column": "row_id"})),
+            "used twice",
+        ),
+        ("unit row", row_unit, "for privacy unit \"user\" only"),
+        ("unit label", row_bounds, "for privacy unit \"user\" only"),
+        (
+            "registered in place",
+            people(
+                "p",
+                serde_json::json!({"source": {"uri": "file:///nowhere/"}}),
+            ),
+            "not yet available under privacy unit \"user\"",
+        ),
+    ];
+    for (case, request, reason) in cases {
+        let response = app
+            .raw(Method::POST, "/v1/datasets")
+            .bearer_auth(&admin)
+            .json(&request)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{case}"
+        );
+        let problem: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(problem["type"], "/problems/invalid-input", "{case}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains(reason), "{case}: {detail}");
+    }
+    assert!(app.admin.datasets().await.unwrap().is_empty());
+    app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn every_upload_format_stores_the_same_people_and_a_restart_reads_them_back(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
+    let mut app = spawn_app(backend).await;
+    let rows = 3_000;
+    let person = |i: usize| format!("p{}", i % 7);
+    let with_people = |from: usize| {
+        batch(from, rows, |columns: &mut Vec<(&str, ArrayRef)>| {
+            let people = StringArray::from_iter_values((from..from + rows).map(person));
+            columns.push(("person", Arc::new(people)));
+        })
+    };
+    let csv = app.dataset(people("csv", serde_json::json!({}))).await;
+    let ndjson = app.dataset(people("ndjson", serde_json::json!({}))).await;
+    let parquet = app.dataset(people("parquet", serde_json::json!({}))).await;
+    app.admin
+        .upload_rows(csv.id, UploadFormat::Csv, people_rows(0, rows))
+        .await
+        .unwrap();
+    let lines: String = (0..rows)
+        .map(|i| {
+            format!(
+                "{}\n",
+                serde_json::json!({
+                    "row_id": format!("r{i}"), "converted": u8::from(i % 3 == 0),
+                    "f0": (i % 10) as f64 / 10.0, "f1": (i % 7) as f64 - 3.0,
+                    "value": i % 150, "campaign": if i % 2 == 0 { "a" } else { "b" },
+                    "person": person(i),
+                })
+            )
+        })
+        .collect();
+    app.admin
+        .upload_rows(ndjson.id, UploadFormat::Ndjson, lines)
+        .await
+        .unwrap();
+    app.admin
+        .upload_rows(
+            parquet.id,
+            UploadFormat::Parquet,
+            parquet_file(&[with_people(0)]),
+        )
+        .await
+        .unwrap();
+    let users = |blocks: Vec<dpgate::snapshots::Columns>| -> Vec<i128> {
+        blocks
+            .iter()
+            .flat_map(|block| block.users().to_vec())
+            .collect()
+    };
+    let from_csv = users(stored(&app, csv.id).await);
+    assert_eq!(from_csv.len(), rows);
+    // A person's rows share one fingerprint, and different people differ.
+    assert_eq!(from_csv[0], from_csv[7]);
+    assert_ne!(from_csv[0], from_csv[1]);
+    let distinct: std::collections::BTreeSet<i128> = from_csv.iter().copied().collect();
+    assert_eq!(distinct.len(), 7);
+    // Each dataset has its own key: the same ids, other fingerprints.
+    let from_ndjson = users(stored(&app, ndjson.id).await);
+    let from_parquet = users(stored(&app, parquet.id).await);
+    assert_eq!(from_ndjson.len(), rows);
+    assert_eq!(from_parquet.len(), rows);
+    assert_ne!(from_ndjson[0], from_csv[0]);
+    let same_people = |a: &[i128], b: &[i128]| {
+        (0..rows).all(|i| {
+            (0..rows)
+                .step_by(97)
+                .all(|j| (a[i] == a[j]) == (b[i] == b[j]))
+        })
+    };
+    assert!(same_people(&from_csv, &from_ndjson));
+    assert!(same_people(&from_csv, &from_parquet));
+    // After a restart, the files give the same people back.
+    app.restart(Limits::default()).await;
+    assert_eq!(users(stored(&app, csv.id).await), from_csv);
+    // A row without its person, or with an empty one, is refused by line.
+    let before = snapshot(&app, csv.id).await;
+    let path = format!("/v1/datasets/{}/rows", csv.id);
+    let admin = app.token(Role::Admin, "admin", &[]);
+    let upload = |body: String| {
+        app.raw(Method::POST, &path)
+            .bearer_auth(&admin)
+            .header("content-type", "text/csv")
+            .body(body)
+    };
+    expect(
+        upload(ads_rows(5_000, 3)),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-input",
+        "no person column",
+    )
+    .await;
+    let empty = people_rows(5_000, 3).replace(",p2\n", ",\n");
+    expect(
+        upload(empty),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid-input",
+        "an empty person",
+    )
+    .await;
+    assert_eq!(snapshot(&app, csv.id).await, before);
+    app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn releases_under_unit_user_are_refused_before_anything_is_spent(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    let app = spawn_app(backend).await;
+    let dataset = app.dataset(people("people", serde_json::json!({}))).await;
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, people_rows(0, 200))
+        .await
+        .unwrap();
+    let before = snapshot(&app, dataset.id).await;
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let requests = [
+        serde_json::json!({"kind": "walr", "epsilon": 1.0, "delta": 1e-6}),
+        serde_json::json!({"kind": "aggregate", "epsilon": 1.0, "delta": 1e-6, "statistics": ["count"]}),
+        serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0, "lambda": 0.01}),
+        serde_json::json!({"kind": "model/dp-gd", "epsilon": 1.0, "delta": 1e-6, "steps": 10}),
+    ];
+    for request in requests {
+        let request: ReleaseRequest = serde_json::from_value(request).unwrap();
+        for options in [dry_run(), Default::default()] {
+            let error = analyst
+                .release(dataset.id, &request, &options)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("not available yet under privacy unit \"user\""),
+                "{error}"
+            );
+        }
+    }
+    // The features are not public under unit `user`.
+    assert!(analyst.features_csv(dataset.id, |_| {}).await.is_err());
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    app.finish().await;
+}
