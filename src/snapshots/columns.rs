@@ -22,6 +22,7 @@ use rayon::prelude::*;
 use crate::domain::dataset::Schema;
 
 mod batch;
+mod bounded;
 mod builder;
 mod stored;
 
