@@ -27,6 +27,18 @@ pub enum PrivacyUnit {
     User,
 }
 
+impl PrivacyUnit {
+    /// Its name on the wire (`label`, `row`, `user`), for text that is not
+    /// JSON: the store's column, the audit's table, problem details.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrivacyUnit::Label => "label",
+            PrivacyUnit::Row => "row",
+            PrivacyUnit::User => "user",
+        }
+    }
+}
+
 /// Unit `user`: the public bounds on what one person contributes to a
 /// release; a release reads no more of a person's rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -72,13 +72,10 @@ pub async fn export(
     // Only unit `label` makes features public; under `row` and `user` they
     // are as private as the rest of a row.
     if dataset.privacy_unit != PrivacyUnit::Label {
-        let unit = match dataset.privacy_unit {
-            PrivacyUnit::Row => "row",
-            _ => "user",
-        };
         return Err(ApiError::FeaturesNotPublic(format!(
-            "this dataset's privacy unit is `{unit}`: its features are private and are only \
-             released through differentially private releases"
+            "this dataset's privacy unit is `{}`: its features are private and are only \
+             released through differentially private releases",
+            dataset.privacy_unit.name()
         )));
     }
     let format = format(&headers);

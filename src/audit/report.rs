@@ -3,7 +3,6 @@
 
 use std::fmt::Write;
 
-use dpgate_api_types::PrivacyUnit;
 use serde::{Deserialize, Serialize};
 
 use super::{Finding, Settings};
@@ -12,14 +11,6 @@ use super::{Finding, Settings};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Document {
     pub results: Vec<Finding>,
-}
-
-fn unit(unit: PrivacyUnit) -> &'static str {
-    match unit {
-        PrivacyUnit::Label => "label",
-        PrivacyUnit::Row => "row",
-        PrivacyUnit::User => "user",
-    }
 }
 
 fn verdict(finding: &Finding) -> &'static str {
@@ -38,7 +29,7 @@ fn rows(findings: &[Finding]) -> Vec<[String; 10]> {
         [
             finding.kind.clone(),
             finding.variant.clone(),
-            unit(finding.unit).to_owned(),
+            finding.unit.name().to_owned(),
             format!("{}", finding.epsilon),
             format!("{}", finding.delta),
             format!("{:.3}", finding.epsilon_lower),
@@ -120,6 +111,8 @@ pub fn markdown(settings: &Settings, findings: &[Finding], seconds: f64) -> Stri
 
 #[cfg(test)]
 mod tests {
+    use dpgate_api_types::PrivacyUnit;
+
     use super::*;
 
     fn finding(pass: bool) -> Finding {

@@ -67,15 +67,15 @@ impl Users {
             || request.max_groups_per_user.is_some()
             || request.max_rows_per_group_per_user.is_some();
         if request.privacy_unit != api::PrivacyUnit::User {
-            return match named {
-                true => Err(
+            if named {
+                return Err(
                     "user_column and the contribution bounds (max_rows_per_user, \
                      max_groups_per_user, max_rows_per_group_per_user) are for privacy unit \
                      \"user\" only"
                         .to_owned(),
-                ),
-                false => Ok(None),
-            };
+                );
+            }
+            return Ok(None);
         }
         let (Some(column), Some(rows)) = (&request.user_column, request.max_rows_per_user) else {
             return Err(

@@ -44,14 +44,6 @@ pub(super) fn signed(what: &'static str, value: u64) -> Result<i64, StoreError> 
     i64::try_from(value).map_err(|_| StoreError::OutOfRange { what, value })
 }
 
-pub(super) fn unit_name(unit: api::PrivacyUnit) -> &'static str {
-    match unit {
-        api::PrivacyUnit::Label => "label",
-        api::PrivacyUnit::Row => "row",
-        api::PrivacyUnit::User => "user",
-    }
-}
-
 pub(super) fn accountant_name(accountant: Accountant) -> &'static str {
     match accountant {
         Accountant::Rdp => "rdp",
@@ -247,7 +239,7 @@ pub(super) fn opening_entry(dataset: &super::NewDataset) -> Result<LedgerRecord,
     let record = &dataset.record;
     let mut details = serde_json::json!({
         "name": record.name,
-        "privacy_unit": unit_name(record.privacy_unit),
+        "privacy_unit": record.privacy_unit.name(),
         "accountant": accountant_name(record.accountant),
         "budget": {"epsilon": record.budget.epsilon.value(), "delta": record.budget.delta.value()},
     });

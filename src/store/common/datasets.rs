@@ -154,7 +154,7 @@ macro_rules! datasets_sql {
             dataset: &$crate::store::NewDataset,
         ) -> Result<(), $crate::store::StoreError> {
             use $crate::store::records::{
-                DATASET_COLUMNS, accountant_name, opening_entry, signed, to_json, unit_name,
+                DATASET_COLUMNS, accountant_name, opening_entry, signed, to_json,
             };
             let record = &dataset.record;
             let mut tx = store.begin_write().await?;
@@ -165,7 +165,7 @@ macro_rules! datasets_sql {
             let pk: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
                 .bind(record.id.to_string())
                 .bind(&record.name)
-                .bind(unit_name(record.privacy_unit))
+                .bind(record.privacy_unit.name())
                 .bind(accountant_name(record.accountant))
                 .bind(to_json(&record.schema)?)
                 .bind(signed("budget epsilon", record.budget.epsilon.units())?)
