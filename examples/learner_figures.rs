@@ -50,12 +50,12 @@
 // A figures driver: failing loudly on any error is what it should do.
 #![allow(clippy::unwrap_used)]
 
-use std::sync::Arc;
+#[path = "common/serve.rs"]
+mod serve;
+
 use std::time::Duration;
 
-use dpgate::api::{AppState, Limits};
-use dpgate::domain::auth::{Keys, Role};
-use dpgate::engine::DataDir;
+use dpgate::domain::auth::Role;
 use dpgate_client::types::{
     CreateDataset, DpGdParams, DpSgdParams, FrankWolfeParams, Iterate, ProjectionParams,
     ReleaseParams, ReleaseRequest, ReleaseResult, Selection, WarmStart,
@@ -65,6 +65,7 @@ use dpgate_learn::Objective;
 use ndarray::{Array1, Array2};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
+use serve::{analyst, serve};
 
 const EPSILONS: [f64; 8] = [0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 150.0];
 const BOUNDS: (f64, f64) = (-4.0, 5.0);
@@ -132,48 +133,12 @@ fn csv(x: &Array2<f64>, y: &[u8]) -> String {
     out
 }
 
-/// A server over a fresh SQLite file: its address, an admin client, the
-/// keys to mint analysts' tokens, and the directory to keep alive.
-async fn serve() -> (String, Client, Keys, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("figures.db").display());
-    let store = dpgate::store::connect(&url).await.unwrap();
-    let keys = Keys::from_secret("figures-secret-of-at-least-thirty-two-bytes").unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = format!("http://{}", listener.local_addr().unwrap());
-    let data = Arc::new(DataDir::new(dir.path().join("data")));
-    let state = AppState::new(store, data, keys.clone(), Limits::default());
-    tokio::spawn(async move {
-        axum::serve(listener, dpgate::api::router(state))
-            .await
-            .unwrap()
-    });
-    let token = keys
-        .mint(Role::Admin, "admin", &[], Duration::from_secs(86_400))
-        .unwrap();
-    let admin = Client::new(&address, Some(token));
-    (address, admin, keys, dir)
-}
-
 /// Mean and standard deviation.
 fn summary(values: &[f64]) -> (f64, f64) {
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
     (mean, var.sqrt())
-}
-
-/// An analyst's client for `dataset`.
-fn analyst(address: &str, keys: &Keys, dataset: uuid::Uuid) -> Client {
-    let token = keys
-        .mint(
-            Role::Analyst,
-            "ana",
-            &[dataset],
-            Duration::from_secs(86_400),
-        )
-        .unwrap();
-    Client::new(address, Some(token))
 }
 
 #[tokio::main]

@@ -8,7 +8,7 @@
 //! seeded simulation; the figures through the server are
 //! `walr_map_figures`.
 
-use dpgate::domain::dataset::WalrStats;
+use dpgate::domain::dataset::{Unit, WalrStats};
 use dpgate::dp::{Delta, Epsilon, Mechanism};
 use dpgate::releases::kinds::walr_map::{self, MappedSums, Moments, WalrGrid};
 use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
@@ -47,7 +47,13 @@ fn sigma(setup: &Setup, map: &FeatureMap, unit: PrivacyUnit) -> f64 {
     Mechanism::gaussian(
         Epsilon::new(setup.epsilon).expect("an ε"),
         Delta::new(setup.delta).expect("a δ"),
-        grid.sensitivity(unit, reach),
+        grid.sensitivity(
+            match unit {
+                PrivacyUnit::Label => Unit::Label,
+                _ => Unit::Row,
+            },
+            reach,
+        ),
         K + 1,
         grid.range(n),
     )

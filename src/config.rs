@@ -219,6 +219,7 @@ impl Audit {
 pub enum Unit {
     Label,
     Row,
+    User,
 }
 
 impl From<Unit> for dpgate_api_types::PrivacyUnit {
@@ -226,6 +227,7 @@ impl From<Unit> for dpgate_api_types::PrivacyUnit {
         match unit {
             Unit::Label => dpgate_api_types::PrivacyUnit::Label,
             Unit::Row => dpgate_api_types::PrivacyUnit::Row,
+            Unit::User => dpgate_api_types::PrivacyUnit::User,
         }
     }
 }

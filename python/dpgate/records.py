@@ -291,7 +291,8 @@ class Release(Record):
     """A release. ``result`` holds the released numbers of its kind (absent
     on a dry run); ``replayed`` says whether the server returned a stored
     release for a retried idempotency key (it is not part of the JSON, so
-    a replay equals the original)."""
+    a replay equals the original). ``n`` is ``None`` under privacy unit
+    ``user``, where N is private."""
 
     __slots__ = ("_replayed",)
 
@@ -301,7 +302,7 @@ class Release(Record):
     delta: float
     sensitivity: float
     sigma: float
-    n: int
+    n: int | None
     noise: NoiseDetails
     result: Record | None
     spent: Spent

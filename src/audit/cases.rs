@@ -10,7 +10,11 @@
 //!   and measure 1000 (clamped at upload to its bound, 10) on D₁: its
 //!   outcomes flip, its features stay;
 //! - under `row`, D₀'s canary sits at x = 0 and D₁'s is replaced by the
-//!   opposite corner x = 1 with label 1 and measure 1000.
+//!   opposite corner x = 1 with label 1 and measure 1000;
+//! - under `user`, the other rows belong to 21 people, three rows each,
+//!   and D₁ adds a canary person of [`CANARY_ROWS`] rows (the dataset's
+//!   `max_rows_per_user`) at the far corner x = 1 with label 1 and measure
+//!   1000: all of one person's rows added, as many as a release reads.
 //!
 //! The other rows' features lie in [0, 0.1], so at x = 0 the canary's
 //! move is within 1 % of the largest any row can make where the
@@ -30,6 +34,10 @@ use crate::dp::audit::Estimate;
 /// Rows besides the canary.
 pub const BASE_ROWS: usize = 63;
 
+/// The canary person's rows under `user`, and the bound the datasets
+/// declare.
+pub const CANARY_ROWS: usize = 3;
+
 /// The features' number: the canary's corner moves two of them.
 const FEATURES: usize = 2;
 
@@ -44,6 +52,8 @@ const SPREAD: f64 = 0.1;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     pub id: String,
+    /// Its person (uploaded under unit `user` only).
+    pub person: String,
     pub x: [f64; FEATURES],
     pub label: u8,
     pub value: f64,
@@ -105,6 +115,9 @@ struct Entry {
 
 const BOTH: &[PrivacyUnit] = &[PrivacyUnit::Label, PrivacyUnit::Row];
 
+/// The kinds calibrated for unit `user` too.
+const ALL: &[PrivacyUnit] = &[PrivacyUnit::Label, PrivacyUnit::Row, PrivacyUnit::User];
+
 fn entries() -> Vec<Entry> {
     let entry = |kind, variant, units, pure, (attack, canary), params| Entry {
         kind,
@@ -120,7 +133,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "walr",
             "map none",
-            BOTH,
+            ALL,
             false,
             linear(Canary::Origin),
             |_| json!({"map": "none"}),
@@ -128,7 +141,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "walr",
             "map centre",
-            BOTH,
+            ALL,
             false,
             linear(Canary::Across),
             |_| json!({"map": "centre"}),
@@ -136,7 +149,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "walr",
             "map auto",
-            BOTH,
+            ALL,
             false,
             linear(Canary::Across),
             |_| json!({"map": "auto"}),
@@ -160,7 +173,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "aggregate",
             "sum, gaussian",
-            BOTH,
+            ALL,
             false,
             linear(Canary::Far),
             |_| json!({"statistics": ["sum:value"]}),
@@ -168,7 +181,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "aggregate",
             "sum, laplace",
-            BOTH,
+            ALL,
             true,
             linear(Canary::Far),
             |_| json!({"statistics": ["sum:value"], "mechanism": "laplace"}),
@@ -308,7 +321,7 @@ impl Case {
 
     /// The dataset both sides are created with.
     pub fn schema(&self, name: &str) -> api::CreateDataset {
-        serde_json::from_value(json!({
+        let mut schema = json!({
             "name": name,
             "privacy_unit": self.unit,
             "features": [
@@ -318,8 +331,31 @@ impl Case {
             "label": "y",
             "measures": [{"name": "value", "min": 0.0, "max": MEASURE_MAX}],
             "budget": {"epsilon": 10.0, "delta": 1e-3},
-        }))
-        .expect("BUG: the audit's schema is a valid dataset")
+        });
+        if self.unit == PrivacyUnit::User {
+            schema["user_column"] = "person".into();
+            schema["max_rows_per_user"] = CANARY_ROWS.into();
+        }
+        serde_json::from_value(schema).expect("BUG: the audit's schema is a valid dataset")
+    }
+
+    /// Its rows as an upload of [`Case::schema`]: with their people under
+    /// unit `user`.
+    pub fn csv(&self, rows: &[Row]) -> String {
+        let people = self.unit == PrivacyUnit::User;
+        let mut text = String::from("row_id,x1,x2,y,value");
+        text += if people { ",person\n" } else { "\n" };
+        for row in rows {
+            text += &format!(
+                "{},{},{},{},{}",
+                row.id, row.x[0], row.x[1], row.label, row.value
+            );
+            if people {
+                text += &format!(",{}", row.person);
+            }
+            text += "\n";
+        }
+        text
     }
 
     /// The rows of D₀ and of D₁ (module docs), the others drawn from `seed`.
@@ -328,6 +364,7 @@ impl Case {
         let mut rows: Vec<Row> = (0..BASE_ROWS)
             .map(|i| Row {
                 id: format!("r{i}"),
+                person: format!("p{}", i % 21),
                 x: [rng.random::<f64>() * SPREAD, rng.random::<f64>() * SPREAD],
                 label: u8::from(rng.random_bool(0.5)),
                 value: rng.random::<f64>() * MEASURE_MAX,
@@ -335,6 +372,7 @@ impl Case {
             .collect();
         let canary = |x: f64, label: u8, value: f64| Row {
             id: "canary".to_owned(),
+            person: "canary".to_owned(),
             x: [x; FEATURES],
             label,
             value,
@@ -351,22 +389,15 @@ impl Case {
                 rows.push(canary(0.0, label, 0.0));
                 other.push(canary(1.0, 1, CANARY_MEASURE));
             }
-            PrivacyUnit::User => unreachable!("no audit case is declared under unit user yet"),
+            PrivacyUnit::User => {
+                other.extend((0..CANARY_ROWS).map(|at| Row {
+                    id: format!("canary-{at}"),
+                    ..canary(1.0, 1, CANARY_MEASURE)
+                }));
+            }
         }
         (rows, other)
     }
-}
-
-/// `rows` as an upload of the schema of [`Case::schema`].
-pub fn csv(rows: &[Row]) -> String {
-    let mut text = String::from("row_id,x1,x2,y,value\n");
-    for row in rows {
-        text += &format!(
-            "{},{},{},{},{}\n",
-            row.id, row.x[0], row.x[1], row.label, row.value
-        );
-    }
-    text
 }
 
 #[cfg(test)]
@@ -377,6 +408,18 @@ mod tests {
     fn neighbours_differ_in_the_canary_alone_and_as_the_unit_says() {
         for case in select(&[], &[]).unwrap() {
             let (d0, d1) = case.neighbours(7);
+            if case.unit == PrivacyUnit::User {
+                // The canary person's rows added, all at the far corner.
+                assert_eq!(d1[..BASE_ROWS], d0[..]);
+                assert_eq!(d1.len(), BASE_ROWS + CANARY_ROWS);
+                let canary = &d1[BASE_ROWS..];
+                assert!(canary.iter().all(|row| row.person == "canary"
+                    && (row.x, row.label, row.value) == ([1.0; 2], 1, CANARY_MEASURE)));
+                assert!(d0.iter().all(|row| row.person != "canary"));
+                assert!(case.csv(&d1).starts_with("row_id,x1,x2,y,value,person\n"));
+                continue;
+            }
+            assert!(case.csv(&d1).starts_with("row_id,x1,x2,y,value\n"));
             assert_eq!((d0.len(), d1.len()), (BASE_ROWS + 1, BASE_ROWS + 1));
             assert_eq!(d0[..BASE_ROWS], d1[..BASE_ROWS]);
             let (a, b) = (&d0[BASE_ROWS], &d1[BASE_ROWS]);
@@ -386,7 +429,7 @@ mod tests {
             match case.unit {
                 PrivacyUnit::Label => assert_eq!(a.x, b.x),
                 PrivacyUnit::Row => assert_eq!((a.x, b.x), ([0.0; 2], [1.0; 2])),
-                PrivacyUnit::User => unreachable!("no case is under unit user"),
+                PrivacyUnit::User => unreachable!("handled above"),
             }
             // The same seed, the same rows.
             assert_eq!(case.neighbours(7), (d0, d1));
@@ -396,7 +439,7 @@ mod tests {
     #[test]
     fn every_case_makes_a_valid_request_and_pure_ones_ask_no_delta() {
         let cases = select(&[], &[]).unwrap();
-        assert_eq!(cases.len(), 23);
+        assert_eq!(cases.len(), 28);
         for case in &cases {
             let (rows, _) = case.neighbours(1);
             let request = case.request(1.0, 1e-5, &rows).unwrap();

@@ -111,10 +111,10 @@ pub async fn audit(
     let (rows0, rows1) = case.neighbours(settings.seed);
     let name = |side: u8| format!("audit-{}-{side}", uuid::Uuid::new_v4());
     let d0 = scratch
-        .dataset(&case.schema(&name(0)), cases::csv(&rows0))
+        .dataset(&case.schema(&name(0)), case.csv(&rows0))
         .await?;
     let d1 = scratch
-        .dataset(&case.schema(&name(1)), cases::csv(&rows1))
+        .dataset(&case.schema(&name(1)), case.csv(&rows1))
         .await?;
     let request = case
         .request(settings.epsilon, settings.delta, &rows0)
@@ -206,6 +206,7 @@ fn released(result: &api::ReleaseResult) -> Vec<f64> {
             .noisy_dot
             .iter()
             .chain(&walr.noisy_intercept)
+            .chain(&walr.noisy_rows)
             .copied()
             .collect(),
         Result::Aggregate(aggregate) => aggregate.groups.iter().map(|group| group.value).collect(),

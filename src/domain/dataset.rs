@@ -457,6 +457,15 @@ impl VersionFile {
     }
 }
 
+/// A dataset's privacy unit with what its sensitivities need of it: the
+/// contribution bounds under `user`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Label,
+    Row,
+    User(ContributionBounds),
+}
+
 /// A stored dataset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DatasetRecord {
@@ -489,6 +498,34 @@ impl DatasetRecord {
             n_rows: 0,
             created_at,
         })
+    }
+
+    /// Its privacy unit. A dataset is of unit `user` exactly when its
+    /// schema has its people: creation ([`Users::parse`]) and every read
+    /// from the store ([`DatasetRecord::consistent`]) check it.
+    pub fn unit(&self) -> Unit {
+        match (&self.schema.users, self.privacy_unit) {
+            (Some(users), _) => Unit::User(users.bounds),
+            (None, api::PrivacyUnit::Label) => Unit::Label,
+            (None, _) => Unit::Row,
+        }
+    }
+
+    /// Refuses a record whose unit and people disagree (a stored schema
+    /// edited by hand, say).
+    pub fn consistent(self) -> Result<Self, String> {
+        if (self.privacy_unit == api::PrivacyUnit::User) != self.schema.users.is_some() {
+            return Err(format!(
+                "a dataset of unit {} {} people",
+                self.privacy_unit.name(),
+                if self.schema.users.is_some() {
+                    "with"
+                } else {
+                    "without"
+                }
+            ));
+        }
+        Ok(self)
     }
 
     /// What the ledger has spent under the dataset's accountant.

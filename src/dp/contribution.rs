@@ -28,12 +28,14 @@
 //! - nobody without the key can choose which rows are kept (a caller cannot
 //!   steer the bounding towards the rows they want to learn about).
 //!
-//! A grouped release further keeps, of those rows, the rows of at most `g`
-//! groups per user ([`ContributionBounds::groups`], the groups of smallest
-//! keyed hash) and at most `r` rows per group
-//! ([`ContributionBounds::rows_per_group`]), so that a person's effect on
-//! the breakdown is bounded per cell and across cells ([`Reach::of_groups`]).
+//! A grouped release instead keeps the rows of at most `g` groups per user
+//! ([`ContributionBounds::groups`]: the groups of the user's first rows in
+//! rank order), at most `r` rows per group
+//! ([`ContributionBounds::rows_per_group`]) and, of those, at most `m`, so
+//! that a person's effect on the breakdown is bounded per cell and across
+//! cells ([`Reach::of_groups`]).
 
+use rayon::slice::ParallelSliceMut;
 use serde::{Deserialize, Serialize};
 
 use super::DpError;
@@ -42,6 +44,13 @@ use super::DpError;
 /// to a sum is this many rows' worth, and beyond it no release would be
 /// useful.
 pub const MAX_ROWS_PER_USER: u32 = 1_000_000;
+
+/// The most rows a dataset of unit `user` may hold (2³⁶, about 6.9·10¹⁰):
+/// N is private under the unit, so wherever a release needs a bound on the
+/// data's size (the range its noise lattice must hold, the check that
+/// exact sums fit in i128) it uses this public one; uploads beyond it are
+/// refused.
+pub const MAX_ROWS: u64 = 1 << 36;
 
 /// The per-dataset secret the bounding's hash order is keyed with (32
 /// bytes from the OS CSPRNG at creation; never released).
@@ -98,19 +107,7 @@ impl BoundingKey {
     /// row's id.
     pub fn row_rank(&self, row_id: &[u8]) -> Rank {
         Rank(u64::from_le_bytes(
-            self.hash(b'r', &[row_id])[..8]
-                .try_into()
-                .unwrap_or_default(),
-        ))
-    }
-
-    /// A group's rank among its user's groups: keyed BLAKE3 of the user and
-    /// the group's key, so that users do not all keep the same groups.
-    pub fn group_rank(&self, user: &[u8], group: &[u8]) -> Rank {
-        Rank(u64::from_le_bytes(
-            self.hash(b'g', &[user, group])[..8]
-                .try_into()
-                .unwrap_or_default(),
+            self.hash(b'r', row_id)[..8].try_into().unwrap_or_default(),
         ))
     }
 
@@ -120,19 +117,16 @@ impl BoundingKey {
     /// two people under one bound: a failure event of that probability
     /// over the key, far inside any δ).
     pub fn user_fingerprint(&self, user: &[u8]) -> i128 {
-        i128::from_le_bytes(self.hash(b'u', &[user]))
+        i128::from_le_bytes(self.hash(b'u', user))
     }
 
-    /// The first 128 bits of keyed BLAKE3 of a domain tag and
-    /// length-prefixed parts, so that no two different inputs hash the
-    /// same bytes.
-    fn hash(&self, domain: u8, parts: &[&[u8]]) -> [u8; 16] {
+    /// The first 128 bits of keyed BLAKE3 of a domain tag and the
+    /// length-prefixed input.
+    fn hash(&self, domain: u8, input: &[u8]) -> [u8; 16] {
         let mut hasher = blake3::Hasher::new_keyed(&self.0);
         hasher.update(&[domain]);
-        for part in parts {
-            hasher.update(&(part.len() as u64).to_le_bytes());
-            hasher.update(part);
-        }
+        hasher.update(&(input.len() as u64).to_le_bytes());
+        hasher.update(input);
         let mut first = [0u8; 16];
         first.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
         first
@@ -184,7 +178,7 @@ impl ContributionBounds {
 /// is how many of the user's kept rows fall in cell j. A statistic whose
 /// rows each add at most `a` in magnitude to their cell moves by at most
 /// `a` times these between neighbours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reach {
     /// Σⱼ cⱼ.
     pub l1: u64,
@@ -195,6 +189,16 @@ pub struct Reach {
 }
 
 impl Reach {
+    /// [`Reach::of_groups`] for a release whose rows fall in cells of a
+    /// breakdown (`grouped`), else [`Reach::of_rows`].
+    pub fn of(bounds: ContributionBounds, grouped: bool) -> Reach {
+        if grouped {
+            Reach::of_groups(bounds)
+        } else {
+            Reach::of_rows(bounds)
+        }
+    }
+
     /// An ungrouped release: all of a user's at most `m` kept rows fall in
     /// one cell, so every norm is `m`.
     pub fn of_rows(bounds: ContributionBounds) -> Reach {
@@ -253,11 +257,10 @@ impl Reach {
 }
 
 /// A row as the bounding sees it: its user, its group (`()` for an
-/// ungrouped release), their ranks, and its id (which breaks rank ties).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// ungrouped release), its rank, and its id (which breaks rank ties).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate<U, G, I> {
     pub user: U,
-    pub group_rank: Rank,
     pub group: G,
     pub row_rank: Rank,
     pub id: I,
@@ -267,12 +270,11 @@ pub struct Candidate<U, G, I> {
 /// rank of each user, ignoring groups. The reference the data planes are
 /// tested against: a sort by (user, rank, id), then the first `m` of each
 /// user's run.
-pub fn keep<U: Ord, G: Ord, I: Ord>(rows: &[Candidate<U, G, I>], m: u32) -> Vec<bool> {
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&a, &b| {
-        let key = |i: usize| (&rows[i].user, rows[i].row_rank, &rows[i].id);
-        key(a).cmp(&key(b))
-    });
+pub fn keep<U: Ord + Sync, G: Sync, I: Ord + Sync>(
+    rows: &[Candidate<U, G, I>],
+    m: u32,
+) -> Vec<bool> {
+    let order = in_rank_order(rows, (0..rows.len()).collect());
     let mut kept = vec![false; rows.len()];
     let mut run = 0u32;
     for (position, &index) in order.iter().enumerate() {
@@ -283,28 +285,55 @@ pub fn keep<U: Ord, G: Ord, I: Ord>(rows: &[Candidate<U, G, I>], m: u32) -> Vec<
     kept
 }
 
-/// Which rows a grouped release reads: of the rows [`keep`] keeps, each
-/// user's `g` groups of smallest group rank, and in each of those the `r`
-/// rows of smallest row rank.
-pub fn keep_grouped<U: Ord, G: Ord, I: Ord>(
+/// Which rows a grouped release reads: of each user's rows, those of the
+/// user's first `g` groups, a group coming before another when its first
+/// row (in (rank, id) order) does, and of each of those groups its `r`
+/// first rows; then, of those, the `m` first. Groups are ordered by their
+/// rows' ranks rather than by a hash of their own, so that an engine finds
+/// them with windows over the rows alone (the first row of each (user,
+/// group), then a dense rank of those per user); like the rows', the
+/// choice depends on the user's own rows and the key alone.
+pub fn keep_grouped<U: Ord + Sync, G: Eq + Sync, I: Ord + Sync>(
     rows: &[Candidate<U, G, I>],
     bounds: ContributionBounds,
 ) -> Vec<bool> {
-    let read = keep(rows, bounds.rows);
-    let mut order: Vec<usize> = (0..rows.len()).filter(|&i| read[i]).collect();
-    order.sort_by(|&a, &b| rows[a].cmp(&rows[b]));
+    let order = in_rank_order(rows, (0..rows.len()).collect());
     let mut kept = vec![false; rows.len()];
-    let (mut groups, mut in_group) = (0u32, 0u32);
+    // The current user's groups in order of their first row, each with its
+    // rows seen so far, and the user's rows kept so far.
+    let mut groups: Vec<(&G, u32)> = Vec::new();
+    let mut taken = 0u32;
     for (position, &index) in order.iter().enumerate() {
         let row = &rows[index];
-        match (position > 0).then(|| &rows[order[position - 1]]) {
-            Some(p) if p.user == row.user && p.group == row.group => in_group += 1,
-            Some(p) if p.user == row.user => (groups, in_group) = (groups + 1, 0),
-            _ => (groups, in_group) = (0, 0),
+        if position == 0 || rows[order[position - 1]].user != row.user {
+            groups.clear();
+            taken = 0;
         }
-        kept[index] = groups < bounds.groups && in_group < bounds.rows_per_group;
+        let at = match groups.iter().position(|(group, _)| **group == row.group) {
+            Some(at) => at,
+            None => {
+                groups.push((&row.group, 0));
+                groups.len() - 1
+            }
+        };
+        let in_group = &mut groups[at].1;
+        kept[index] =
+            at < bounds.groups as usize && *in_group < bounds.rows_per_group && taken < bounds.rows;
+        *in_group += 1;
+        taken += u32::from(kept[index]);
     }
     kept
+}
+
+/// `order` (indices into `rows`) sorted by (user, rank, id): each user's
+/// rows together, in the order they are kept.
+fn in_rank_order<U: Ord + Sync, G: Sync, I: Ord + Sync>(
+    rows: &[Candidate<U, G, I>],
+    mut order: Vec<usize>,
+) -> Vec<usize> {
+    let key = |i: usize| (&rows[i].user, rows[i].row_rank, &rows[i].id);
+    order.par_sort_unstable_by(|&a, &b| key(a).cmp(&key(b)));
+    order
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! nothing in it can steer a reader to skip rows. A pass that needs no
 //! outcome never opens that file.
 
+mod bounding;
 mod chunk_hashes;
 #[cfg(feature = "ballista")]
 mod cluster;

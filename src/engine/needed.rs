@@ -16,6 +16,10 @@ pub struct Needed {
     pub ids: bool,
     /// Dimension codes.
     pub dimensions: bool,
+    /// Each row's person (unit `user`), from the outcomes file, which it
+    /// opens even when no label and no measure is read: what the
+    /// bounding reads besides the row ids.
+    pub people: bool,
 }
 
 impl Needed {
@@ -27,6 +31,7 @@ impl Needed {
             features: true,
             ids: true,
             dimensions: true,
+            people: outcomes,
         }
     }
 
@@ -39,12 +44,23 @@ impl Needed {
             features: true,
             ids: false,
             dimensions: false,
+            people: false,
         }
     }
 
-    /// Whether any outcome is read.
+    /// These, and what bounding each person's rows reads: the row ids and
+    /// the people.
+    pub fn with_people(self) -> Needed {
+        Needed {
+            ids: true,
+            people: true,
+            ..self
+        }
+    }
+
+    /// Whether the outcomes file is opened.
     pub fn outcomes(&self) -> bool {
-        self.labels || self.measures
+        self.labels || self.measures || self.people
     }
 
     /// What each row read of `schema` holds.

@@ -14,10 +14,11 @@ use datafusion::common::DataFusionError;
 use datafusion::logical_expr::AggregateUDF;
 use datafusion::prelude::{SessionConfig, SessionContext, col};
 
-use super::DataDir;
 use super::scan::{Scan, VersionTable};
 use super::summed::{Summed, SumsOf, decode};
+use super::{DataDir, bounding};
 use crate::domain::dataset::{Schema, VersionFile};
+use crate::snapshots::batch_schema;
 use crate::store::StoreError;
 
 /// Where passes run: embedded in the replica, on its cores, or on a
@@ -110,8 +111,16 @@ pub async fn sum<S: Summed>(
     }
     let needed = pass.needs();
     let partitions = engine.partitions(&files);
-    let scan = Scan::new(files, schema.clone(), needed, partitions);
-    let (shape, batch) = (scan.shape(), scan.batch());
+    // Under unit `user` the scan also reads what bounds each person's
+    // rows; the pass is handed its own columns alone.
+    let bounds = schema.users.as_ref().map(|users| users.bounds);
+    let read = match bounds {
+        Some(_) => needed.with_people(),
+        None => needed,
+    };
+    let scan = Scan::new(files, schema.clone(), read, partitions);
+    let shape = needed.shape(schema);
+    let batch = batch_schema(shape, needed.outcomes());
     let context = engine.context().await?;
     let function = AggregateUDF::new_from_impl(SumsOf::new(
         "dpgate_sums".to_owned(),
@@ -126,6 +135,10 @@ pub async fn sum<S: Summed>(
         .collect();
     let answer = context
         .read_table(Arc::new(VersionTable::new(dir, scan)))
+        .and_then(|frame| match bounds {
+            Some(bounds) => bounding::bound(frame, bounds, &pass.grouped_by()),
+            None => Ok(frame),
+        })
         .and_then(|frame| frame.aggregate(vec![], vec![function.call(arguments)]))
         .map_err(engine_error)?
         .collect()

@@ -4,7 +4,7 @@
 use super::*;
 use crate::domain::dataset::DatasetRecord;
 use crate::engine::Needed;
-use crate::engine::tests::{append, dataset, fixture, read, uploaded};
+use crate::engine::tests::{append, dataset, fixture, people_dataset, read, uploaded};
 use crate::snapshots::{Columns, Pass};
 
 /// Σ label, Σ features on a 2⁻²⁰ grid, Σ dimension codes, Σ measures on a
@@ -129,6 +129,57 @@ impl Summed for NoDimensions {
     }
 }
 
+/// [`Everything`] grouped by the dimension: under unit `user`, bounded
+/// per cell too.
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
+struct Grouped(Everything);
+
+impl Pass for Grouped {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        self.0.visit(block)
+    }
+}
+
+impl Summed for Grouped {
+    const KIND: &'static str = "grouped";
+
+    fn grouped_by(&self) -> Vec<usize> {
+        vec![0]
+    }
+
+    fn sums(&self) -> Vec<i128> {
+        self.0.sums()
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        self.0.add_sums(sums)
+    }
+}
+
+/// `pass` over the rows of unit `user` a release reads, in memory: the
+/// whole version in one run, bounded ([`Columns::bounded`]).
+async fn bounded_in_memory<S: Summed>(
+    fixture: &crate::engine::tests::Fixture,
+    record: &DatasetRecord,
+    mut pass: S,
+) -> S {
+    let mut whole: Option<Columns> = None;
+    for block in read(fixture, record, true, 1_000).await {
+        let block = block.expect("a block");
+        whole = Some(match whole {
+            Some(earlier) => earlier.joined(&block).expect("joins"),
+            None => block,
+        });
+    }
+    let users = record.schema.users.as_ref().expect("people");
+    let bounded = whole
+        .expect("rows")
+        .bounded(users, &pass.grouped_by())
+        .expect("bounds");
+    pass.visit(&bounded).expect("visits");
+    pass
+}
+
 /// The pass over the rows as one stream reads them, in stored order.
 async fn in_order(fixture: &crate::engine::tests::Fixture, record: &DatasetRecord) -> Everything {
     let mut pass = Everything::default();
@@ -222,6 +273,99 @@ async fn sums_are_bit_identical_for_any_partitions_and_file_order() {
     let mut without = expected.sums;
     without[3] = 0;
     assert_eq!(summed.0.sums, without);
+}
+
+/// A dataset of unit `user` (m = 5, g = 1, r = 2) of `uploads`, and the
+/// sums of the in-memory bounding's rows: what the engine must give.
+struct People {
+    fixture: crate::engine::tests::Fixture,
+    record: DatasetRecord,
+    ungrouped: Everything,
+    grouped: Grouped,
+}
+
+impl People {
+    async fn new(uploads: &[(usize, usize)]) -> People {
+        let fixture = fixture().await;
+        let mut record = people_dataset(&fixture, [5, 1, 2]).await;
+        for &(from, to) in uploads {
+            record = append(&fixture, &record, from, to).await;
+        }
+        let ungrouped = bounded_in_memory(&fixture, &record, Everything::default()).await;
+        let grouped = bounded_in_memory(&fixture, &record, Grouped::default()).await;
+        People {
+            fixture,
+            record,
+            ungrouped,
+            grouped,
+        }
+    }
+
+    async fn files(&self) -> Vec<crate::domain::dataset::VersionFile> {
+        let record = &self.record;
+        let store = &self.fixture.store;
+        store
+            .version_files(record.id, record.n_rows, true)
+            .await
+            .unwrap()
+    }
+
+    /// `pass` by `engine` over `files`.
+    async fn summed<S: Summed>(
+        &self,
+        engine: &Engine,
+        files: &[crate::domain::dataset::VersionFile],
+        pass: S,
+    ) -> S {
+        let (data, record) = (self.fixture.data.clone(), &self.record);
+        sum(
+            engine,
+            data,
+            files.to_vec(),
+            &record.schema,
+            record.n_rows,
+            pass,
+        )
+        .await
+        .expect("sums")
+    }
+
+    /// The engine's sums are the in-memory bounding's, grouped or not, and
+    /// a pass is handed only the columns it reads.
+    async fn check(&self, engine: &Engine, files: &[crate::domain::dataset::VersionFile]) {
+        let everything = self.summed(engine, files, Everything::default()).await;
+        assert_eq!(everything.sums, self.ungrouped.sums);
+        let grouped = self.summed(engine, files, Grouped::default()).await;
+        assert_eq!(grouped.0.sums, self.grouped.0.sums);
+        let no_features = self.summed(engine, files, NoFeatures::default()).await;
+        let mut without = self.ungrouped.sums;
+        (without[1], without[2]) = (0, 0);
+        assert_eq!(no_features.0.sums, without);
+    }
+}
+
+/// Under unit `user` the engine sums the rows the in-memory bounding keeps
+/// (at most m a person; grouped, g cells of r rows), for any partitions
+/// and file order, and hands a pass only the columns it reads.
+#[tokio::test]
+async fn under_unit_user_the_engine_sums_each_persons_bounded_rows() {
+    let people = People::new(&[(0, 3_000), (3_000, 3_001), (3_001, 9_000)]).await;
+    let (ungrouped, grouped) = (&people.ungrouped, &people.grouped);
+    // 102 people of the first 6 000 rows keep 5 rows each, or (grouped)
+    // 2 rows of one device; the last 3 000 rows' 1 500 people keep both
+    // rows, or one.
+    assert_eq!(ungrouped.sums[5], 102 * 5 + 3_000);
+    assert_eq!(grouped.0.sums[5], 102 * 2 + 1_500);
+    // The device kept is each person's own, not the same for all.
+    let devices = grouped.0.sums[3];
+    assert!(devices > 200 && devices < 1_500, "{devices}");
+    let files = people.files().await;
+    let reversed: Vec<_> = files.chunks(2).rev().flatten().cloned().collect();
+    for order in [files, reversed] {
+        for partitions in [1, 2, 7] {
+            people.check(&Engine::embedded(partitions), &order).await;
+        }
+    }
 }
 
 /// [`Everything`] by `engine` over `files` once a bit of their first
@@ -337,7 +481,10 @@ mod on_a_cluster {
     fn codec(dir: &Arc<DataDir>) -> Arc<Codec> {
         Codec::new(
             dir.clone(),
-            Passes::default().with::<Everything>().with::<NoFeatures>(),
+            Passes::default()
+                .with::<Everything>()
+                .with::<NoFeatures>()
+                .with::<Grouped>(),
         )
     }
 
@@ -403,6 +550,15 @@ mod on_a_cluster {
             (without[1], without[2]) = (0, 0);
             assert_eq!(summed.0.sums, without, "{executors} executors");
         }
+    }
+
+    /// Under unit `user` the cluster's executors bound each person's rows
+    /// by the same windows: the in-memory bounding's sums.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn under_unit_user_a_cluster_sums_the_bounded_rows() {
+        let people = People::new(&[(0, 3_000), (3_000, 9_000)]).await;
+        let engine = cluster(&people.fixture.data, 2).await;
+        people.check(&engine, &people.files().await).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -31,8 +31,8 @@ use futures_util::StreamExt;
 use object_store::ObjectStore;
 use serde::{Deserialize, Serialize};
 
-use super::{DataDir, Needed};
-use crate::domain::dataset::{Schema, VersionFile};
+use super::{DataDir, Needed, bounding};
+use crate::domain::dataset::{Schema, Users, VersionFile};
 use crate::snapshots::{STREAM_ROWS, Shape, batch_schema};
 
 /// Files read together: an upload's inputs and outcomes, or a file
@@ -93,9 +93,25 @@ impl Scan {
         self.needed.shape(&self.schema)
     }
 
-    /// The schema of its batches.
+    /// The schema of the rows' columns.
     pub fn batch(&self) -> SchemaRef {
         batch_schema(self.shape(), self.needed.outcomes())
+    }
+
+    /// The people whose rows are ranked, when it reads the ids and the
+    /// people of a dataset of unit `user`: its rows then also hold their
+    /// [`bounding::RANK`].
+    pub fn ranked(&self) -> Option<&Users> {
+        ranked(&self.schema, self.needed)
+    }
+
+    /// The schema of its batches: [`Scan::batch`]'s, and the ranks if
+    /// [`Scan::ranked`].
+    pub fn table(&self) -> SchemaRef {
+        match self.ranked() {
+            Some(_) => bounding::with_rank(&self.batch()),
+            None => self.batch(),
+        }
     }
 
     /// The plan that reads it from `dir`: a partition per part.
@@ -119,7 +135,7 @@ impl Scan {
             .collect();
         let source = VersionSource {
             dir,
-            table: TableSchema::from(self.batch()),
+            table: TableSchema::from(self.table()),
             schema: self.schema,
             needed: self.needed,
             metrics: ExecutionPlanMetricsSet::new(),
@@ -159,6 +175,12 @@ impl Scan {
     }
 }
 
+/// Whose rows a read of `needed` columns of `schema` ranks.
+fn ranked(schema: &Schema, needed: Needed) -> Option<&Users> {
+    let shape = needed.shape(schema);
+    schema.users.as_ref().filter(|_| shape.users && shape.ids)
+}
+
 /// A version's rows as a table.
 #[derive(Debug)]
 pub struct VersionTable {
@@ -170,7 +192,7 @@ pub struct VersionTable {
 impl VersionTable {
     pub fn new(dir: Arc<DataDir>, scan: Scan) -> VersionTable {
         VersionTable {
-            batch: scan.batch(),
+            batch: scan.table(),
             dir,
             scan,
         }
@@ -270,11 +292,19 @@ impl FileOpener for VersionSource {
             self.needed,
             STREAM_ROWS,
         );
-        let batches = blocks.map(|block| {
-            block
+        let users = ranked(&self.schema, self.needed).cloned();
+        let table = self.table.table_schema().clone();
+        let batches = blocks.map(move |block| {
+            let batch = block
                 .map_err(|error| DataFusionError::External(Box::new(error)))?
-                .into_batch()
-                .map_err(DataFusionError::Execution)
+                .into_batch();
+            match &users {
+                Some(users) => {
+                    batch.and_then(|batch| bounding::ranked(batch, users, table.clone()))
+                }
+                None => batch,
+            }
+            .map_err(DataFusionError::Execution)
         });
         Ok(Box::pin(async move { Ok(batches.boxed()) }))
     }

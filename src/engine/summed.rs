@@ -38,6 +38,14 @@ pub trait Summed: Pass + Clone + Sync + Serialize + DeserializeOwned {
         Needed::all(true)
     }
 
+    /// The dimensions whose cells it sums apart. Under unit `user` a
+    /// person's rows are then also bounded per cell (at most
+    /// `max_groups_per_user` cells, `max_rows_per_group_per_user` rows in
+    /// each); none unless a pass says otherwise.
+    fn grouped_by(&self) -> Vec<usize> {
+        Vec::new()
+    }
+
     /// The sums so far, always as many.
     fn sums(&self) -> Vec<i128>;
 

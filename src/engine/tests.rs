@@ -32,15 +32,33 @@ pub(crate) async fn fixture() -> Fixture {
 }
 
 pub(super) async fn dataset(fixture: &Fixture) -> DatasetRecord {
-    let request: dpgate_api_types::CreateDataset = serde_json::from_value(serde_json::json!({
-        "name": "files", "privacy_unit": "label",
+    created(fixture, serde_json::json!({"privacy_unit": "label"})).await
+}
+
+/// A dataset of unit `user` of at most `m` rows a person, `g` groups and
+/// `r` rows per group.
+pub(super) async fn people_dataset(fixture: &Fixture, [m, g, r]: [u32; 3]) -> DatasetRecord {
+    let unit = serde_json::json!({
+        "privacy_unit": "user", "user_column": "person", "max_rows_per_user": m,
+        "max_groups_per_user": g, "max_rows_per_group_per_user": r,
+    });
+    created(fixture, unit).await
+}
+
+async fn created(fixture: &Fixture, unit: serde_json::Value) -> DatasetRecord {
+    let mut request = serde_json::json!({
+        "name": "files",
         "features": [{"name": "f", "min": 0, "max": 1}, {"name": "g", "min": 0, "max": 1}],
         "label": "y",
         "measures": [{"name": "spend", "min": 0, "max": 100}],
         "dimensions": [{"name": "device", "values": ["web", "app"]}],
         "budget": {"epsilon": 1, "delta": 1e-6}
-    }))
-    .expect("a valid request");
+    });
+    if let (Some(request), Some(unit)) = (request.as_object_mut(), unit.as_object()) {
+        request.extend(unit.clone());
+    }
+    let request: dpgate_api_types::CreateDataset =
+        serde_json::from_value(request).expect("a valid request");
     let record = DatasetRecord::new(&request, "2026-11-27T00:00:00Z".to_owned()).expect("valid");
     fixture
         .store
@@ -68,6 +86,21 @@ fn row(i: usize) -> RowRecord {
     }
 }
 
+/// Row `i` of a dataset of people: a third of the first 6 000 rows are
+/// one person's, the rest of those a hundred and one others', each with
+/// rows on both devices; from row 6 000 on, two rows a person.
+fn people_row(i: usize) -> RowRecord {
+    let person = match i {
+        6_000.. => (i / 2) as i128,
+        _ if i.is_multiple_of(3) => -7,
+        _ => (i % 101) as i128 + (1 << 100),
+    };
+    RowRecord {
+        user: person,
+        ..row(i)
+    }
+}
+
 /// Uploads rows `from..to` and commits them.
 pub(super) async fn append(
     fixture: &Fixture,
@@ -78,7 +111,12 @@ pub(super) async fn append(
     let mut upload = Upload::begin(fixture.store.as_ref(), fixture.data.clone(), record)
         .await
         .expect("begins");
-    let rows: Vec<RowRecord> = (from..to).map(row).collect();
+    let of = if record.schema.users.is_some() {
+        people_row
+    } else {
+        row
+    };
+    let rows: Vec<RowRecord> = (from..to).map(of).collect();
     for batch in rows.chunks(5_000) {
         upload.insert(batch.to_vec()).await.expect("written");
     }

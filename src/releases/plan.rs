@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use dpgate_api_types as api;
 
 use super::{Failure, ReleaseError, pacing};
-use crate::domain::dataset::DatasetRecord;
+use crate::domain::dataset::{DatasetRecord, Unit};
 use crate::dp::fixed::Fixed;
 use crate::dp::{self, Charge, Delta, DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss};
 use crate::engine::BlockStream;
@@ -183,9 +183,21 @@ impl Calibrated {
     }
 }
 
-/// Refuses a release on a dataset without rows.
+/// The most rows a release of `dataset` may be computed on, from public
+/// facts: N, except under unit `user`, where N is private and the cap
+/// every dataset of the unit is held to stands in for it.
+pub fn most_rows(dataset: &DatasetRecord) -> u64 {
+    match dataset.unit() {
+        Unit::User(_) => dp::contribution::MAX_ROWS,
+        Unit::Label | Unit::Row => dataset.n_rows,
+    }
+}
+
+/// Refuses a release on a dataset without rows, where N is public: under
+/// unit `user` whether a dataset is empty is private, and a release on an
+/// empty one is noise alone.
 pub fn require_rows(dataset: &DatasetRecord) -> Result<(), ReleaseError> {
-    if dataset.n_rows == 0 {
+    if dataset.n_rows == 0 && !matches!(dataset.unit(), Unit::User(_)) {
         return Err(ReleaseError::Invalid(
             "the dataset has no rows yet".to_owned(),
         ));
@@ -249,9 +261,31 @@ impl Snapshot {
 
     /// The whole snapshot in memory, outcomes included, loading it if need
     /// be; `None` if it is too large to hold (use [`Snapshot::scan`]).
-    /// Only for a release whose debit has committed.
+    /// Under unit `user`, the rows a release reads: at most
+    /// `max_rows_per_user` of each person ([`Columns::bounded`]). Only for
+    /// a release whose debit has committed.
     pub async fn columns(&self) -> Result<Option<Arc<Columns>>, Failure> {
-        Ok(self.data.load(&self.dataset).await?)
+        self.bounded(&[]).await
+    }
+
+    /// [`Snapshot::columns`], bounded per cell of the dimensions
+    /// `grouped_by` under unit `user`.
+    async fn bounded(&self, grouped_by: &[usize]) -> Result<Option<Arc<Columns>>, Failure> {
+        let Some(columns) = self.data.load(&self.dataset).await? else {
+            return Ok(None);
+        };
+        let Some(users) = self.dataset.schema.users.clone() else {
+            return Ok(Some(columns));
+        };
+        let grouped_by = grouped_by.to_vec();
+        let span = tracing::Span::current();
+        let bounded = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            columns.bounded(&users, &grouped_by)
+        })
+        .await?
+        .map_err(Failure::Corrupt)?;
+        Ok(Some(Arc::new(bounded)))
     }
 
     /// Whether the snapshot may be held in memory at all: what a learner
@@ -288,6 +322,9 @@ impl Snapshot {
     pub async fn scan<V: Pass>(&self, visit: V) -> Result<V, Failure> {
         match self.columns().await? {
             Some(columns) => visit_on(visit, columns).await?.map_err(Failure::Corrupt),
+            // A stream of blocks cannot bound a person's rows, which may
+            // be in any block.
+            None if self.dataset.schema.users.is_some() => Err(Failure::Unheld),
             None => {
                 let blocks = self.data.blocks(&self.dataset, true).await?;
                 stream(visit, blocks, self.dataset.n_rows)
@@ -300,10 +337,11 @@ impl Snapshot {
     /// Runs a summed pass over every row, outcomes included: over the
     /// snapshot in memory if it is held or may be loaded, else by the
     /// engine over the version's files, a partition per file on every
-    /// core. Its sums are exact integers, so either way gives the same.
-    /// Only for a release whose debit has committed.
+    /// core. Its sums are exact integers, so either way gives the same
+    /// (under unit `user`, over the same bounded rows). Only for a release
+    /// whose debit has committed.
     pub async fn sum<S: Summed>(&self, pass: S) -> Result<S, Failure> {
-        match self.columns().await? {
+        match self.bounded(&pass.grouped_by()).await? {
             Some(columns) => visit_on(pass, columns).await?.map_err(Failure::Corrupt),
             None => Ok(self.data.sum(&self.dataset, pass).await?),
         }

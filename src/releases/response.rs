@@ -5,7 +5,7 @@ use dpgate_api_types as api;
 use uuid::Uuid;
 
 use super::Price;
-use crate::domain::dataset::{DatasetRecord, spent_view};
+use crate::domain::dataset::{DatasetRecord, Unit, spent_view};
 use crate::dp::{self, Delta, Epsilon};
 
 /// A successful answer.
@@ -73,7 +73,7 @@ pub(super) fn response(
         delta: Delta::new(delta).map_or(delta, Delta::value),
         sensitivity: price.sensitivity,
         sigma: price.sigma,
-        n: price.n,
+        n: (!matches!(after.unit(), Unit::User(_))).then_some(price.n),
         noise,
         result,
         spent: spent_view(&spent),

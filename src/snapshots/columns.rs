@@ -26,7 +26,7 @@ mod bounded;
 mod builder;
 mod stored;
 
-pub use batch::{USER_TYPE, batch_schema};
+pub use batch::{USER, USER_TYPE, batch_schema, dimension};
 pub use builder::Builder;
 pub use stored::Stored;
 

@@ -275,21 +275,22 @@ fn a_runs_people_travel_with_its_outcomes_and_only_with_them() {
     assert_eq!(shape.row_bytes(true), SHAPE.row_bytes(true) + 16);
 }
 
-/// A run of `rows` (person, id) under unit `user`, in that order.
-fn people_run(rows: &[(i128, String)]) -> Columns {
+/// A run of `rows` (person, id, code of its one dimension) under unit
+/// `user`, in that order.
+fn people_run(rows: &[(i128, String, u32)]) -> Columns {
     let shape = Shape {
         users: true,
         ..SHAPE
     };
     let mut builder = Columns::builder(shape, true, rows.len());
-    for (person, id) in rows {
+    for (person, id, code) in rows {
         builder
             .push(
                 id,
                 1,
                 &encoded(&[0.5, 0.5]),
                 &1.0f64.to_le_bytes(),
-                &0u32.to_le_bytes(),
+                &code.to_le_bytes(),
                 *person,
             )
             .expect("well formed");
@@ -297,10 +298,11 @@ fn people_run(rows: &[(i128, String)]) -> Columns {
     builder.finish()
 }
 
-fn users(m: u32, seed: u8) -> crate::domain::dataset::Users {
+fn users(bounds: [u32; 3], seed: u8) -> crate::domain::dataset::Users {
+    let [m, g, r] = bounds;
     crate::domain::dataset::Users {
         column: "person".to_owned(),
-        bounds: crate::dp::contribution::ContributionBounds::new(m, None, None).unwrap(),
+        bounds: crate::dp::contribution::ContributionBounds::new(m, Some(g), Some(r)).unwrap(),
         key: crate::dp::contribution::BoundingKey::new([seed; 32]),
     }
 }
@@ -314,55 +316,60 @@ fn kept_ids(run: &Columns) -> Vec<String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// In memory, the bounding keeps the rows `dp::contribution::keep`
-    /// keeps, in stored order, whatever the order the rows came in.
+    /// In memory, the bounding keeps the rows `dp::contribution` keeps
+    /// (grouped by the dimension or not), in stored order, whatever the
+    /// order the rows came in, with each row's person and cell.
     #[test]
     fn the_bounded_run_is_the_references_rows(
-        people in prop::collection::vec(0i128..9, 0..120),
+        rows in prop::collection::vec((0i128..9, 0u32..4), 0..120),
         m in 1u32..6,
+        g in 1u32..6,
+        r in 1u32..6,
         seed in any::<u8>(),
     ) {
-        use crate::dp::contribution::{Candidate, Rank, keep};
-        let rows: Vec<(i128, String)> =
-            people.iter().enumerate().map(|(i, &p)| (p, format!("row-{i}"))).collect();
-        let users = users(m, seed);
-        let bounded = people_run(&rows).bounded(&users).unwrap();
-        let candidates: Vec<Candidate<i128, (), String>> = rows
+        use crate::dp::contribution::{Candidate, keep, keep_grouped};
+        let (g, r) = (g.min(m), r.min(m));
+        let rows: Vec<(i128, String, u32)> =
+            rows.iter().enumerate().map(|(i, &(p, code))| (p, format!("row-{i}"), code)).collect();
+        let users = users([m, g, r], seed);
+        let candidates: Vec<Candidate<i128, u32, String>> = rows
             .iter()
-            .map(|(person, id)| Candidate {
+            .map(|(person, id, code)| Candidate {
                 user: *person,
-                group_rank: Rank(0),
-                group: (),
+                group: *code,
                 row_rank: users.key.row_rank(id.as_bytes()),
                 id: id.clone(),
             })
             .collect();
-        let expected: Vec<String> = rows
-            .iter()
-            .zip(keep(&candidates, m))
-            .filter(|(_, kept)| *kept)
-            .map(|(row, _)| row.1.clone())
-            .collect();
-        let shown: Vec<String> = (0..bounded.len()).map(|row| bounded.id(row).to_owned()).collect();
-        prop_assert_eq!(&shown, &expected);
-        let owners_kept = bounded
-            .users()
-            .iter()
-            .zip(&shown)
-            .all(|(person, id)| rows.iter().any(|row| &row.1 == id && row.0 == *person));
-        prop_assert!(owners_kept);
-        let mut reversed = rows.clone();
-        reversed.reverse();
-        prop_assert_eq!(kept_ids(&people_run(&reversed).bounded(&users).unwrap()), kept_ids(&bounded));
+        for (grouped_by, kept) in [
+            (vec![], keep(&candidates, m)),
+            (vec![0], keep_grouped(&candidates, users.bounds)),
+        ] {
+            let bounded = people_run(&rows).bounded(&users, &grouped_by).unwrap();
+            let expected: Vec<&(i128, String, u32)> =
+                rows.iter().zip(kept).filter(|(_, kept)| *kept).map(|(row, _)| row).collect();
+            let shown: Vec<(i128, String, u32)> = (0..bounded.len())
+                .map(|row| (bounded.users()[row], bounded.id(row).to_owned(), bounded.dimension(0)[row]))
+                .collect();
+            prop_assert_eq!(shown.iter().collect::<Vec<_>>(), expected);
+            let mut reversed = rows.clone();
+            reversed.reverse();
+            let again = people_run(&reversed).bounded(&users, &grouped_by).unwrap();
+            prop_assert_eq!(kept_ids(&again), kept_ids(&bounded));
+        }
     }
 }
 
 #[test]
 fn only_a_run_with_its_people_is_bounded() {
     let without = run(&["a", "b"]);
-    assert!(without.bounded(&users(1, 0)).is_err());
-    let people = people_run(&[(1, "a".to_owned()), (1, "b".to_owned())]);
-    assert!(people.inputs().bounded(&users(1, 0)).is_err());
-    assert_eq!(people.bounded(&users(1, 0)).unwrap().len(), 1);
-    assert_eq!(people.bounded(&users(2, 0)).unwrap(), people);
+    assert!(without.bounded(&users([1, 1, 1], 0), &[]).is_err());
+    let people = people_run(&[(1, "a".to_owned(), 0), (1, "b".to_owned(), 1)]);
+    assert!(people.inputs().bounded(&users([1, 1, 1], 0), &[]).is_err());
+    assert!(people.bounded(&users([1, 1, 1], 0), &[1]).is_err());
+    assert_eq!(people.bounded(&users([1, 1, 1], 0), &[]).unwrap().len(), 1);
+    assert_eq!(people.bounded(&users([2, 2, 2], 0), &[]).unwrap(), people);
+    // Two cells of one row each: one cell kept when g = 1.
+    assert_eq!(people.bounded(&users([2, 1, 2], 0), &[0]).unwrap().len(), 1);
+    assert_eq!(people.bounded(&users([2, 2, 1], 0), &[0]).unwrap(), people);
 }

@@ -33,8 +33,8 @@ use crate::store::{Store, StoreError};
 #[cfg(test)]
 pub use columns::OwnedRow;
 pub use columns::{
-    Builder, CHUNK_ROWS, Columns, Pass, Row, STREAM_ROWS, Shape, Stored, USER_TYPE, batch_schema,
-    chunked,
+    Builder, CHUNK_ROWS, Columns, Pass, Row, STREAM_ROWS, Shape, Stored, USER, USER_TYPE,
+    batch_schema, chunked, dimension,
 };
 
 /// The default bound on snapshot memory.

@@ -137,7 +137,7 @@ impl DatasetRow {
             .budget_delta
             .parse()
             .map_err(|error| corrupt("budget delta", error))?;
-        Ok(DatasetRecord {
+        DatasetRecord {
             id: uuid("dataset id", &self.id)?,
             name: self.name,
             privacy_unit,
@@ -151,7 +151,9 @@ impl DatasetRow {
             n_rows: unsigned("row count", self.n_rows)?,
             stats: json::<WalrStats>("statistics", &self.stats)?,
             created_at: self.created_at,
-        })
+        }
+        .consistent()
+        .map_err(|error| corrupt("privacy unit", error))
     }
 }
 

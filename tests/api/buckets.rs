@@ -236,7 +236,7 @@ async fn a_data_directory_in_a_bucket_holds_uploads_and_registered_prefixes(
             )
             .await
             .unwrap();
-        assert_eq!(released.release.n, 2_000);
+        assert_eq!(released.release.n, Some(2_000));
     }
 
     // A prefix the operator did not list is forbidden.

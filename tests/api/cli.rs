@@ -346,6 +346,6 @@ async fn the_data_directory_may_be_a_bucket_configured_by_aws_variables() {
         )
         .await
         .unwrap();
-    assert_eq!(released.release.n, 50);
+    assert_eq!(released.release.n, Some(50));
     drop(server);
 }

@@ -125,7 +125,7 @@ async fn frank_wolfe_fits_over_its_sources_and_debits_every_one(
     let request = frank_wolfe(1.0, vec![first, second]);
     let release = priced_then_released(&analyst, target, &request).await;
     assert_eq!(release.kind, "model/frank-wolfe");
-    assert_eq!(release.n, 6000);
+    assert_eq!(release.n, Some(6000));
     // Δ_s = 2r(r + 1)/N with r = 1 over the three datasets' rows.
     assert_eq!(release.sensitivity, 4.0 / 6000.0);
     assert_eq!(release.noise.mechanism, "report_noisy_min");

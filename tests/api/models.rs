@@ -151,7 +151,7 @@ async fn both_learners_release_models_that_predict_raw_rows(#[case] backend: Bac
         assert_eq!(priced.noise, release.noise, "{request:?}");
         spent_basic += 5.0;
         assert_eq!(release.spent.epsilon_basic, spent_basic);
-        assert_eq!(release.n, N as u64);
+        assert_eq!(release.n, Some(N as u64));
         let model = model(&release);
         assert_eq!(model.weights.len(), 4);
         assert_eq!(model.lambda, 1e-3);

@@ -96,7 +96,7 @@ async fn supplied_vectors_replace_the_stored_features_of_their_rows(
         "{} against {declared}",
         release.sensitivity
     );
-    assert_eq!(release.n, 30_000);
+    assert_eq!(release.n, Some(30_000));
     let Some(ReleaseResult::Walr(result)) = &release.result else {
         panic!("a walr result: {release:?}");
     };

@@ -166,7 +166,7 @@ async fn arrow_and_parquet_bodies_store_what_csv_stores(#[case] backend: Backend
         )
         .await
         .unwrap();
-    assert_eq!(released.release.n, 3_000);
+    assert_eq!(released.release.n, Some(3_000));
     app.finish().await;
 }
 

@@ -1,8 +1,9 @@
 //! Privacy unit `user`: datasets of people with many rows each. Creation
 //! with the user column and the contribution bounds, what the view shows
 //! to whom, uploads that store each row's person (as a keyed fingerprint,
-//! the same whatever the upload's format), and the releases the unit does
-//! not offer yet refused before anything is spent.
+//! the same whatever the upload's format), aggregates and WALR over at
+//! most m rows a person, and the releases the unit does not offer yet
+//! refused before anything is spent.
 
 use std::sync::Arc;
 
@@ -10,7 +11,9 @@ use arrow_array::{ArrayRef, StringArray};
 use dpgate::api::Limits;
 use dpgate::domain::auth::Role;
 use dpgate_client::UploadFormat;
-use dpgate_client::types::{ContributionBounds, PrivacyUnit, ReleaseRequest};
+use dpgate_client::types::{
+    AggregateGroup, ContributionBounds, PrivacyUnit, ReleaseRequest, ReleaseResult,
+};
 use reqwest::{Method, StatusCode};
 use rstest::rstest;
 
@@ -324,25 +327,122 @@ async fn every_upload_format_stores_the_same_people_and_a_restart_reads_them_bac
     app.finish().await;
 }
 
+/// The groups of a paid aggregate release of `request` on `dataset`; the
+/// release does not say its N.
+async fn groups(
+    analyst: &dpgate_client::Client,
+    dataset: uuid::Uuid,
+    request: &ReleaseRequest,
+) -> Vec<AggregateGroup> {
+    let release = analyst
+        .release(dataset, request, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(release.n, None);
+    match release.result {
+        Some(ReleaseResult::Aggregate(result)) => result.groups,
+        other => panic!("an aggregate: {other:?}"),
+    }
+}
+
+/// Whether `value` is within six of its `std` of `exact`: a false
+/// failure has probability below 2·10⁻⁹ for Gaussian noise.
+fn near(value: f64, std: f64, exact: f64) -> bool {
+    (value - exact).abs() <= 6.0 * std
+}
+
 #[rstest]
 #[case::sqlite(Backend::Sqlite)]
 #[case::postgres(Backend::Postgres)]
 #[tokio::test]
-async fn releases_under_unit_user_are_refused_before_anything_is_spent(#[case] backend: Backend) {
+async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
+    #[case] backend: Backend,
+) {
     if unavailable(backend) {
         return;
     }
-    let app = spawn_app(backend).await;
+    let mut app = spawn_app(backend).await;
+    // Seven people of about 29 rows each; 5 a person are read: 35 rows.
     let dataset = app.dataset(people("people", serde_json::json!({}))).await;
     app.admin
         .upload_rows(dataset.id, UploadFormat::Csv, people_rows(0, 200))
         .await
         .unwrap();
-    let before = snapshot(&app, dataset.id).await;
     let analyst = app.analyst("ana", &[dataset.id]);
+    let count: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "aggregate", "epsilon": 1.0, "delta": 1e-6,
+        "statistics": ["count", "mean:value"],
+    }))
+    .unwrap();
+    let release = analyst
+        .release(dataset.id, &count, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    // N is private: the release does not say it, its count is noised,
+    // with the sensitivity of one person's 5 rows (each quantity
+    // normalised by its own: √2 for two).
+    assert_eq!(release.n, None);
+    let sqrt_2 = std::f64::consts::SQRT_2;
+    assert!((release.sensitivity - sqrt_2).abs() < sqrt_2 * 1e-9);
+    let Some(ReleaseResult::Aggregate(result)) = &release.result else {
+        panic!("an aggregate: {release:?}");
+    };
+    let counted = &result.groups[0];
+    assert_eq!(counted.statistic, "count");
+    assert!(counted.std > 0.0 && !counted.exact);
+    assert!(near(counted.value, counted.std, 35.0), "{counted:?}");
+    let mean = &result.groups[1];
+    assert!((0.0..=100.0).contains(&mean.value), "{mean:?}");
+    // Grouped: at most 5 rows a person in all, in any cell.
+    let grouped: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "aggregate", "epsilon": 1.0, "delta": 1e-6,
+        "statistics": ["count"], "group_by": ["campaign"],
+    }))
+    .unwrap();
+    let result = groups(&analyst, dataset.id, &grouped).await;
+    let total: f64 = result.iter().map(|group| group.value).sum();
+    let std = result[0].std * sqrt_2;
+    assert!(near(total, std, 35.0), "{result:?}");
+    // WALR releases the noisy count with the sums and divides by it.
+    let walr: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "walr", "epsilon": 1.0, "delta": 1e-6,
+    }))
+    .unwrap();
+    let raw: serde_json::Value = app
+        .raw(
+            Method::POST,
+            &format!("/v1/datasets/{}/releases", dataset.id),
+        )
+        .bearer_auth(app.token(Role::Analyst, "ana", &[dataset.id]))
+        .json(&walr)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(raw.get("n").is_none(), "{raw}");
+    let rows = raw["result"]["noisy_rows"].as_f64().expect("a noisy count");
+    let rows_std = raw["result"]["noisy_rows_std"].as_f64().unwrap();
+    assert!(rows_std > 0.0, "{raw}");
+    assert!(near(rows, rows_std, 35.0), "{raw}");
+    assert_eq!(raw["result"]["noisy_dot"].as_array().unwrap().len(), 2);
+    // A noise target on a mean over the private N is refused, before any
+    // debit; so is every kind not calibrated for the unit yet.
+    let before = snapshot(&app, dataset.id).await;
+    let targeted: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "walr", "delta": 1e-6, "target_sigma": 0.01,
+    }))
+    .unwrap();
+    let error = analyst
+        .release(dataset.id, &targeted, &Default::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("target_sigma"), "{error}");
     let requests = [
-        serde_json::json!({"kind": "walr", "epsilon": 1.0, "delta": 1e-6}),
-        serde_json::json!({"kind": "aggregate", "epsilon": 1.0, "delta": 1e-6, "statistics": ["count"]}),
         serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0, "lambda": 0.01}),
         serde_json::json!({"kind": "model/dp-gd", "epsilon": 1.0, "delta": 1e-6, "steps": 10}),
     ];
@@ -363,5 +463,14 @@ async fn releases_under_unit_user_are_refused_before_anything_is_spent(#[case] b
     // The features are not public under unit `user`.
     assert!(analyst.features_csv(dataset.id, |_| {}).await.is_err());
     assert_eq!(snapshot(&app, dataset.id).await, before);
+    // Streamed from the files, the engine bounds the same rows.
+    app.restart(Limits {
+        cache_bytes: 0,
+        ..Limits::default()
+    })
+    .await;
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let result = groups(&analyst, dataset.id, &count).await;
+    assert!(near(result[0].value, result[0].std, 35.0), "{result:?}");
     app.finish().await;
 }

@@ -54,7 +54,7 @@ async fn the_walk_through_works_end_to_end(#[case] backend: Backend) {
         .unwrap();
     assert!(!released.replayed);
     let release = released.release;
-    assert_eq!((release.kind.as_str(), release.n), ("walr", 650));
+    assert_eq!((release.kind.as_str(), release.n), ("walr", Some(650)));
     // The request names no map: it gets `auto`, fitted to the features'
     // public moments, and says so.
     let Some(ReleaseResult::Walr(result)) = &release.result else {

@@ -357,8 +357,10 @@ pub struct Release {
     /// (each group's own is in its `std`), which is what `target_std`
     /// bounds.
     pub sigma: f64,
-    /// Rows in the dataset when the release was computed.
-    pub n: u64,
+    /// Rows in the dataset when the release was computed; absent under
+    /// privacy unit `user`, where N is private.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u64>,
     pub noise: NoiseDetails,
     /// Absent on a dry run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

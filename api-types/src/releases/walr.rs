@@ -99,6 +99,16 @@ pub struct WalrResult {
     /// instead. Absent when the request named its map, or got the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub map_fallback: Option<String>,
+    /// Under privacy unit `user`, where N is private: the noisy count of
+    /// the rows read (at most `max_rows_per_user` a person), released with
+    /// the sums, which `noisy_dot` and `noisy_intercept` are divided by
+    /// (at least 1) instead of N. The release's `sigma` is then the noise
+    /// on the sums: a mean's is about `sigma / noisy_rows`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noisy_rows: Option<f64>,
+    /// The std of the noise on `noisy_rows`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noisy_rows_std: Option<f64>,
 }
 
 impl ReleaseOutput for WalrResult {
@@ -106,6 +116,7 @@ impl ReleaseOutput for WalrResult {
         self.noisy_dot
             .iter()
             .chain(&self.noisy_intercept)
+            .chain(&self.noisy_rows)
             .all(|value| value.is_finite())
     }
 }
@@ -138,6 +149,8 @@ mod tests {
             noisy_intercept: None,
             map: None,
             map_fallback: None,
+            noisy_rows: None,
+            noisy_rows_std: None,
         };
         assert_eq!(
             serde_json::to_string(&result).unwrap(),

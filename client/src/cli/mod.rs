@@ -259,7 +259,7 @@ fn describe(out: &mut (dyn Write + Send), release: &Release) -> anyhow::Result<(
         release.noise.mechanism,
         release.sigma,
         release.sensitivity,
-        release.n,
+        release.n.map_or("private".to_owned(), |n| n.to_string()),
     )?;
     writeln!(
         out,

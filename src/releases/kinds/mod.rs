@@ -102,19 +102,26 @@ impl Kind {
         knobs: &Knobs,
     ) -> Result<Box<dyn Planned>, ReleaseError> {
         use api::ReleaseParams as Params;
-        if std::iter::once(dataset)
-            .chain(sources)
-            .any(|record| record.privacy_unit == api::PrivacyUnit::User)
+        let calibrated = matches!(
+            self,
+            Kind::Requested(Params::Aggregate(_) | Params::Walr(_))
+        );
+        if !calibrated
+            && std::iter::once(dataset)
+                .chain(sources)
+                .any(|record| record.privacy_unit == api::PrivacyUnit::User)
         {
-            // Refused before anything is priced or read: no kind is yet
-            // calibrated for one person's many rows (docs/privacy-core.md,
+            // Refused before anything is priced or read: this kind is not
+            // yet calibrated for one person's many rows (docs/privacy-core.md,
             // "Privacy unit `user`").
-            return Err(ReleaseError::Invalid(
-                "releases are not available yet under privacy unit \"user\": the rows of \
-                 each person are kept, and the kinds' sensitivities from the contribution \
-                 bounds are being built (docs/privacy-core.md)"
-                    .to_owned(),
-            ));
+            let what = match self {
+                Kind::Supplied { .. } => "walr with supplied features",
+                Kind::Requested(params) => params.kind(),
+            };
+            return Err(ReleaseError::Invalid(format!(
+                "{what} is not available yet under privacy unit \"user\" (aggregate and walr \
+                 are; docs/privacy-core.md)"
+            )));
         }
         match self {
             Kind::Supplied { params, rows } => supplied::plan(dataset, rows.clone(), params, knobs),

@@ -27,7 +27,7 @@ use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, SuppliedRow};
 
 use super::walr;
 use super::walr_map::{self, Moments, WalrGrid};
-use crate::domain::dataset::DatasetRecord;
+use crate::domain::dataset::{DatasetRecord, Unit};
 use crate::dp::Mechanism;
 use crate::dp::fixed::Fixed;
 use crate::engine::{Needed, Summed};
@@ -122,7 +122,7 @@ impl Supplied {
             })
             .max()
             .unwrap_or(0);
-        grid.sensitivity(PrivacyUnit::Label, reach)
+        grid.sensitivity(Unit::Label, reach)
     }
 
     /// The supplied vectors' moments: public, as the vectors are.
@@ -292,7 +292,7 @@ impl Join {
         if self.joined != n {
             return Err(format!("{} of {n} supplied rows joined", self.joined));
         }
-        Ok(self.grid.exact(self.sums, self.labels))
+        Ok(self.grid.exact(self.sums, self.labels, n))
     }
 }
 
@@ -326,6 +326,7 @@ impl Summed for Join {
             features: false,
             ids: true,
             dimensions: false,
+            people: false,
         }
     }
 
@@ -390,7 +391,7 @@ pub fn plan(
     let map = walr::settled(chosen.map, params, knobs, n, sensitivity_of)?;
     let grid = walr::grid(&map, params.intercept)?;
     let sensitivity = sensitivity_of(&grid, &map);
-    let calibrated = walr::mechanism(&grid, sensitivity, n, params, knobs)?;
+    let calibrated = walr::mechanism(&grid, sensitivity, (n, 1.0 / n as f64), params, knobs)?;
     Ok(Box::new(SuppliedWalr {
         price: calibrated.price(sensitivity / n as f64, n),
         mechanism: calibrated.mechanism,

@@ -12,7 +12,11 @@
 //!   Δ = maxᵢ √(1 + ‖xᵢ‖²) / N, from the features, which are public;
 //! - unit `row`: replacing row i by any row moves the sum by
 //!   (y′(1, x′) − y(1, x))/N, at most √(k + 1)/N since every coordinate of
-//!   (1, x) lies in [0, 1]; N is public (bounded DP).
+//!   (1, x) lies in [0, 1]; N is public (bounded DP);
+//! - unit `user`: N is private, so the count of the rows read is released
+//!   with the sums (one more coordinate, [`WalrGrid::counted`]) and the
+//!   means are over it; a person adds or removes at most m rows of norm
+//!   at most √(reach² + A² + W²) each, so m times that.
 //!
 //! With a feature map φ other than the identity (`map`), (1, x) becomes
 //! φ(x) = (v(x), a) throughout ([`super::walr_map`] has the maps and their
@@ -30,13 +34,13 @@
 //! (`crate::engine::sum`). Either way nothing is read before the debit.
 
 use async_trait::async_trait;
-use dpgate_api_types::{self as api, FeatureMap, PrivacyUnit, WalrMap, WalrResult};
+use dpgate_api_types::{self as api, FeatureMap, WalrMap, WalrResult};
 
 use super::walr_map::{self, MappedSums, Moments, WalrGrid};
-use crate::domain::dataset::{DatasetRecord, WalrStats};
+use crate::domain::dataset::{DatasetRecord, Unit, WalrStats};
 use crate::dp::Mechanism;
 use crate::dp::fixed::Fixed;
-use crate::releases::plan::{Calibrated, noise_fixed, require_rows};
+use crate::releases::plan::{Calibrated, most_rows, noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 
 /// A WALR release over the stored features, priced.
@@ -52,7 +56,10 @@ struct Walr {
 
 /// Prices a WALR release: its map and sensitivity need N, k and (under
 /// `label`, where features are public) the features' running moments and
-/// largest norm.
+/// largest norm. Under `user` N is private: the release counts its rows
+/// with one more noisy coordinate ([`WalrGrid::counted`]) and divides by
+/// that, so it is priced over the cap on N instead, its noise reported in
+/// units of the sums.
 pub fn plan(
     dataset: &DatasetRecord,
     params: &api::WalrParams,
@@ -60,24 +67,45 @@ pub fn plan(
 ) -> Result<Box<dyn Planned>, ReleaseError> {
     knobs.approximate("walr")?;
     require_rows(dataset)?;
-    let (stats, k, n) = (&dataset.stats, dataset.schema.k(), dataset.n_rows);
-    let moments = Moments::of_sums(&stats.feature_sums, &stats.feature_square_sums, n as f64, k);
-    let unit = dataset.privacy_unit;
+    let unit = dataset.unit();
+    let people = matches!(unit, Unit::User(_));
+    if people && params.target_sigma.is_some() {
+        return Err(ReleaseError::Invalid(
+            "target_sigma is the noise on a mean over N, which is private under privacy unit \
+             \"user\": name epsilon instead"
+                .to_owned(),
+        ));
+    }
+    let (stats, k, n) = (&dataset.stats, dataset.schema.k(), most_rows(dataset));
+    let moments = Moments::of_sums(
+        &stats.feature_sums,
+        &stats.feature_square_sums,
+        dataset.n_rows as f64,
+        k,
+    );
     let sensitivity_of = |grid: &WalrGrid, map: &FeatureMap| {
         let reach = match (unit, map.name) {
-            (PrivacyUnit::Label, WalrMap::None) => grid.norm_bound_squared(stats.max_norm_squared),
+            (Unit::Label, WalrMap::None) => grid.norm_bound_squared(stats.max_norm_squared),
             _ => grid.reach_squared(),
         };
         grid.sensitivity(unit, reach)
     };
-    let chosen =
-        walr_map::choose(params.map, unit, k, moments.as_ref()).map_err(ReleaseError::Invalid)?;
-    let map = settled(chosen.map, params, knobs, n, sensitivity_of)?;
-    let grid = grid(&map, params.intercept)?;
+    let chosen = walr_map::choose(params.map, dataset.privacy_unit, k, moments.as_ref())
+        .map_err(ReleaseError::Invalid)?;
+    // Whether `auto`'s shrink pays depends on the noise on the mean, which
+    // under `user` depends on the private N: the shrunk map stands.
+    let (map, grid, per_row) = if people {
+        let grid = grid(&chosen.map, params.intercept)?.counted();
+        (chosen.map, grid, 1.0)
+    } else {
+        let map = settled(chosen.map, params, knobs, n, sensitivity_of)?;
+        let grid = grid(&map, params.intercept)?;
+        (map, grid, 1.0 / n as f64)
+    };
     let sensitivity = sensitivity_of(&grid, &map);
-    let calibrated = mechanism(&grid, sensitivity, n, params, knobs)?;
+    let calibrated = mechanism(&grid, sensitivity, (n, per_row), params, knobs)?;
     Ok(Box::new(Walr {
-        price: calibrated.price(sensitivity / n as f64, n),
+        price: calibrated.price(sensitivity * per_row, n),
         mechanism: calibrated.mechanism,
         intercept: params.intercept,
         map,
@@ -104,31 +132,32 @@ pub fn settled(
     if map.radius.is_none() {
         return Ok(map);
     }
+    let per_row = 1.0 / n as f64;
     let sigma = match params.target_sigma {
         Some(target) => target,
         None => {
             let grid = grid(&map, params.intercept)?;
             let sensitivity = sensitivity_of(&grid, &map);
-            mechanism(&grid, sensitivity, n, params, knobs)?
+            mechanism(&grid, sensitivity, (n, per_row), params, knobs)?
                 .mechanism
                 .noise_std()
-                / n as f64
+                * per_row
         }
     };
     Ok(walr_map::settle(map, sigma))
 }
 
-/// The Gaussian mechanism of a WALR release on `grid` over `n` rows, at
-/// the asked ε or the asked `target_sigma`: it noises the exact sums,
-/// whose one unit is 1/N of the released mean.
+/// The Gaussian mechanism of a WALR release on `grid` over at most `n`
+/// rows, at the asked ε or the asked `target_sigma`: it noises the exact
+/// sums, of which one unit is `per_row` in the released numbers (1/N of a
+/// mean over the public N).
 pub fn mechanism(
     grid: &WalrGrid,
     sensitivity: f64,
-    n: u64,
+    (n, per_row): (u64, f64),
     params: &api::WalrParams,
     knobs: &Knobs,
 ) -> Result<Calibrated, ReleaseError> {
-    let per_row = 1.0 / n as f64;
     Ok(knobs
         .gaussian(
             params.target_sigma,
@@ -149,8 +178,11 @@ impl Planned for Walr {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let dataset = snapshot.dataset();
         let (n, k) = (dataset.n_rows, dataset.schema.k());
+        let counted = self.grid.count_weight();
+        // The running sums are over every row: under `user` a pass reads
+        // the bounded rows instead.
         let kept = match self.map.name {
-            WalrMap::None => exact(&dataset.stats, k, &self.grid),
+            WalrMap::None if counted == 0.0 => exact(&dataset.stats, k, n, &self.grid),
             _ => None,
         };
         let exact = match kept {
@@ -160,24 +192,32 @@ impl Planned for Walr {
                 .await?
                 .exact(),
         };
-        let noisy = noise_fixed(self.mechanism, exact).await?;
-        let mean = noisy.into_iter().map(|sum| sum / n as f64).collect();
-        Ok(api::ReleaseResult::Walr(result(
-            mean,
-            self.intercept,
-            self.map,
-            self.fallback,
-        )))
+        let noise_std = self.mechanism.noise_std();
+        let mut noisy = noise_fixed(self.mechanism, exact).await?;
+        let (rows, over) = match noisy.pop() {
+            Some(count) if counted > 0.0 => (Some(count / counted), (count / counted).max(1.0)),
+            last => {
+                noisy.extend(last);
+                (None, n as f64)
+            }
+        };
+        let mean = noisy.into_iter().map(|sum| sum / over).collect();
+        Ok(api::ReleaseResult::Walr(WalrResult {
+            noisy_rows: rows,
+            noisy_rows_std: rows.map(|_| noise_std / counted),
+            ..result(mean, self.intercept, self.map, self.fallback)
+        }))
     }
 }
 
 /// The exact sums on the identity from the running sums every upload
-/// keeps, when they were kept for every row.
-pub fn exact(stats: &WalrStats, k: usize, grid: &WalrGrid) -> Option<Fixed> {
+/// keeps over its `n` rows, when they were kept for every row.
+pub fn exact(stats: &WalrStats, k: usize, n: u64, grid: &WalrGrid) -> Option<Fixed> {
     let sums = stats.exact_sums(k)?;
     Some(grid.exact(
         sums.iter().map(|&sum| sum as i128).collect(),
         stats.label_count,
+        n,
     ))
 }
 
@@ -196,6 +236,8 @@ pub fn result(
         noisy_intercept,
         map: (map.name != WalrMap::None).then_some(map),
         map_fallback: fallback,
+        noisy_rows: None,
+        noisy_rows_std: None,
     }
 }
 
@@ -211,16 +253,16 @@ mod tests {
         let one = 1i128 << 40;
         let with = grid(&FeatureMap::identity(2), true).unwrap();
         assert_eq!(
-            exact(&stats, 2, &with).unwrap(),
+            exact(&stats, 2, 2, &with).unwrap(),
             Fixed::normalised(vec![one / 2, one, one])
         );
         let without = grid(&FeatureMap::identity(2), false).unwrap();
         assert_eq!(
-            exact(&stats, 2, &without).unwrap(),
+            exact(&stats, 2, 2, &without).unwrap(),
             Fixed::normalised(vec![one / 2, one])
         );
         stats.label_feature_units.clear();
-        assert_eq!(exact(&stats, 2, &with), None);
+        assert_eq!(exact(&stats, 2, 2, &with), None);
         let split = result(vec![0.1, 0.2, 0.3], true, FeatureMap::identity(2), None);
         assert_eq!(split.noisy_dot, vec![0.1, 0.2]);
         assert_eq!(split.noisy_intercept, Some(0.3));

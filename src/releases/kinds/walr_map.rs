@@ -22,6 +22,7 @@
 
 use dpgate_api_types::{FeatureMap, PrivacyUnit, WalrMap};
 
+use crate::domain::dataset::Unit;
 use crate::dp::DpError;
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
 use crate::dp::region::{Region, SnappedSums};
@@ -216,11 +217,21 @@ fn fit_radius(map: &mut FeatureMap, rms: f64) {
 /// is exact for a float x), so ‖uᵢ‖ ≤ ‖xᵢ‖·2⁴⁰ + √k/2, with ‖xᵢ‖² at most
 /// the computed maximum times 1 + k·2⁻⁵² ([`WalrGrid::norm_bound_squared`]).
 /// Every other bound is an integer computed from public facts.
+///
+/// Under unit `user` N is private, so the release also counts the rows it
+/// reads: every row adds the public integer W to one more coordinate
+/// ([`WalrGrid::counted`]), and the released mean is the noisy sums over
+/// the noisy count. A person adds or removes at most m rows (the
+/// contribution bound, [`crate::dp::contribution`]), each moving the sums
+/// by (yᵢ·uᵢ, yᵢ·A, W), of norm at most √(reach² + A² + W²), so by the
+/// triangle inequality the sums move by at most m·√(reach² + A² + W²).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct WalrGrid {
     region: Region,
     /// A, or 0 without the intercept.
     intercept: i64,
+    /// W, the count's units per row, or 0 where N is public.
+    count: u64,
 }
 
 impl WalrGrid {
@@ -237,12 +248,35 @@ impl WalrGrid {
         Ok(WalrGrid {
             region,
             intercept: if intercept { units as i64 } else { 0 },
+            count: 0,
         })
     }
 
-    /// The released coordinates: k, and the intercept's.
+    /// The grid with the rows' count as one more coordinate (unit `user`),
+    /// of W² = ⌈(reach² + A²)/d⌉ units² per row for d sums: about one
+    /// coordinate's share of a row's norm, so that the count costs a
+    /// factor √(1 + 1/d) in noise while its relative error, σ/(W·N), stays
+    /// that of one coordinate of the mean.
+    pub fn counted(self) -> WalrGrid {
+        let per_row = self.region.reach_squared() + self.intercept_squared();
+        let dims = self.dims() as u128;
+        let count = ceil_sqrt(per_row.div_ceil(dims)) as u64;
+        WalrGrid { count, ..self }
+    }
+
+    fn intercept_squared(&self) -> u128 {
+        u128::from(self.intercept.unsigned_abs()).pow(2)
+    }
+
+    /// The released coordinates: k, the intercept's and the count's.
     pub fn dims(&self) -> usize {
-        self.region.dims() + usize::from(self.intercept != 0)
+        self.region.dims() + usize::from(self.intercept != 0) + usize::from(self.count != 0)
+    }
+
+    /// What one row adds to the count's coordinate, normalised (0 where
+    /// there is none): the released count divided by it is the noisy N.
+    pub fn count_weight(&self) -> f64 {
+        self.count as f64 * 2f64.powi(-FRACTION_BITS)
     }
 
     /// The bound on ‖uᵢ‖² of the region: every row's.
@@ -267,15 +301,16 @@ impl WalrGrid {
 
     /// The L2 sensitivity of the normalised sums (the type docs), for rows
     /// with ‖uᵢ‖² ≤ `reach_squared`.
-    pub fn sensitivity(&self, unit: PrivacyUnit, reach_squared: u128) -> f64 {
+    pub fn sensitivity(&self, unit: Unit, reach_squared: u128) -> f64 {
         let dropped = crate::mutants::active(crate::mutants::Mutant::InterceptDropped);
         let a = if dropped { 0 } else { self.intercept };
         let flipped = reach_squared + u128::from(a.unsigned_abs()).pow(2);
         let worst = match unit {
-            PrivacyUnit::Label => flipped,
-            PrivacyUnit::Row => flipped.max(self.region.diameter_squared()),
-            PrivacyUnit::User => {
-                unreachable!("Kind::plan refuses unit user before any kind is priced")
+            Unit::Label => flipped,
+            Unit::Row => flipped.max(self.region.diameter_squared()),
+            Unit::User(bounds) => {
+                let m = u128::from(bounds.rows);
+                (flipped + u128::from(self.count).pow(2)).saturating_mul(m * m)
             }
         };
         ceil_sqrt(worst) * 2f64.powi(-FRACTION_BITS)
@@ -283,7 +318,9 @@ impl WalrGrid {
 
     /// The largest magnitude a normalised sum over `n` rows can take.
     pub fn range(&self, n: u64) -> f64 {
-        let largest = (self.region.side_units()).max(self.intercept.unsigned_abs());
+        let largest = (self.region.side_units())
+            .max(self.intercept.unsigned_abs())
+            .max(self.count);
         (n as f64 * largest as f64).next_up() * 2f64.powi(-FRACTION_BITS)
     }
 
@@ -311,10 +348,14 @@ impl WalrGrid {
         self.region.snap(v, units);
     }
 
-    /// The exact sums Σ yᵢ·uᵢ and, with the intercept, `labels`·A.
-    pub fn exact(&self, mut sums: Vec<i128>, labels: u64) -> Fixed {
+    /// The exact sums Σ yᵢ·uᵢ and, with the intercept, `labels`·A and,
+    /// counted, `rows`·W.
+    pub fn exact(&self, mut sums: Vec<i128>, labels: u64, rows: u64) -> Fixed {
         if self.intercept != 0 {
             sums.push(i128::from(labels) * i128::from(self.intercept));
+        }
+        if self.count != 0 {
+            sums.push(i128::from(rows) * i128::from(self.count));
         }
         Fixed::normalised(sums)
     }
@@ -328,6 +369,7 @@ pub struct MappedSums {
     grid: WalrGrid,
     sums: Vec<i128>,
     labels: u64,
+    rows: u64,
 }
 
 impl MappedSums {
@@ -337,37 +379,41 @@ impl MappedSums {
             map,
             grid,
             labels: 0,
+            rows: 0,
         }
     }
 
     /// The exact sums ([`WalrGrid::exact`]).
     pub fn exact(self) -> Fixed {
-        self.grid.exact(self.sums, self.labels)
+        self.grid.exact(self.sums, self.labels, self.rows)
     }
 
-    /// Adds another part's sums and count of labels.
-    fn absorb(&mut self, sums: &[i128], labels: u64) {
+    /// Adds another part's sums, count of labels and of rows.
+    fn absorb(&mut self, sums: &[i128], labels: u64, rows: u64) {
         for (sum, part) in self.sums.iter_mut().zip(sums) {
             *sum += part;
         }
         self.labels += labels;
+        self.rows += rows;
     }
 
-    /// Adds Σ yᵢ·u(xᵢ) and Σ yᵢ over rows given as (label, features).
+    /// Adds Σ yᵢ·u(xᵢ), Σ yᵢ and the count over rows given as (label,
+    /// features).
     pub fn add_rows<'a>(&mut self, rows: impl Iterator<Item = (u8, &'a [f32])>) {
         let k = self.map.k();
         let (mut x, mut v) = (vec![0.0; k], vec![0.0; k]);
         let mut sums = self.grid.sums();
-        let mut labels = 0;
+        let (mut labels, mut count) = (0, 0);
         for (label, features) in rows {
             for (x, &value) in x.iter_mut().zip(features) {
                 *x = f64::from(value);
             }
             self.grid.add(&self.map, (&x, label), &mut v, &mut sums);
             labels += u64::from(label);
+            count += 1;
         }
         let sums = sums.finish();
-        self.absorb(&sums, labels);
+        self.absorb(&sums, labels, count);
     }
 }
 
@@ -377,16 +423,16 @@ impl Pass for MappedSums {
         let parts = block.chunks(|rows| {
             let mut part = MappedSums::new(self.map.clone(), self.grid.clone());
             part.add_rows(rows.map(|row| (labels[row], block.features(row))));
-            (part.sums, part.labels)
+            (part.sums, part.labels, part.rows)
         });
-        for (sums, labels) in parts {
-            self.absorb(&sums, labels);
+        for (sums, labels, rows) in parts {
+            self.absorb(&sums, labels, rows);
         }
         Ok(())
     }
 }
 
-/// The sums, then Σ yᵢ.
+/// The sums, then Σ yᵢ, then the count of rows.
 impl Summed for MappedSums {
     const KIND: &'static str = "walr";
 
@@ -397,18 +443,19 @@ impl Summed for MappedSums {
     fn sums(&self) -> Vec<i128> {
         let mut sums = self.sums.clone();
         sums.push(i128::from(self.labels));
+        sums.push(i128::from(self.rows));
         sums
     }
 
     fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
-        let Some((&labels, sums)) = sums.split_last() else {
+        let [sums @ .., labels, rows] = sums else {
             return Err("no sums to add".to_owned());
         };
         if sums.len() != self.sums.len() {
             return Err(format!("{} sums for {}", sums.len(), self.sums.len()));
         }
-        let labels = u64::try_from(labels).map_err(|_| "a negative count of labels")?;
-        self.absorb(sums, labels);
+        let count = |value: i128| u64::try_from(value).map_err(|_| "a negative count");
+        self.absorb(sums, count(*labels)?, count(*rows)?);
         Ok(())
     }
 }

@@ -3,6 +3,7 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use super::*;
+use crate::domain::dataset::Unit;
 use crate::domain::dataset::WalrStats;
 use crate::dp::fixed::Fixed;
 use crate::releases::kinds::summed_in_parts;
@@ -32,7 +33,7 @@ fn moments_of(stats: &WalrStats, n: usize, k: usize) -> Moments {
 fn release(rows: &[(Vec<f64>, u8)], k: usize, map: &FeatureMap, intercept: bool) -> Fixed {
     let grid = WalrGrid::new(map, intercept).unwrap();
     if map.name == WalrMap::None {
-        return walr::exact(&stats_of(rows, k), k, &grid).unwrap();
+        return walr::exact(&stats_of(rows, k), k, rows.len() as u64, &grid).unwrap();
     }
     pass(rows, k, map, &grid)
 }
@@ -61,6 +62,10 @@ fn declared(map: &FeatureMap, unit: PrivacyUnit, stats: &WalrStats, intercept: b
         (PrivacyUnit::Label, WalrMap::None) => grid.norm_bound_squared(stats.max_norm_squared),
         _ => grid.reach_squared(),
     };
+    let unit = match unit {
+        PrivacyUnit::Label => Unit::Label,
+        _ => Unit::Row,
+    };
     grid.sensitivity(unit, reach)
 }
 
@@ -86,7 +91,7 @@ fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity_on_every_map
                 match unit {
                     PrivacyUnit::Label => neighbour[changed].1 ^= 1,
                     PrivacyUnit::Row => neighbour[changed] = random_row(&mut rng, k),
-                    PrivacyUnit::User => unreachable!("the tests pair rows under label and row"),
+                    PrivacyUnit::User => unreachable!("UNITS holds label and row"),
                 }
                 let stats = stats_of(&rows, k);
                 let map = fit(asked, unit, k, Some(&moments_of(&stats, n, k))).unwrap();
@@ -108,6 +113,69 @@ fn neighbouring_datasets_differ_by_at_most_the_declared_sensitivity_on_every_map
     for class in 2..6 {
         tight.attained(class, 0.5, "centre and auto");
     }
+}
+
+/// A row of a person: (person, id, (features, label)).
+type Owned = (u32, String, (Vec<f64>, u8));
+
+/// Under unit `user`, adding or removing one person's rows (up to three
+/// times the bound, each a random row or the box's far corner with label
+/// one) moves the counted exact sums over the rows read (at most m a
+/// person) by at most the declared sensitivity, which is attained.
+#[test]
+fn a_persons_rows_move_the_counted_sums_by_at_most_the_declared_sensitivity() {
+    use crate::dp::contribution::{BoundingKey, Candidate, ContributionBounds, keep};
+    let mut rng = ChaCha8Rng::seed_from_u64(34);
+    let key = BoundingKey::new([3; 32]);
+    let mut tight = Tightness::new(MAPS.len());
+    for (class, &asked) in MAPS.iter().enumerate() {
+        for pair in 0..2_000 {
+            let (k, m) = (rng.random_range(1..6), rng.random_range(1..5u32));
+            let bounds = ContributionBounds::new(m, None, None).unwrap();
+            let intercept = pair % 2 == 0;
+            let corner = pair % 3 == 0;
+            let mut rows: Vec<Owned> = (0..rng.random_range(0..20))
+                .map(|at| (at % 3, format!("{pair}-{at}"), random_row(&mut rng, k)))
+                .collect();
+            let without = rows.clone();
+            for at in 0..rng.random_range(1..=3 * m) {
+                let row = if corner {
+                    (vec![1.0; k], 1)
+                } else {
+                    random_row(&mut rng, k)
+                };
+                rows.push((99, format!("{pair}-theirs-{at}"), row));
+            }
+            let map = fit(asked, PrivacyUnit::User, k, None).unwrap();
+            let grid = WalrGrid::new(&map, intercept).unwrap().counted();
+            let read = |rows: &[Owned]| {
+                let candidates: Vec<Candidate<u32, (), &str>> = rows
+                    .iter()
+                    .map(|(person, id, _)| Candidate {
+                        user: *person,
+                        group: (),
+                        row_rank: key.row_rank(id.as_bytes()),
+                        id: id.as_str(),
+                    })
+                    .collect();
+                let kept: Vec<(Vec<f64>, u8)> = rows
+                    .iter()
+                    .zip(keep(&candidates, m))
+                    .filter(|(_, kept)| *kept)
+                    .map(|((_, _, row), _)| row.clone())
+                    .collect();
+                pass(&kept, k, &map, &grid)
+            };
+            let declared = grid.sensitivity(Unit::User(bounds), grid.reach_squared());
+            tight.record(class, gap(&read(&rows), &read(&without)), declared, || {
+                format!("pair {pair} ({asked:?}, k = {k}, m = {m})")
+            });
+        }
+    }
+    // The far corner with label 1 reaches the identity's bound.
+    tight.attained(0, 0.99, "none, user");
+    tight.attained(1, 0.5, "centre, user");
+    tight.attained(2, 0.5, "auto, user");
 }
 
 #[test]
@@ -317,7 +385,7 @@ fn the_running_sums_are_the_pass_s_sums_in_any_order() {
     let rows: Vec<(Vec<f64>, u8)> = (0..5000).map(|_| random_row(&mut rng, k)).collect();
     let identity = FeatureMap::identity(k);
     let grid = WalrGrid::new(&identity, true).unwrap();
-    let running = walr::exact(&stats_of(&rows, k), k, &grid).unwrap();
+    let running = walr::exact(&stats_of(&rows, k), k, rows.len() as u64, &grid).unwrap();
     assert_eq!(pass(&rows, k, &identity, &grid), running);
     let reversed: Vec<(Vec<f64>, u8)> = rows.iter().rev().cloned().collect();
     assert_eq!(pass(&reversed, k, &identity, &grid), running);

@@ -27,7 +27,7 @@ pub const USER: &str = "user";
 pub const USER_TYPE: DataType = DataType::Decimal128(38, 0);
 
 /// The name of dimension `j`'s column.
-fn dimension(j: usize) -> String {
+pub fn dimension(j: usize) -> String {
     format!("dimension.{j}")
 }
 

@@ -1,41 +1,50 @@
 //! Unit `user`: the rows a release reads, at most `max_rows_per_user` of
-//! each person (`dp::contribution`), chosen by the keyed rank of their
-//! ids. The in-memory form of the engine's window over the user column.
+//! each person (and, for a grouped pass, at most `max_groups_per_user`
+//! cells of `max_rows_per_group_per_user` rows), chosen by the keyed rank
+//! of their ids ([`crate::dp::contribution`]). The in-memory form of the
+//! engine's windows over the user column.
 
 use rayon::prelude::*;
 
 use super::Columns;
 use crate::domain::dataset::Users;
+use crate::dp::contribution::{Candidate, keep, keep_grouped};
 
 impl Columns {
-    /// The rows of this run a release under unit `user` reads: of each
-    /// person, the `users.bounds.rows` of smallest rank (ties by id), kept
-    /// in stored order. Only on a run read with its ids and outcomes, of a
-    /// dataset of the unit; only after a debit (it reads who owns each
-    /// row).
-    ///
-    /// The rows kept are [`crate::dp::contribution::keep`]'s: a sort by
-    /// (person, rank, id), then the first m of each person's run, which
-    /// depends on each person's rows alone, not on their order.
-    pub fn bounded(&self, users: &Users) -> Result<Columns, String> {
+    /// The rows of this run a release under unit `user` reads, in stored
+    /// order: [`keep`]'s rows, or [`keep_grouped`]'s when the pass sums
+    /// the cells of the dimensions `grouped_by` apart. Only on a run read
+    /// with its ids and outcomes, of a dataset of the unit; only after a
+    /// debit (it reads who owns each row).
+    pub fn bounded(&self, users: &Users, grouped_by: &[usize]) -> Result<Columns, String> {
         if !(self.outcomes && self.shape.users && self.shape.ids) {
             return Err("bounding needs a run read with its ids and its people".to_owned());
         }
-        let owners = self.users();
-        let ranks: Vec<u64> = (0..self.len())
-            .into_par_iter()
-            .map(|row| users.key.row_rank(self.id(row).as_bytes()).0)
-            .collect();
-        let key = |row: usize| (owners[row], ranks[row], self.id(row));
-        let mut order: Vec<usize> = (0..self.len()).collect();
-        order.par_sort_unstable_by(|&a, &b| key(a).cmp(&key(b)));
-        let mut kept = vec![false; self.len()];
-        let mut run = 0u32;
-        for (position, &row) in order.iter().enumerate() {
-            let same = position > 0 && owners[order[position - 1]] == owners[row];
-            run = if same { run + 1 } else { 0 };
-            kept[row] = run < users.bounds.rows;
+        if let Some(&missing) = grouped_by.iter().find(|&&j| j >= self.dimensions.len()) {
+            return Err(format!(
+                "bounding by dimension {missing} of a run without it"
+            ));
         }
+        let owners = self.users();
+        let candidates: Vec<Candidate<i128, Vec<u32>, &str>> = (0..self.len())
+            .into_par_iter()
+            .map(|row| Candidate {
+                user: owners[row],
+                group: grouped_by
+                    .iter()
+                    .map(|&j| self.dimensions[j][row])
+                    .collect(),
+                row_rank: users.key.row_rank(self.id(row).as_bytes()),
+                id: self.id(row),
+            })
+            .collect();
+        let bounds = users.bounds;
+        let per_cell = bounds.groups < bounds.rows || bounds.rows_per_group < bounds.rows;
+        let kept = if grouped_by.is_empty() || !per_cell {
+            keep(&candidates, bounds.rows)
+        } else {
+            keep_grouped(&candidates, bounds)
+        };
         let count = kept.iter().filter(|&&kept| kept).count();
         let mut bounded = Columns::builder(self.shape, true, count);
         // Consecutive kept rows are copied as one range.

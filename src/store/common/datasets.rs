@@ -125,6 +125,15 @@ macro_rules! datasets_sql {
                 .await?
                 .ok_or_else(|| $crate::store::StoreError::Conflict("the dataset vanished".to_owned()))?;
             record.n_rows += rows;
+            let cap = $crate::dp::contribution::MAX_ROWS;
+            if record.schema.users.is_some() && record.n_rows > cap {
+                // Releases under the unit are priced over this cap on N.
+                return Err($crate::store::StoreError::Conflict(format!(
+                    "a dataset of privacy unit user holds at most {cap} rows; this upload \
+                     would take it to {}",
+                    record.n_rows
+                )));
+            }
             record.stats.merge(stats);
             sqlx::query("UPDATE datasets SET n_rows = $1, stats = $2 WHERE pk = $3")
                 .bind(signed("row count", record.n_rows)?)

@@ -20,6 +20,15 @@
 //! | `row`   | no      | `sum:c`     | hi − lo             | hi − lo          |
 //! | `row`   | yes     | `count`     | √2                  | 2                |
 //! | `row`   | yes     | `sum:c`     | max(hi − lo, √2·M)  | max(hi − lo, 2M) |
+//! | `user`  | no      | either      | M·m                 | M·m              |
+//! | `user`  | yes     | either      | M·‖c*‖₂             | M·‖c*‖₁          |
+//!
+//! Under `user` (M = 1 for a count) a neighbour adds or removes one
+//! person's rows, of which a release reads at most m (grouped: g cells of
+//! r rows, m in all), the count vector c* of
+//! [`crate::dp::contribution::Reach::of_groups`] bounding every person's
+//! ([`Calibration`] has the proof). Every quantity is private there, the
+//! count too, and means are over the noisy count.
 //!
 //! Under `label` a neighbour changes one row's outcomes: its label and its
 //! measures (a measure is typically an outcome, a conversion value beside
@@ -67,7 +76,7 @@ use dpgate_api_types::{self as api};
 
 use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::{Delta, Epsilon, Mechanism};
-use crate::releases::plan::{noise_fixed, require_rows};
+use crate::releases::plan::{most_rows, noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 
 pub use query::*;
@@ -169,8 +178,8 @@ pub fn plan(
         knobs.max_groups,
     )
     .map_err(ReleaseError::Invalid)?;
-    let calibration = Calibration::new(&query, dataset.privacy_unit, schema, norm);
-    let n = dataset.n_rows;
+    let calibration = Calibration::new(&query, dataset.unit(), schema, norm);
+    let n = most_rows(dataset);
     if !calibration.holds(n) {
         return Err(ReleaseError::Invalid(format!(
             "the declared bounds are too wide for an exact sum over {n} rows; narrow them"

@@ -1,52 +1,61 @@
 //! Each quantity's sensitivity under the privacy unit, and the joint
 //! calibration of the private ones (see the module above).
 
-use dpgate_api_types::PrivacyUnit;
-
-use crate::domain::dataset::Schema;
+use crate::domain::dataset::{Schema, Unit};
+use crate::dp::contribution::Reach;
 use crate::dp::fixed::{FRACTION_BITS, Fixed, Grid, ceil_f64, ceil_sqrt};
 
 use super::*;
 
 /// How one quantity can move between neighbouring datasets.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bound {
-    /// When the changed row stays in its cell: at most this.
-    pub within: f64,
-    /// When it moves between two cells: at most this in each.
-    pub across: f64,
+pub enum Bound {
+    /// Units `label` and `row`: one row changes.
+    Row {
+        /// When the changed row stays in its cell: at most this.
+        within: f64,
+        /// When it moves between two cells: at most this in each.
+        across: f64,
+    },
+    /// Unit `user`: one person's kept rows are added or removed, each
+    /// adding at most `largest` in magnitude to its cell, `reach` counting
+    /// them per cell.
+    Person { largest: f64, reach: Reach },
 }
 
 /// The bound of `quantity` under `unit`; `across` is 0 when rows cannot
 /// move between cells (no `group_by`, or unit `label`).
-pub fn bound(unit: PrivacyUnit, grouped: bool, quantity: Quantity, schema: &Schema) -> Bound {
+pub fn bound(unit: Unit, grouped: bool, quantity: Quantity, schema: &Schema) -> Bound {
     let (lo, hi) = values(quantity, schema);
+    let largest = lo.abs().max(hi.abs());
     match (unit, quantity) {
-        (PrivacyUnit::Label, Quantity::Count) => Bound {
+        (Unit::Label, Quantity::Count) => Bound::Row {
             within: 0.0,
             across: 0.0,
         },
-        (PrivacyUnit::Label, Quantity::Sum(_)) => Bound {
+        (Unit::Label, Quantity::Sum(_)) => Bound::Row {
             within: hi - lo,
             across: 0.0,
         },
-        (PrivacyUnit::Row, _) => Bound {
+        (Unit::Row, _) => Bound::Row {
             within: hi - lo,
-            across: if grouped { lo.abs().max(hi.abs()) } else { 0.0 },
+            across: if grouped { largest } else { 0.0 },
         },
-        (PrivacyUnit::User, _) => {
-            unreachable!("Kind::plan refuses unit user before any kind is priced")
-        }
+        (Unit::User(bounds), _) => Bound::Person {
+            largest,
+            reach: Reach::of(bounds, grouped),
+        },
     }
 }
 
 /// A quantity's own sensitivity in `norm` (0: public).
 pub fn own_sensitivity(bound: Bound, norm: Norm) -> f64 {
-    let across = match norm {
-        Norm::L1 => 2.0 * bound.across,
-        Norm::L2 => std::f64::consts::SQRT_2 * bound.across,
-    };
-    bound.within.max(across)
+    match (bound, norm) {
+        (Bound::Row { within, across }, Norm::L1) => within.max(2.0 * across),
+        (Bound::Row { within, across }, Norm::L2) => within.max(std::f64::consts::SQRT_2 * across),
+        (Bound::Person { largest, reach }, Norm::L1) => largest * reach.l1 as f64,
+        (Bound::Person { largest, reach }, Norm::L2) => largest * reach.l2(),
+    }
 }
 
 /// The values one row adds to `quantity`: 1 to a count, its column's
@@ -61,9 +70,13 @@ pub(super) fn values(quantity: Quantity, schema: &Schema) -> (f64, f64) {
 /// How one row's contribution to a quantity can move, in the units of its
 /// grid: [`Bound`] with the public bounds put on the grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(super) struct Reach {
-    pub(super) within: u128,
-    pub(super) across: u128,
+pub(super) enum Moves {
+    Row {
+        within: u128,
+        across: u128,
+    },
+    /// One person's rows, each adding at most the quantity's `largest`.
+    Person(Reach),
 }
 
 /// How a quantity is summed.
@@ -76,7 +89,7 @@ pub(super) enum Tallied {
     /// the mechanism adds noise to.
     Private {
         grid: Grid,
-        reach: Reach,
+        moves: Moves,
         /// The most units one row adds, in magnitude.
         largest: u128,
         /// What one unit of the normalised sum is worth in the statistic's
@@ -148,6 +161,23 @@ impl Tallied {
 /// per quantity. The mechanism then snaps the exact sums to its lattice in
 /// integer arithmetic ([`Mechanism::release_fixed`]): no float ever holds
 /// a sum over private rows.
+///
+/// Under unit `user` a neighbour adds or removes one person's kept rows:
+/// cⱼ of them in cell j, where the count vector c is bounded by the
+/// dataset's contribution bounds ([`Reach::of_rows`] without `group_by`,
+/// [`Reach::of_groups`] with it, each with its proof). Each row adds at
+/// most largest_q = max(|u_q(lo)|, |u_q(hi)|) units in magnitude to
+/// quantity q of its cell, so quantity q of cell j moves by at most
+/// cⱼ·largest_q, and the vector by
+///
+/// L1 ≤ Σ_q Σⱼ cⱼ·largest_q ≤ ‖c‖₁·Σ_q largest_q,
+/// L2² ≤ Σ_q Σⱼ cⱼ²·largest_q² ≤ ‖c‖₂²·Σ_q largest_q²,
+///
+/// in integers (saturating: never below the bound), rounded up once. The
+/// count is private too (a person moves it), as is N. With the weight
+/// w_q = M_q·‖c‖ (the quantity's own sensitivity, [`own_sensitivity`]),
+/// largest_q·2⁻⁴⁰ ≤ 1/‖c‖ + 2⁻⁴¹, so the joint sensitivity is Q (L1) or
+/// √Q (L2) for Q private quantities, up to the same rounding term.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Calibration {
     /// Per quantity.
@@ -157,7 +187,7 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    pub fn new(query: &Query, unit: PrivacyUnit, schema: &Schema, norm: Norm) -> Self {
+    pub fn new(query: &Query, unit: Unit, schema: &Schema, norm: Norm) -> Self {
         let tallied: Vec<Tallied> = query
             .quantities
             .iter()
@@ -171,13 +201,12 @@ impl Calibration {
                 let (lo, hi) = values(quantity, schema);
                 let (lo, hi) = (grid.units(lo), grid.units(hi));
                 let largest = lo.unsigned_abs().max(hi.unsigned_abs());
-                let reach = Reach {
-                    within: if bound.within > 0.0 {
-                        hi.abs_diff(lo)
-                    } else {
-                        0
+                let moves = match bound {
+                    Bound::Row { within, across } => Moves::Row {
+                        within: if within > 0.0 { hi.abs_diff(lo) } else { 0 },
+                        across: if across > 0.0 { largest } else { 0 },
                     },
-                    across: if bound.across > 0.0 { largest } else { 0 },
+                    Bound::Person { reach, .. } => Moves::Person(reach),
                 };
                 let back = match quantity {
                     Quantity::Count => 2f64.powi(FRACTION_BITS) / hi as f64,
@@ -185,7 +214,7 @@ impl Calibration {
                 };
                 Tallied::Private {
                     grid,
-                    reach,
+                    moves,
                     largest,
                     back,
                 }
@@ -334,30 +363,49 @@ impl Calibration {
 }
 
 /// The sensitivity, in `norm`, of the normalised private quantities (see
-/// [`Calibration`]), from their reaches in grid units.
+/// [`Calibration`]), from how each moves in grid units.
 pub(super) fn joint_sensitivity(tallied: &[Tallied], norm: Norm) -> f64 {
-    let reaches = tallied.iter().filter_map(|tallied| match tallied {
-        Tallied::Rows => None,
-        Tallied::Private { reach, .. } => Some(*reach),
-    });
-    let (mut within, mut across) = (0u128, 0u128);
-    for Reach {
-        within: w,
-        across: a,
-    } in reaches
-    {
-        match norm {
-            Norm::L1 => {
+    let (mut within, mut across, mut person) = (0u128, 0u128, None);
+    let mut largest_total = 0u128;
+    for tallied in tallied {
+        let Tallied::Private { moves, largest, .. } = *tallied else {
+            continue;
+        };
+        match (moves, norm) {
+            (
+                Moves::Row {
+                    within: w,
+                    across: a,
+                },
+                Norm::L1,
+            ) => {
                 within += w;
                 across += 2 * a;
             }
-            Norm::L2 => {
+            (
+                Moves::Row {
+                    within: w,
+                    across: a,
+                },
+                Norm::L2,
+            ) => {
                 within += w * w;
                 across += 2 * a * a;
             }
+            (Moves::Person(reach), Norm::L1) => {
+                person = Some(u128::from(reach.l1));
+                largest_total = largest_total.saturating_add(largest);
+            }
+            (Moves::Person(reach), Norm::L2) => {
+                person = Some(reach.l2_squared);
+                largest_total = largest_total.saturating_add(largest.saturating_mul(largest));
+            }
         }
     }
-    let worst = within.max(across);
+    let worst = match person {
+        None => within.max(across),
+        Some(rows) => largest_total.saturating_mul(rows),
+    };
     let units = match norm {
         Norm::L1 => ceil_f64(worst),
         Norm::L2 => ceil_sqrt(worst),

@@ -207,7 +207,16 @@ impl Summed for Tallying {
             features: false,
             ids: false,
             dimensions: true,
+            people: false,
         }
+    }
+
+    fn grouped_by(&self) -> Vec<usize> {
+        self.query
+            .group_by
+            .iter()
+            .map(|&(dimension, _)| dimension)
+            .collect()
     }
 
     fn sums(&self) -> Vec<i128> {

@@ -1,13 +1,14 @@
 use super::*;
 use std::collections::BTreeMap;
 
+use crate::domain::dataset::{Unit, Users};
+use crate::dp::contribution::{BoundingKey, Candidate, ContributionBounds, keep, keep_grouped};
 use crate::dp::fixed::FRACTION_BITS;
 use crate::dp::statistics::{FALSE_FAILURE_RATE, kolmogorov_smirnov_p_value};
 use crate::dp::{Delta, Epsilon, Mechanism};
 use crate::releases::kinds::summed_in_parts;
 use crate::snapshots::Pass;
 use crate::snapshots::{CHUNK_ROWS, Columns, OwnedRow, STREAM_ROWS, Shape};
-use dpgate_api_types::PrivacyUnit;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 use statrs::distribution::{ContinuousCDF, Laplace, Normal};
@@ -156,23 +157,23 @@ fn every_entry_of_the_sensitivity_table() {
     let delta = Quantity::Sum(Column::Measure(1));
     // (unit, grouped, quantity, L2, L1)
     let table = [
-        (PrivacyUnit::Label, false, Quantity::Count, 0.0, 0.0),
-        (PrivacyUnit::Label, true, Quantity::Count, 0.0, 0.0),
+        (Unit::Label, false, Quantity::Count, 0.0, 0.0),
+        (Unit::Label, true, Quantity::Count, 0.0, 0.0),
         // Measures are outcomes: as private as the label under `label`.
-        (PrivacyUnit::Label, false, value, 100.0, 100.0),
-        (PrivacyUnit::Label, true, value, 100.0, 100.0),
-        (PrivacyUnit::Label, true, delta, 100.0, 100.0),
-        (PrivacyUnit::Label, false, label, 1.0, 1.0),
-        (PrivacyUnit::Label, true, label, 1.0, 1.0),
-        (PrivacyUnit::Row, false, Quantity::Count, 0.0, 0.0),
-        (PrivacyUnit::Row, false, label, 1.0, 1.0),
-        (PrivacyUnit::Row, false, value, 100.0, 100.0),
-        (PrivacyUnit::Row, false, delta, 100.0, 100.0),
-        (PrivacyUnit::Row, true, Quantity::Count, SQRT_2, 2.0),
-        (PrivacyUnit::Row, true, label, SQRT_2, 2.0),
+        (Unit::Label, false, value, 100.0, 100.0),
+        (Unit::Label, true, value, 100.0, 100.0),
+        (Unit::Label, true, delta, 100.0, 100.0),
+        (Unit::Label, false, label, 1.0, 1.0),
+        (Unit::Label, true, label, 1.0, 1.0),
+        (Unit::Row, false, Quantity::Count, 0.0, 0.0),
+        (Unit::Row, false, label, 1.0, 1.0),
+        (Unit::Row, false, value, 100.0, 100.0),
+        (Unit::Row, false, delta, 100.0, 100.0),
+        (Unit::Row, true, Quantity::Count, SQRT_2, 2.0),
+        (Unit::Row, true, label, SQRT_2, 2.0),
         // max(hi − lo, √2·M) and max(hi − lo, 2M): M = 100 and 50.
-        (PrivacyUnit::Row, true, value, 100.0 * SQRT_2, 200.0),
-        (PrivacyUnit::Row, true, delta, 100.0, 100.0),
+        (Unit::Row, true, value, 100.0 * SQRT_2, 200.0),
+        (Unit::Row, true, delta, 100.0, 100.0),
     ];
     for (unit, grouped, quantity, l2, l1) in table {
         let bound = bound(unit, grouped, quantity, &schema);
@@ -204,47 +205,32 @@ fn joint_sensitivity_is_the_worse_of_staying_and_moving_up_to_the_grid() {
         );
     };
     // Ungrouped: normalised quantities each move by 1 at once.
-    near(joint(&["sum:y"], &[], PrivacyUnit::Label, Norm::L2), 1.0);
+    near(joint(&["sum:y"], &[], Unit::Label, Norm::L2), 1.0);
     near(
-        joint(&["sum:value", "sum:y"], &[], PrivacyUnit::Label, Norm::L2),
+        joint(&["sum:value", "sum:y"], &[], Unit::Label, Norm::L2),
         SQRT_2,
     );
     near(
-        joint(&["sum:value", "sum:y"], &[], PrivacyUnit::Row, Norm::L1),
+        joint(&["sum:value", "sum:y"], &[], Unit::Row, Norm::L1),
         2.0,
     );
     // Grouped under row: count (0, 1) and sum of [0, 100] (100, 100).
     // Moving: each normalised quantity moves 1/√2 in two cells: L2² = 2.
     near(
-        joint(
-            &["count", "sum:value"],
-            &["device"],
-            PrivacyUnit::Row,
-            Norm::L2,
-        ),
+        joint(&["count", "sum:value"], &["device"], Unit::Row, Norm::L2),
         SQRT_2,
     );
     // L1: moving gives 2·(1/2) per quantity.
     near(
-        joint(
-            &["count", "sum:value"],
-            &["device"],
-            PrivacyUnit::Row,
-            Norm::L1,
-        ),
+        joint(&["count", "sum:value"], &["device"], Unit::Row, Norm::L1),
         2.0,
     );
     // Public quantities do not count.
     near(
-        joint(
-            &["count", "sum:delta"],
-            &["device"],
-            PrivacyUnit::Label,
-            Norm::L1,
-        ),
+        joint(&["count", "sum:delta"], &["device"], Unit::Label, Norm::L1),
         1.0,
     );
-    assert_eq!(joint(&["count"], &[], PrivacyUnit::Label, Norm::L2), 0.0);
+    assert_eq!(joint(&["count"], &[], Unit::Label, Norm::L2), 0.0);
 }
 
 fn random_row(rng: &mut ChaCha8Rng) -> OwnedRow {
@@ -293,9 +279,9 @@ fn neighbouring_datasets_move_the_noised_vector_by_at_most_its_sensitivity() {
         let (statistics, group_by) = requests[rng.random_range(0..requests.len())];
         let query = query(statistics, group_by);
         let unit = if trial % 2 == 0 {
-            PrivacyUnit::Label
+            Unit::Label
         } else {
-            PrivacyUnit::Row
+            Unit::Row
         };
         let norm = if trial % 4 < 2 { Norm::L2 } else { Norm::L1 };
         let calibration = Calibration::new(&query, unit, &schema, norm);
@@ -306,12 +292,11 @@ fn neighbouring_datasets_move_the_noised_vector_by_at_most_its_sensitivity() {
         let other = random_row(&mut rng);
         match unit {
             // Another row's outcomes (label and measures) in the same place.
-            PrivacyUnit::Label => {
+            Unit::Label => {
                 neighbour[changed].label = other.label;
                 neighbour[changed].measures = other.measures;
             }
-            PrivacyUnit::Row => neighbour[changed] = other,
-            PrivacyUnit::User => unreachable!("the tests pair rows under label and row"),
+            Unit::Row | Unit::User(_) => neighbour[changed] = other,
         }
         let a = normalised(&calibration, &tally(&query, &calibration, &rows));
         let b = normalised(&calibration, &tally(&query, &calibration, &neighbour));
@@ -323,8 +308,7 @@ fn neighbouring_datasets_move_the_noised_vector_by_at_most_its_sensitivity() {
             calibration.sensitivity
         );
         if calibration.sensitivity > 0.0 {
-            let slot =
-                &mut tight[usize::from(unit == PrivacyUnit::Row)][usize::from(norm == Norm::L1)];
+            let slot = &mut tight[usize::from(unit == Unit::Row)][usize::from(norm == Norm::L1)];
             *slot = slot.max(gap / calibration.sensitivity);
         }
     }
@@ -334,6 +318,161 @@ fn neighbouring_datasets_move_the_noised_vector_by_at_most_its_sensitivity() {
             assert!(share > 0.999, "unit {unit}, norm {norm}: at most {share}");
         }
     }
+}
+
+/// The rows of `rows` (person, row) a release of `query` reads under
+/// `users`' bounds, as `dp::contribution` keeps them.
+fn kept(query: &Query, users: &Users, rows: &[(u32, OwnedRow)]) -> Vec<OwnedRow> {
+    let candidates: Vec<Candidate<u32, Vec<u32>, String>> = rows
+        .iter()
+        .map(|(person, row)| Candidate {
+            user: *person,
+            group: query
+                .group_by
+                .iter()
+                .map(|&(dimension, _)| row.dimensions[dimension])
+                .collect(),
+            row_rank: users.key.row_rank(row.id.as_bytes()),
+            id: row.id.clone(),
+        })
+        .collect();
+    let read = if query.grouped() {
+        keep_grouped(&candidates, users.bounds)
+    } else {
+        keep(&candidates, users.bounds.rows)
+    };
+    rows.iter()
+        .zip(read)
+        .filter(|(_, read)| *read)
+        .map(|((_, row), _)| row.clone())
+        .collect()
+}
+
+#[test]
+fn adding_a_persons_rows_moves_the_noised_vector_by_at_most_its_sensitivity() {
+    let requests: [(&[&str], &[&str]); 5] = [
+        (&["count"], &[]),
+        (&["count", "sum:y"], &["campaign"]),
+        (&["mean:value", "sum:delta"], &[]),
+        (
+            &["count", "mean:y", "sum:value", "mean:delta"],
+            &["campaign", "device"],
+        ),
+        (&["sum:delta"], &["device"]),
+    ];
+    let mut rng = ChaCha8Rng::seed_from_u64(34);
+    let key = BoundingKey::new([9; 32]);
+    let mut tightest = [0.0f64; 2];
+    for trial in 0..3000 {
+        let (statistics, group_by) = requests[rng.random_range(0..requests.len())];
+        let query = query(statistics, group_by);
+        let m = rng.random_range(1..6u32);
+        let bounds = ContributionBounds::new(
+            m,
+            Some(rng.random_range(1..=m)),
+            Some(rng.random_range(1..=m)),
+        )
+        .unwrap();
+        let users = Users {
+            column: "person".to_owned(),
+            bounds,
+            key: key.clone(),
+        };
+        let schema = Schema {
+            users: Some(users.clone()),
+            ..schema()
+        };
+        let norm = if trial % 2 == 0 { Norm::L2 } else { Norm::L1 };
+        let calibration = Calibration::new(&query, Unit::User(bounds), &schema, norm);
+        let others = rng.random_range(0..30);
+        // Up to three times the bound, in one cell half the time, so that
+        // the bounding binds and the reach is reached.
+        let theirs = rng.random_range(1..=3 * m as usize);
+        let one_cell = rng.random_bool(0.5);
+        let mut row_of = |at: usize| {
+            let mut row = random_row(&mut rng);
+            row.id = format!("{trial}-{at}");
+            row
+        };
+        let mut rows: Vec<(u32, OwnedRow)> = (0..others)
+            .map(|at| ((at % 4) as u32, row_of(at)))
+            .collect();
+        let without = rows.clone();
+        for at in 0..theirs {
+            let mut row = row_of(others + at);
+            if one_cell {
+                row.dimensions = vec![0, 0];
+            }
+            rows.push((99, row));
+        }
+        let tallied = |rows: &[(u32, OwnedRow)]| {
+            normalised(
+                &calibration,
+                &tally(&query, &calibration, &kept(&query, &users, rows)),
+            )
+        };
+        let gap = distance(&tallied(&rows), &tallied(&without), norm);
+        assert!(
+            gap <= calibration.sensitivity * (1.0 + 1e-14),
+            "trial {trial}: {statistics:?} by {group_by:?} under {bounds:?} in {norm:?} moved \
+             {gap} > {}",
+            calibration.sensitivity
+        );
+        let slot = &mut tightest[usize::from(norm == Norm::L1)];
+        *slot = slot.max(gap / calibration.sensitivity);
+    }
+    // The bounds are attained (a person of m rows at the columns' bounds).
+    assert!(tightest.iter().all(|&share| share > 0.999), "{tightest:?}");
+}
+
+#[test]
+fn under_unit_user_the_count_is_private_and_the_reach_scales_each_weight() {
+    let bounds = ContributionBounds::new(4, Some(2), Some(3)).unwrap();
+    let schema = schema();
+    let bound_of = |quantity, grouped| bound(Unit::User(bounds), grouped, quantity, &schema);
+    // Ungrouped: a person's 4 rows in one cell.
+    let four = crate::dp::fixed::ceil_sqrt(16);
+    assert!((4.0..4.0 + 1e-12).contains(&four));
+    assert_eq!(
+        own_sensitivity(bound_of(Quantity::Count, false), Norm::L2),
+        four
+    );
+    assert_eq!(
+        own_sensitivity(bound_of(Quantity::Count, false), Norm::L1),
+        4.0
+    );
+    let value = Quantity::Sum(Column::Measure(0));
+    assert_eq!(own_sensitivity(bound_of(value, false), Norm::L1), 400.0);
+    // Grouped: (3, 1) rows in two cells, L1 4, L2 √10; M = 50 for delta.
+    let delta = Quantity::Sum(Column::Measure(1));
+    assert_eq!(own_sensitivity(bound_of(delta, true), Norm::L1), 200.0);
+    assert_eq!(
+        own_sensitivity(bound_of(delta, true), Norm::L2),
+        50.0 * crate::dp::fixed::ceil_sqrt(10)
+    );
+    // Each quantity normalised by its own: Q quantities give √Q (L2).
+    let users = Users {
+        column: "person".to_owned(),
+        bounds,
+        key: BoundingKey::new([1; 32]),
+    };
+    let calibration = Calibration::new(
+        &query(&["count", "sum:value"], &["device"]),
+        Unit::User(users.bounds),
+        &Schema {
+            users: Some(users),
+            ..schema
+        },
+        Norm::L2,
+    );
+    assert!(!calibration.public());
+    let sensitivity = calibration.sensitivity;
+    // √2 up to the grid's rounding (each weight is ‖c‖ rounded up, so the
+    // normalised rows may weigh a hair under 1/‖c‖ each).
+    assert!(
+        (sensitivity - SQRT_2).abs() < SQRT_2 * 1e-11,
+        "{sensitivity}"
+    );
 }
 
 #[test]
@@ -348,7 +487,7 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     let q = query(&["count", "sum:y", "mean:y", "mean:value"], &["campaign"]);
     // Under label: the label sum and the value sum are private (weights 1
     // and 100, jointly √2 after normalisation); the count is public.
-    let label = Calibration::new(&q, PrivacyUnit::Label, &schema, Norm::L2);
+    let label = Calibration::new(&q, Unit::Label, &schema, Norm::L2);
     let t = tally(&q, &label, &rows);
     assert_eq!(label.weights(), vec![0.0, 1.0, 100.0]);
     assert!((label.sensitivity - SQRT_2).abs() < 1e-11);
@@ -400,7 +539,7 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     }
     // Under row with group_by the count is private too: noisy count, and
     // the mean divides by it.
-    let row_unit = Calibration::new(&q, PrivacyUnit::Row, &schema, Norm::L2);
+    let row_unit = Calibration::new(&q, Unit::Row, &schema, Norm::L2);
     assert_eq!(row_unit.weights(), vec![SQRT_2, SQRT_2, 100.0 * SQRT_2]);
     let t = tally(&q, &row_unit, &rows);
     let private = normalised(&row_unit, &t);
@@ -418,7 +557,7 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     // Counts by a dimension under label: public, every value exact, and
     // countable from the dimensions alone.
     let counts = query(&["count"], &["device"]);
-    let c = Calibration::new(&counts, PrivacyUnit::Label, &schema, Norm::L1);
+    let c = Calibration::new(&counts, Unit::Label, &schema, Norm::L1);
     assert!(c.public());
     let public = Columns::of_rows(Shape::of(&schema), &rows).inputs();
     let mut from_dimensions = c.tally(&counts);
@@ -433,7 +572,7 @@ fn public_statistics_are_exact_and_private_ones_come_from_the_noise() {
     assert!(out.iter().all(|g| g.exact && g.std == 0.0));
     // A sum of a measure under label is private.
     let sums = query(&["sum:value"], &["device"]);
-    assert!(!Calibration::new(&sums, PrivacyUnit::Label, &schema, Norm::L1).public());
+    assert!(!Calibration::new(&sums, Unit::Label, &schema, Norm::L1).public());
 }
 
 #[test]
@@ -441,7 +580,7 @@ fn ungrouped_means_under_row_divide_by_the_public_n() {
     let schema = schema();
     let rows = [row(1, 20.0, 0.0, 0, 0), row(0, 40.0, 0.0, 1, 1)];
     let q = query(&["mean:value", "count"], &[]);
-    let c = Calibration::new(&q, PrivacyUnit::Row, &schema, Norm::L2);
+    let c = Calibration::new(&q, Unit::Row, &schema, Norm::L2);
     assert_eq!(c.weights(), vec![100.0, 0.0]);
     let t = tally(&q, &c, &rows);
     close(&normalised(&c, &t), &[0.6], 1e-12);
@@ -456,7 +595,7 @@ fn ungrouped_means_under_row_divide_by_the_public_n() {
 fn the_range_bounds_every_normalised_quantity_over_n_rows() {
     let schema = schema();
     let q = query(&["count", "sum:value", "sum:delta"], &["campaign"]);
-    let c = Calibration::new(&q, PrivacyUnit::Row, &schema, Norm::L2);
+    let c = Calibration::new(&q, Unit::Row, &schema, Norm::L2);
     // count: N/√2; value: 100N/(100√2); delta: 50N/100.
     let range = c.range(1000);
     assert!((range - 1000.0 / SQRT_2).abs() < 1e-9, "{range}");
@@ -471,7 +610,7 @@ fn the_range_bounds_every_normalised_quantity_over_n_rows() {
 #[test]
 fn a_malformed_stored_row_is_a_fault_not_a_wrong_answer() {
     let q = query(&["sum:value"], &["campaign"]);
-    let c = Calibration::new(&q, PrivacyUnit::Label, &schema(), Norm::L2);
+    let c = Calibration::new(&q, Unit::Label, &schema(), Norm::L2);
     let mut t = c.tally(&q);
     assert!(t.add(&q, &c, row(1, 1.0, 1.0, 7, 0).view()).is_err());
     let mut short = row(1, 1.0, 1.0, 0, 0);
@@ -486,7 +625,7 @@ fn standardised_residuals(mechanism: &Mechanism, norm: Norm, seed: u64) -> Vec<f
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let rows: Vec<OwnedRow> = (0..200).map(|_| random_row(&mut rng)).collect();
     let q = query(&["count", "sum:value", "sum:y"], &["campaign"]);
-    let c = Calibration::new(&q, PrivacyUnit::Row, &schema, norm);
+    let c = Calibration::new(&q, Unit::Row, &schema, norm);
     let t = tally(&q, &c, &rows);
     let exact = groups(&q, &schema, &c, &t, &normalised(&c, &t), 0.0);
     let mut residuals = Vec::new();
@@ -510,7 +649,7 @@ fn released_noise_has_the_reported_std() {
     let q = query(&["count", "sum:value", "sum:y"], &["campaign"]);
     let epsilon = Epsilon::new(1.0).unwrap();
     for norm in [Norm::L2, Norm::L1] {
-        let c = Calibration::new(&q, PrivacyUnit::Row, &schema, norm);
+        let c = Calibration::new(&q, Unit::Row, &schema, norm);
         let range = c.range(200);
         let mechanism = match norm {
             Norm::L2 => {
@@ -557,7 +696,7 @@ fn tallies_do_not_depend_on_threads_or_blocks() {
         &["mean:value", "sum:delta", "count", "sum:y"],
         &["campaign"],
     );
-    let c = Calibration::new(&q, PrivacyUnit::Row, &schema(), Norm::L2);
+    let c = Calibration::new(&q, Unit::Row, &schema(), Norm::L2);
     let pass = || Tallying {
         query: q.clone(),
         calibration: c.clone(),
@@ -605,7 +744,7 @@ fn a_block_tallies_as_its_rows_one_by_one() {
     let statistics = ["mean:value", "sum:delta", "count", "sum:y", "mean:y"];
     for group_by in [&[][..], &["campaign"], &["device", "campaign"]] {
         let q = query(&statistics, group_by);
-        for unit in [PrivacyUnit::Row, PrivacyUnit::Label] {
+        for unit in [Unit::Row, Unit::Label] {
             let c = Calibration::new(&q, unit, &schema(), Norm::L2);
             for rows in [1, 2, 5, 6, 1_000] {
                 let rows: Vec<OwnedRow> = (0..rows).map(|_| random_row(&mut rng)).collect();
@@ -668,7 +807,7 @@ fn neighbouring_sums_of_a_narrow_measure_move_by_at_most_its_span_at_the_largest
     let (lo, hi) = (schema.measures[0].min, schema.measures[0].max);
     let span = hi - lo;
     let q = Query::parse(&schema, &strings(&["sum:m"]), &[], 1).unwrap();
-    for unit in [PrivacyUnit::Label, PrivacyUnit::Row] {
+    for unit in [Unit::Label, Unit::Row] {
         let c = Calibration::new(&q, unit, &schema, Norm::L2);
         let n = largest_n(&c);
         assert!(n > 4_000_000, "{unit:?}: {n}");
@@ -722,33 +861,19 @@ fn sigma_is_the_largest_std_a_released_statistic_can_have() {
     let near = |got: f64, want: f64| assert!((got - want).abs() <= 1e-9 * want, "{got} vs {want}");
     // A sum's std is the noise's times its weight (100 for value).
     near(
-        spread(
-            &["count", "sum:value", "sum:y"],
-            &[],
-            PrivacyUnit::Label,
-            10,
-        ),
+        spread(&["count", "sum:value", "sum:y"], &[], Unit::Label, 10),
         100.0,
     );
     // An ungrouped mean divides by the public N.
-    near(spread(&["mean:value"], &[], PrivacyUnit::Label, 10), 10.0);
-    near(spread(&["mean:value"], &[], PrivacyUnit::Row, 10), 10.0);
+    near(spread(&["mean:value"], &[], Unit::Label, 10), 10.0);
+    near(spread(&["mean:value"], &[], Unit::Row, 10), 10.0);
     // Grouped, a group may hold one row or none.
-    near(
-        spread(&["mean:value"], &["device"], PrivacyUnit::Label, 10),
-        100.0,
-    );
+    near(spread(&["mean:value"], &["device"], Unit::Label, 10), 100.0);
     // Under row the grouped count is noised (weight √2, the value sum's
     // 100√2): √(std(sum)² + M²·std(count)²) = √(2·100² + 100²·2).
-    near(
-        spread(&["mean:value"], &["device"], PrivacyUnit::Row, 10),
-        200.0,
-    );
-    near(
-        spread(&["count"], &["device"], PrivacyUnit::Row, 10),
-        SQRT_2,
-    );
-    assert_eq!(spread(&["count"], &["device"], PrivacyUnit::Label, 10), 0.0);
+    near(spread(&["mean:value"], &["device"], Unit::Row, 10), 200.0);
+    near(spread(&["count"], &["device"], Unit::Row, 10), SQRT_2);
+    assert_eq!(spread(&["count"], &["device"], Unit::Label, 10), 0.0);
 }
 
 /// Every std [`groups`] reports, whatever the noise drew, is at most the
@@ -769,7 +894,7 @@ fn no_released_std_exceeds_the_spread() {
     ];
     for (statistics, group_by) in requests {
         let q = query(statistics, group_by);
-        for unit in [PrivacyUnit::Label, PrivacyUnit::Row] {
+        for unit in [Unit::Label, Unit::Row] {
             let c = Calibration::new(&q, unit, &schema, Norm::L2);
             let rows: Vec<OwnedRow> = (0..rng.random_range(0..6))
                 .map(|_| random_row(&mut rng))
