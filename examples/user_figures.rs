@@ -65,19 +65,24 @@ fn people(rng: &mut ChaCha8Rng) -> Vec<usize> {
     owners
 }
 
-fn csv(x: &Array2<f64>, y: &[u8], owners: &[usize]) -> String {
+/// The rows as CSV, with each row's person when `owners` are given.
+fn csv(x: &Array2<f64>, y: &[u8], owners: Option<&[usize]>) -> String {
     let names: Vec<String> = (0..K).map(|j| format!("f{j}")).collect();
-    let mut out = format!("row_id,y,{},value,campaign,person\n", names.join(","));
+    let person = if owners.is_some() { ",person" } else { "" };
+    let mut out = format!("row_id,y,{},value,campaign{person}\n", names.join(","));
     for (i, row) in x.rows().into_iter().enumerate() {
         let values: Vec<String> = row.iter().map(f64::to_string).collect();
         out.push_str(&format!(
-            "r{i},{},{},{},c{},p{}\n",
+            "r{i},{},{},{},c{}",
             y[i],
             values.join(","),
             100.0 * row[0],
-            i % CAMPAIGNS,
-            owners[i]
+            i % CAMPAIGNS
         ));
+        if let Some(owners) = owners {
+            out.push_str(&format!(",p{}", owners[i]));
+        }
+        out.push('\n');
     }
     out
 }
@@ -145,21 +150,25 @@ fn exact_groups(x: &Array2<f64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// Mean relative error of the released counts and means against `exact`.
-fn relative_errors(release: &ReleaseResult, exact: &[(f64, f64)]) -> (f64, f64) {
+/// Mean relative error of the released counts and means against `exact`,
+/// and the counts' noise std relative to them (the error the noise alone
+/// makes; the rest of a count's is the rows the bounding left out).
+fn relative_errors(release: &ReleaseResult, exact: &[(f64, f64)]) -> [f64; 3] {
     let ReleaseResult::Aggregate(result) = release else {
         panic!("an aggregate result");
     };
-    let (mut count, mut mean) = (0.0, 0.0);
+    let mut errors = [0.0; 3];
     for group in &result.groups {
         let campaign: usize = group.key["campaign"][1..].parse().unwrap();
         let (true_count, true_mean) = exact[campaign];
-        match group.statistic.as_str() {
-            "count" => count += (group.value - true_count).abs() / true_count,
-            _ => mean += (group.value - true_mean).abs() / true_mean,
+        if group.statistic == "count" {
+            errors[0] += (group.value - true_count).abs() / true_count;
+            errors[1] += group.std / true_count;
+        } else {
+            errors[2] += (group.value - true_mean).abs() / true_mean;
         }
     }
-    (count / CAMPAIGNS as f64, mean / CAMPAIGNS as f64)
+    errors.map(|error| error / CAMPAIGNS as f64)
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -201,7 +210,7 @@ async fn main() {
             100.0 * read as f64 / N as f64
         );
     }
-    let body = csv(&x, &y, &owners);
+    let (anonymous, of_people) = (csv(&x, &y, None), csv(&x, &y, Some(&owners)));
     let exact = exact_groups(&x);
     let (address, admin, keys, _dir) = serve().await;
     let walr = request(serde_json::json!({"kind": "walr", "epsilon": 1.0, "delta": 1e-6}));
@@ -209,19 +218,27 @@ async fn main() {
         "kind": "aggregate", "epsilon": 1.0, "delta": 1e-6,
         "statistics": ["count", "mean:value"], "group_by": ["campaign"],
     }));
-    println!("\n| unit | WALR test AUC | count rel. error | mean rel. error | release time |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "\n| unit | WALR test AUC | count rel. error | of it, noise std | mean rel. error | WALR \
+         release time |"
+    );
+    println!("|---|---|---|---|---|---|");
     let cells = std::iter::once(None).chain(BOUNDS.map(Some));
     for bound in cells {
         let name = bound.map_or("row".to_owned(), |m| format!("user-m{m}"));
         let schema = serde_json::from_value(dataset(&name, bound)).unwrap();
         let id = admin.create_dataset(&schema).await.unwrap().id;
+        let body = if bound.is_some() {
+            &of_people
+        } else {
+            &anonymous
+        };
         admin
             .upload_rows(id, UploadFormat::Csv, body.clone())
             .await
             .unwrap();
         let client: Client = analyst(&address, &keys, id);
-        let (mut aucs, mut counts, mut means, mut seconds) = (vec![], vec![], vec![], vec![]);
+        let (mut aucs, mut errors, mut seconds) = (vec![], vec![], vec![]);
         for _ in 0..draws {
             let started = Instant::now();
             let released = client
@@ -238,16 +255,19 @@ async fn main() {
                 .release(id, &aggregate, &Default::default())
                 .await
                 .unwrap();
-            let (count, mean) = relative_errors(released.release.result.as_ref().unwrap(), &exact);
-            counts.push(count);
-            means.push(mean);
+            errors.push(relative_errors(
+                released.release.result.as_ref().unwrap(),
+                &exact,
+            ));
         }
+        let error = |at: usize| mean(&errors.iter().map(|e| e[at]).collect::<Vec<f64>>());
         let unit = bound.map_or("`row`".to_owned(), |m| format!("`user`, m = {m}"));
         println!(
-            "| {unit} | {:.4} | {:.2e} | {:.2e} | {:.2} s |",
+            "| {unit} | {:.4} | {:.2e} | {:.2e} | {:.2e} | {:.2} s |",
             mean(&aucs),
-            mean(&counts),
-            mean(&means),
+            error(0),
+            error(1),
+            error(2),
             mean(&seconds)
         );
     }
@@ -267,7 +287,7 @@ async fn main() {
     let trained = train(x.view(), &exact_dot, &TrainerConfig::default(), |_| {}).unwrap();
     let scores = test.0.dot(&Array1::from(trained.weights)) + trained.intercept.unwrap_or(0.0);
     println!(
-        "| non-private (exact dot product) | {:.4} | 0 | 0 | |",
+        "| non-private (exact dot product) | {:.4} | 0 | 0 | 0 | |",
         auc(scores.as_slice().unwrap(), &test.1).unwrap()
     );
 }

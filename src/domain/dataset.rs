@@ -82,13 +82,6 @@ impl Users {
                 "privacy unit \"user\" needs a user_column and max_rows_per_user".to_owned(),
             );
         };
-        if request.source.is_some() {
-            return Err(
-                "registering files in place is not yet available under privacy unit \
-                 \"user\": create the dataset without a source and upload its rows"
-                    .to_owned(),
-            );
-        }
         let bounds = ContributionBounds::new(
             rows,
             request.max_groups_per_user,

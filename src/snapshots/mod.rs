@@ -304,9 +304,12 @@ impl Snapshots {
     /// `pass` over every row of `dataset`'s version, of the columns it
     /// needs, run by the engine over its files: only after a debit.
     pub async fn sum<S: Summed>(&self, dataset: &DatasetRecord, pass: S) -> Result<S, StoreError> {
+        // Under unit `user` every pass reads who owns each row, from the
+        // outcomes files.
+        let outcomes = pass.needs().outcomes() || dataset.schema.users.is_some();
         let files = self
             .store
-            .version_files(dataset.id, dataset.n_rows, pass.needs().outcomes())
+            .version_files(dataset.id, dataset.n_rows, outcomes)
             .await?;
         let summing = engine::sum(
             &self.engine,

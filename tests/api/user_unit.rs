@@ -18,7 +18,7 @@ use reqwest::{Method, StatusCode};
 use rstest::rstest;
 
 use crate::bad_input::{expect, snapshot};
-use crate::helpers::{Backend, ads_rows, dry_run, spawn_app, unavailable};
+use crate::helpers::{Backend, TestApp, ads_rows, dry_run, spawn_app, unavailable};
 use crate::typed_uploads::{batch, parquet_file, stored};
 
 /// [`crate::helpers::ads_dataset`] under unit `user`, people named by
@@ -185,14 +185,6 @@ async fn bad_user_datasets_are_refused_and_nothing_is_created(#[case] backend: B
         ),
         ("unit row", row_unit, "for privacy unit \"user\" only"),
         ("unit label", row_bounds, "for privacy unit \"user\" only"),
-        (
-            "registered in place",
-            people(
-                "p",
-                serde_json::json!({"source": {"uri": "file:///nowhere/"}}),
-            ),
-            "not yet available under privacy unit \"user\"",
-        ),
     ];
     for (case, request, reason) in cases {
         let response = app
@@ -267,13 +259,7 @@ async fn every_upload_format_stores_the_same_people_and_a_restart_reads_them_bac
         )
         .await
         .unwrap();
-    let users = |blocks: Vec<dpgate::snapshots::Columns>| -> Vec<i128> {
-        blocks
-            .iter()
-            .flat_map(|block| block.users().to_vec())
-            .collect()
-    };
-    let from_csv = users(stored(&app, csv.id).await);
+    let from_csv = people_of(&app, csv.id).await;
     assert_eq!(from_csv.len(), rows);
     // A person's rows share one fingerprint, and different people differ.
     assert_eq!(from_csv[0], from_csv[7]);
@@ -281,8 +267,8 @@ async fn every_upload_format_stores_the_same_people_and_a_restart_reads_them_bac
     let distinct: std::collections::BTreeSet<i128> = from_csv.iter().copied().collect();
     assert_eq!(distinct.len(), 7);
     // Each dataset has its own key: the same ids, other fingerprints.
-    let from_ndjson = users(stored(&app, ndjson.id).await);
-    let from_parquet = users(stored(&app, parquet.id).await);
+    let from_ndjson = people_of(&app, ndjson.id).await;
+    let from_parquet = people_of(&app, parquet.id).await;
     assert_eq!(from_ndjson.len(), rows);
     assert_eq!(from_parquet.len(), rows);
     assert_ne!(from_ndjson[0], from_csv[0]);
@@ -297,7 +283,7 @@ async fn every_upload_format_stores_the_same_people_and_a_restart_reads_them_bac
     assert!(same_people(&from_csv, &from_parquet));
     // After a restart, the files give the same people back.
     app.restart(Limits::default()).await;
-    assert_eq!(users(stored(&app, csv.id).await), from_csv);
+    assert_eq!(people_of(&app, csv.id).await, from_csv);
     // A row without its person, or with an empty one, is refused by line.
     let before = snapshot(&app, csv.id).await;
     let path = format!("/v1/datasets/{}/rows", csv.id);
@@ -325,6 +311,86 @@ async fn every_upload_format_stores_the_same_people_and_a_restart_reads_them_bac
     .await;
     assert_eq!(snapshot(&app, csv.id).await, before);
     app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn files_registered_in_place_give_their_people_on_every_read(#[case] backend: Backend) {
+    if unavailable(backend) {
+        return;
+    }
+    // Nothing held in memory: every release reads the operator's files,
+    // fingerprinting their people as it reads them.
+    let limits = Limits {
+        cache_bytes: 0,
+        ..Limits::default()
+    };
+    let app = crate::helpers::spawn_app_with(backend, limits).await;
+    let rows = 3_000;
+    let person = |i: usize| format!("p{}", i % 7);
+    let dir = app.sources().join("people");
+    std::fs::create_dir_all(&dir).unwrap();
+    let with_people = batch(0, rows, |columns: &mut Vec<(&str, ArrayRef)>| {
+        let people = StringArray::from_iter_values((0..rows).map(person));
+        columns.push(("person", Arc::new(people)));
+    });
+    std::fs::write(dir.join("a.parquet"), parquet_file(&[with_people])).unwrap();
+    let uri = crate::registration::source(&dir).uri;
+    let registered = app
+        .dataset(people(
+            "registered",
+            serde_json::json!({"source": {"uri": uri}}),
+        ))
+        .await;
+    assert_eq!(registered.n_rows, Some(rows as u64));
+    let uploaded = app.dataset(people("uploaded", serde_json::json!({}))).await;
+    app.admin
+        .upload_rows(uploaded.id, UploadFormat::Csv, people_rows(0, rows))
+        .await
+        .unwrap();
+    // The same people as the upload's (under the dataset's own key).
+    let (read, sent) = (
+        people_of(&app, registered.id).await,
+        people_of(&app, uploaded.id).await,
+    );
+    assert_eq!(read.len(), rows);
+    assert!((0..rows).all(|i| (read[i] == read[i % 7]) && (read[i] == read[0]) == (i % 7 == 0)));
+    assert_ne!(read[0], sent[0]);
+    // A release over the files reads at most 5 rows of each of the 7.
+    let analyst = app.analyst("ana", &[registered.id]);
+    let count: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "aggregate", "epsilon": 1.0, "delta": 1e-6, "statistics": ["count"],
+    }))
+    .unwrap();
+    let result = groups(&analyst, registered.id, &count).await;
+    assert!(near(result[0].value, result[0].std, 35.0), "{result:?}");
+    // Files without the person column are refused, and nothing is made.
+    let bare = app.sources().join("bare");
+    crate::registration::write(&bare, "a.parquet", 0, 10);
+    let uri = crate::registration::source(&bare).uri;
+    let response = app
+        .raw(Method::POST, "/v1/datasets")
+        .bearer_auth(app.token(Role::Admin, "admin", &[]))
+        .json(&people("bare", serde_json::json!({"source": {"uri": uri}})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let problem: serde_json::Value = response.json().await.unwrap();
+    assert!(problem.to_string().contains("person"), "{problem}");
+    assert_eq!(app.admin.datasets().await.unwrap().len(), 2);
+    app.finish().await;
+}
+
+/// Each stored row's person (its fingerprint), in stored order.
+async fn people_of(app: &TestApp, dataset: uuid::Uuid) -> Vec<i128> {
+    let blocks = stored(app, dataset).await;
+    blocks
+        .iter()
+        .flat_map(|block| block.users().to_vec())
+        .collect()
 }
 
 /// The groups of a paid aggregate release of `request` on `dataset`; the
