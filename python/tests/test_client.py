@@ -225,7 +225,7 @@ def test_metrics(server: Server) -> None:
     assert "# TYPE" in text
 
 
-def test_a_user_dataset_keeps_n_from_analysts(server: Server) -> None:
+def test_a_user_dataset_keeps_n_from_analysts_and_its_releases(server: Server) -> None:
     admin = server.admin()
     created = admin.create_dataset(
         **schema(f"people-{server.backend}", privacy_unit="user"),
@@ -243,8 +243,11 @@ def test_a_user_dataset_keeps_n_from_analysts(server: Server) -> None:
     assert admin.dataset(created).n_rows == 20
     analyst = server.analyst("ana", [created.id])
     assert analyst.dataset(created).n_rows is None
+    # An aggregate reads at most 5 rows a person and does not say its N.
+    released = analyst.release(created, "aggregate", 1.0, 1e-6, statistics=["count"])
+    assert released.n is None and released.sigma > 0
     with pytest.raises(dpgate.InvalidInput) as refused:
-        analyst.release(created, "aggregate", 1.0, 1e-6, statistics=["count"])
+        analyst.release(created, "model/dp-gd", 1.0, 1e-6, steps=10)
     assert 'not available yet under privacy unit "user"' in refused.value.detail
     with pytest.raises(dpgate.InvalidInput):
         admin.create_dataset(**schema("no-bound", privacy_unit="user"), user_column="person")
