@@ -494,7 +494,7 @@ impl DatasetRecord {
     }
 
     /// Its privacy unit. A dataset is of unit `user` exactly when its
-    /// schema has its people: creation ([`Users::parse`]) and every read
+    /// schema has its people: creation (`Users::parse`) and every read
     /// from the store ([`DatasetRecord::consistent`]) check it.
     pub fn unit(&self) -> Unit {
         match (&self.schema.users, self.privacy_unit) {
