@@ -98,17 +98,11 @@ impl Scan {
         batch_schema(self.shape(), self.needed.outcomes())
     }
 
-    /// The people whose rows are ranked, when it reads the ids and the
-    /// people of a dataset of unit `user`: its rows then also hold their
-    /// [`bounding::RANK`].
-    pub fn ranked(&self) -> Option<&Users> {
-        ranked(&self.schema, self.needed)
-    }
-
-    /// The schema of its batches: [`Scan::batch`]'s, and the ranks if
-    /// [`Scan::ranked`].
+    /// The schema of its batches: [`Scan::batch`]'s, and each row's
+    /// [`bounding::RANK`] when it reads the ids and the people of a dataset
+    /// of unit `user` ([`ranked`]).
     pub fn table(&self) -> SchemaRef {
-        match self.ranked() {
+        match ranked(&self.schema, self.needed) {
             Some(_) => bounding::with_rank(&self.batch()),
             None => self.batch(),
         }
@@ -175,7 +169,8 @@ impl Scan {
     }
 }
 
-/// Whose rows a read of `needed` columns of `schema` ranks.
+/// Whose rows a read of `needed` columns of `schema` ranks: a dataset of
+/// unit `user` read with its ids and people.
 fn ranked(schema: &Schema, needed: Needed) -> Option<&Users> {
     let shape = needed.shape(schema);
     schema.users.as_ref().filter(|_| shape.users && shape.ids)

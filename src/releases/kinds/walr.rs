@@ -194,13 +194,12 @@ impl Planned for Walr {
         };
         let noise_std = self.mechanism.noise_std();
         let mut noisy = noise_fixed(self.mechanism, exact).await?;
-        let (rows, over) = match noisy.pop() {
-            Some(count) if counted > 0.0 => (Some(count / counted), (count / counted).max(1.0)),
-            last => {
-                noisy.extend(last);
-                (None, n as f64)
-            }
+        // Counted, the last coordinate is the rows' count, W a row.
+        let rows = match counted > 0.0 {
+            true => noisy.pop().map(|count| count / counted),
+            false => None,
         };
+        let over = rows.map_or(n as f64, |rows| rows.max(1.0));
         let mean = noisy.into_iter().map(|sum| sum / over).collect();
         Ok(api::ReleaseResult::Walr(WalrResult {
             noisy_rows: rows,
