@@ -52,6 +52,7 @@ fn descent(steps: u32) -> Descent {
         output: Iterate::Last,
         fit_intercept: true,
         start: vec![0.0; FEATURES + 1],
+        people: None,
     }
 }
 

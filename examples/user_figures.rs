@@ -1,5 +1,5 @@
 //! The price of protecting people (issue 34, docs/privacy-core.md): WALR's
-//! test AUC and an aggregate's relative error at N = 10⁶ rows of 10⁵
+//! and DP-GD's test AUC and an aggregate's relative error at N = 10⁶ rows of 10⁵
 //! people whose rows per person are heavy-tailed (lognormal, σ = 1.5:
 //! median 3, mean 10, the largest person about 2,000 rows), under unit
 //! `user` at m ∈ {1, 5, 20, 100} rows a person against unit `row` on the
@@ -15,7 +15,10 @@
 //! through the API at ε = 1, δ = 10⁻⁶ (noise from the OS CSPRNG): WALR
 //! (default map) trained label-blind on the uploaded features and scored
 //! on 10⁵ fresh rows; `count` and `mean:value` by `campaign`, their error
-//! relative to the exact values over all rows.
+//! relative to the exact values over all rows; and `model/dp-gd` at its
+//! defaults (T = 100, α = 1, C = 1; under `user` each person's summed
+//! gradient clipped to C and N released noisy first), scored on the same
+//! test rows.
 
 // A figures driver: failing loudly on any error is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -136,6 +139,15 @@ fn walr_auc(release: &ReleaseResult, x: &Array2<f64>, test: &(Array2<f64>, Vec<u
     auc(scores.as_slice().unwrap(), &test.1).unwrap()
 }
 
+/// The test AUC of a DP-GD model (raw features are the stored ones here).
+fn model_auc(release: &ReleaseResult, test: &(Array2<f64>, Vec<u8>)) -> f64 {
+    let ReleaseResult::DpGd(model) = release else {
+        panic!("a DP-GD result");
+    };
+    let scores = test.0.dot(&Array1::from(model.weights.clone())) + model.intercept;
+    auc(scores.as_slice().unwrap(), &test.1).unwrap()
+}
+
 /// The exact count and mean of `value` of each campaign over all rows.
 fn exact_groups(x: &Array2<f64>) -> Vec<(f64, f64)> {
     let mut groups = vec![(0.0, 0.0); CAMPAIGNS];
@@ -169,6 +181,19 @@ fn relative_errors(release: &ReleaseResult, exact: &[(f64, f64)]) -> [f64; 3] {
         }
     }
     errors.map(|error| error / CAMPAIGNS as f64)
+}
+
+/// `request` released on `id`, and the seconds the release took.
+async fn timed(client: &Client, id: uuid::Uuid, request: &ReleaseRequest) -> (ReleaseResult, f64) {
+    let started = Instant::now();
+    let released = client
+        .release(id, request, &Default::default())
+        .await
+        .unwrap();
+    (
+        released.release.result.unwrap(),
+        started.elapsed().as_secs_f64(),
+    )
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -218,11 +243,14 @@ async fn main() {
         "kind": "aggregate", "epsilon": 1.0, "delta": 1e-6,
         "statistics": ["count", "mean:value"], "group_by": ["campaign"],
     }));
+    let descent = request(serde_json::json!({
+        "kind": "model/dp-gd", "epsilon": 1.0, "delta": 1e-6,
+    }));
     println!(
         "\n| unit | WALR test AUC | count rel. error | of it, noise std | mean rel. error | WALR \
-         release time |"
+         release time | DP-GD test AUC | DP-GD release time |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let cells = std::iter::once(None).chain(BOUNDS.map(Some));
     for bound in cells {
         let name = bound.map_or("row".to_owned(), |m| format!("user-m{m}"));
@@ -239,36 +267,28 @@ async fn main() {
             .unwrap();
         let client: Client = analyst(&address, &keys, id);
         let (mut aucs, mut errors, mut seconds) = (vec![], vec![], vec![]);
+        let (mut model_aucs, mut model_seconds) = (vec![], vec![]);
         for _ in 0..draws {
-            let started = Instant::now();
-            let released = client
-                .release(id, &walr, &Default::default())
-                .await
-                .unwrap();
-            seconds.push(started.elapsed().as_secs_f64());
-            aucs.push(walr_auc(
-                released.release.result.as_ref().unwrap(),
-                &x,
-                &test,
-            ));
-            let released = client
-                .release(id, &aggregate, &Default::default())
-                .await
-                .unwrap();
-            errors.push(relative_errors(
-                released.release.result.as_ref().unwrap(),
-                &exact,
-            ));
+            let (released, took) = timed(&client, id, &walr).await;
+            seconds.push(took);
+            aucs.push(walr_auc(&released, &x, &test));
+            let (released, _) = timed(&client, id, &aggregate).await;
+            errors.push(relative_errors(&released, &exact));
+            let (released, took) = timed(&client, id, &descent).await;
+            model_seconds.push(took);
+            model_aucs.push(model_auc(&released, &test));
         }
         let error = |at: usize| mean(&errors.iter().map(|e| e[at]).collect::<Vec<f64>>());
         let unit = bound.map_or("`row`".to_owned(), |m| format!("`user`, m = {m}"));
         println!(
-            "| {unit} | {:.4} | {:.2e} | {:.2e} | {:.2e} | {:.2} s |",
+            "| {unit} | {:.4} | {:.2e} | {:.2e} | {:.2e} | {:.2} s | {:.4} | {:.1} s |",
             mean(&aucs),
             error(0),
             error(1),
             error(2),
-            mean(&seconds)
+            mean(&seconds),
+            mean(&model_aucs),
+            mean(&model_seconds)
         );
     }
     let exact_dot = NoisyDot {
@@ -287,7 +307,7 @@ async fn main() {
     let trained = train(x.view(), &exact_dot, &TrainerConfig::default(), |_| {}).unwrap();
     let scores = test.0.dot(&Array1::from(trained.weights)) + trained.intercept.unwrap_or(0.0);
     println!(
-        "| non-private (exact dot product) | {:.4} | 0 | 0 | 0 | |",
+        "| non-private (exact dot product) | {:.4} | 0 | 0 | 0 | | | |",
         auc(scores.as_slice().unwrap(), &test.1).unwrap()
     );
 }

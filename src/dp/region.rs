@@ -323,6 +323,15 @@ impl SnappedSums<'_> {
         self.carry();
         self.sums
     }
+
+    /// Σ weightᵢ·snap(vᵢ) so far, exactly, into `out`, and the sums back
+    /// at 0: for sums taken group by group on one scratch space.
+    pub fn take(&mut self, out: &mut [i128]) {
+        self.carry();
+        for (out, sum) in out.iter_mut().zip(&mut self.sums) {
+            *out = std::mem::take(sum);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,10 +15,10 @@ use datafusion::logical_expr::AggregateUDF;
 use datafusion::prelude::{SessionConfig, SessionContext, col};
 
 use super::scan::{Scan, VersionTable};
-use super::summed::{Summed, SumsOf, decode};
+use super::summed::{Prototype, Summed, SumsOf, decode};
 use super::{DataDir, bounding};
 use crate::domain::dataset::{Schema, VersionFile};
-use crate::snapshots::batch_schema;
+use crate::snapshots::{USER, batch_schema};
 use crate::store::StoreError;
 
 /// Where passes run: embedded in the replica, on its cores, or on a
@@ -122,28 +122,57 @@ pub async fn sum<S: Summed>(
     let shape = needed.shape(schema);
     let batch = batch_schema(shape, needed.outcomes());
     let context = engine.context().await?;
-    let function = AggregateUDF::new_from_impl(SumsOf::new(
-        "dpgate_sums".to_owned(),
-        Arc::new(pass.clone()),
-        shape,
-        needed.outcomes(),
-    ));
     let arguments = batch
         .fields()
         .iter()
         .map(|field| col(field.name()))
         .collect();
-    let answer = context
+    let function = |name: &str, prototype: Arc<dyn Prototype>| {
+        AggregateUDF::new_from_impl(SumsOf::new(
+            name.to_owned(),
+            prototype,
+            shape,
+            needed.outcomes(),
+        ))
+    };
+    let bounded = context
         .read_table(Arc::new(VersionTable::new(dir, scan)))
         .and_then(|frame| match bounds {
             Some(bounds) => bounding::bound(frame, bounds, &pass.grouped_by()),
             None => Ok(frame),
-        })
-        .and_then(|frame| frame.aggregate(vec![], vec![function.call(arguments)]))
-        .map_err(engine_error)?
-        .collect()
-        .await
-        .map_err(engine_error)?;
+        });
+    let answer = match (bounds, pass.of_person()) {
+        // Each person's rows summed apart (a group of the user column),
+        // then the people added up.
+        (Some(_), Some(person)) => {
+            let people = AggregateUDF::new_from_impl(SumsOf::of_people(
+                "dpgate_people".to_owned(),
+                Arc::new(pass.clone()),
+            ));
+            bounded
+                .and_then(|frame| {
+                    frame.aggregate(
+                        vec![col(USER)],
+                        vec![
+                            function("dpgate_person", Arc::new(person))
+                                .call(arguments)
+                                .alias(PERSON),
+                        ],
+                    )
+                })
+                .and_then(|frame| frame.aggregate(vec![], vec![people.call(vec![col(PERSON)])]))
+        }
+        _ => bounded.and_then(|frame| {
+            frame.aggregate(
+                vec![],
+                vec![function("dpgate_sums", Arc::new(pass.clone())).call(arguments)],
+            )
+        }),
+    }
+    .map_err(engine_error)?
+    .collect()
+    .await
+    .map_err(engine_error)?;
     let sums = answer
         .first()
         .and_then(|batch| batch.columns().first())
@@ -155,6 +184,9 @@ pub async fn sum<S: Summed>(
     pass.add_sums(&sums).map_err(StoreError::Files)?;
     Ok(pass)
 }
+
+/// A person's sums, between the two aggregates of a pass over people.
+const PERSON: &str = "dpgate_person_sums";
 
 /// The store's error a plan failed with (a changed file, say), else the
 /// engine's as a file error.

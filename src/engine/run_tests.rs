@@ -5,6 +5,7 @@ use super::*;
 use crate::domain::dataset::DatasetRecord;
 use crate::engine::Needed;
 use crate::engine::tests::{append, dataset, fixture, people_dataset, read, uploaded};
+use crate::releases::kinds::gradients::{Gradients, Grid, Logistic};
 use crate::snapshots::{Columns, Pass};
 
 /// Σ label, Σ features on a 2⁻²⁰ grid, Σ dimension codes, Σ measures on a
@@ -282,6 +283,14 @@ struct People {
     record: DatasetRecord,
     ungrouped: Everything,
     grouped: Grouped,
+    gradients: Gradients<Logistic>,
+}
+
+/// A learner's pass over people: each person's logistic gradients at a
+/// θ far from 0 summed, then clipped to 0.5 (two-level in the engine).
+fn per_person() -> Gradients<Logistic> {
+    let grid = Grid::per_person(0.5, 1.0, 3, true, 5).expect("a grid");
+    Gradients::at(&grid, Logistic, &[0.3, -2.0, 3.5], true)
 }
 
 impl People {
@@ -293,11 +302,13 @@ impl People {
         }
         let ungrouped = bounded_in_memory(&fixture, &record, Everything::default()).await;
         let grouped = bounded_in_memory(&fixture, &record, Grouped::default()).await;
+        let gradients = bounded_in_memory(&fixture, &record, per_person()).await;
         People {
             fixture,
             record,
             ungrouped,
             grouped,
+            gradients,
         }
     }
 
@@ -330,9 +341,11 @@ impl People {
         .expect("sums")
     }
 
-    /// The engine's sums are the in-memory bounding's, grouped or not, and
-    /// a pass is handed only the columns it reads.
+    /// The engine's sums are the in-memory bounding's, grouped or not, or
+    /// over people, and a pass is handed only the columns it reads.
     async fn check(&self, engine: &Engine, files: &[crate::domain::dataset::VersionFile]) {
+        let gradients = self.summed(engine, files, per_person()).await;
+        assert_eq!(gradients.sums(), self.gradients.sums());
         let everything = self.summed(engine, files, Everything::default()).await;
         assert_eq!(everything.sums, self.ungrouped.sums);
         let grouped = self.summed(engine, files, Grouped::default()).await;
@@ -356,6 +369,16 @@ async fn under_unit_user_the_engine_sums_each_persons_bounded_rows() {
     // rows, or one.
     assert_eq!(ungrouped.sums[5], 102 * 5 + 3_000);
     assert_eq!(grouped.0.sums[5], 102 * 2 + 1_500);
+    // Each person's total is clipped, not each row's: one person of
+    // unclipped rows would move the sum by more than the clip.
+    let rows = Gradients::at(
+        &Grid::new(0.5, 1.0, 3, true).unwrap(),
+        Logistic,
+        &[0.3, -2.0, 3.5],
+        true,
+    );
+    let by_rows = bounded_in_memory(&people.fixture, &people.record, rows).await;
+    assert_ne!(by_rows.sums(), people.gradients.sums());
     // The device kept is each person's own, not the same for all.
     let devices = grouped.0.sums[3];
     assert!(devices > 200 && devices < 1_500, "{devices}");
@@ -484,7 +507,8 @@ mod on_a_cluster {
             Passes::default()
                 .with::<Everything>()
                 .with::<NoFeatures>()
-                .with::<Grouped>(),
+                .with::<Grouped>()
+                .with::<Gradients<Logistic>>(),
         )
     }
 

@@ -51,6 +51,23 @@ pub trait Summed: Pass + Clone + Sync + Serialize + DeserializeOwned {
 
     /// Adds another part's [`Summed::sums`].
     fn add_sums(&mut self, sums: &[i128]) -> Result<(), String>;
+
+    /// For a pass over people (unit `user`, a learner clipping each
+    /// person's total): the pass that sums one person's rows, whose sums
+    /// [`Summed::add_person`] takes. The engine then sums each person's
+    /// rows apart with it and hands the pass the people one by one; a
+    /// block it visits holds each person's rows together. `None` (the
+    /// default) for a pass over rows.
+    fn of_person(&self) -> Option<Self> {
+        None
+    }
+
+    /// Adds one person: the sums of [`Summed::of_person`]'s pass over that
+    /// person's rows alone.
+    fn add_person(&mut self, rows: &[i128]) -> Result<(), String> {
+        let _ = rows;
+        Err(format!("a {} pass sums rows, not people", Self::KIND))
+    }
 }
 
 /// A [`Summed`] pass before any row, whatever its type: what the engine's
@@ -58,6 +75,10 @@ pub trait Summed: Pass + Clone + Sync + Serialize + DeserializeOwned {
 pub trait Prototype: Send + Sync + 'static {
     /// A part of the pass over batches of `schema`.
     fn part(&self, schema: SchemaRef, shape: Shape, outcomes: bool) -> Box<dyn Accumulator>;
+
+    /// A part of the pass over people, each given as the sums of its
+    /// [`Summed::of_person`] pass over their rows.
+    fn people_part(&self) -> Box<dyn Accumulator>;
 
     /// How many sums it holds.
     fn width(&self) -> usize;
@@ -76,9 +97,19 @@ impl<S: Summed> Prototype for S {
         Box::new(Summing {
             width: self.width(),
             pass: self.clone(),
-            schema,
-            shape,
-            outcomes,
+            input: Input::Rows {
+                schema,
+                shape,
+                outcomes,
+            },
+        })
+    }
+
+    fn people_part(&self) -> Box<dyn Accumulator> {
+        Box::new(Summing {
+            width: self.width(),
+            pass: self.clone(),
+            input: Input::People,
         })
     }
 
@@ -182,6 +213,9 @@ pub struct SumsOf {
     schema: SchemaRef,
     shape: Shape,
     outcomes: bool,
+    /// Whether it sums people, each the [`encode`]d sums of a person's
+    /// rows ([`Summed::add_person`]), rather than rows.
+    people: bool,
 }
 
 /// A [`SumsOf`] as it travels with a plan.
@@ -191,6 +225,7 @@ struct Portable {
     kind: String,
     shape: Shape,
     outcomes: bool,
+    people: bool,
     /// The pass's [`Prototype::settings`].
     settings: String,
 }
@@ -206,6 +241,16 @@ impl SumsOf {
             schema: crate::snapshots::batch_schema(shape, outcomes),
             shape,
             outcomes,
+            people: false,
+        }
+    }
+
+    /// The function of a column of people's sums (those of the pass's
+    /// [`Summed::of_person`] over each person's rows) adding them up.
+    pub fn of_people(name: String, prototype: Arc<dyn Prototype>) -> Self {
+        SumsOf {
+            people: true,
+            ..SumsOf::new(name, prototype, Shape::default(), false)
         }
     }
 }
@@ -218,6 +263,7 @@ impl SumsOf {
             kind: self.prototype.kind().to_owned(),
             shape: self.shape,
             outcomes: self.outcomes,
+            people: self.people,
             settings: String::from_utf8(self.prototype.settings().map_err(failed)?)
                 .map_err(|error| failed(error.to_string()))?,
         };
@@ -232,12 +278,15 @@ impl SumsOf {
         let prototype = passes
             .read(&portable.kind, portable.settings.as_bytes())
             .map_err(failed)?;
-        Ok(SumsOf::new(
-            name.to_owned(),
-            prototype,
-            portable.shape,
-            portable.outcomes,
-        ))
+        Ok(SumsOf {
+            people: portable.people,
+            ..SumsOf::new(
+                name.to_owned(),
+                prototype,
+                portable.shape,
+                portable.outcomes,
+            )
+        })
     }
 }
 
@@ -276,9 +325,12 @@ impl AggregateUDFImpl for SumsOf {
     }
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(self
-            .prototype
-            .part(self.schema.clone(), self.shape, self.outcomes))
+        Ok(match self.people {
+            true => self.prototype.people_part(),
+            false => self
+                .prototype
+                .part(self.schema.clone(), self.shape, self.outcomes),
+        })
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -295,9 +347,19 @@ struct Summing<S> {
     pass: S,
     /// How many sums the pass holds (DataFusion asks the size often).
     width: usize,
-    schema: SchemaRef,
-    shape: Shape,
-    outcomes: bool,
+    input: Input,
+}
+
+/// What a part is handed.
+enum Input {
+    /// Batches of rows of `schema`, read as blocks of `shape`.
+    Rows {
+        schema: SchemaRef,
+        shape: Shape,
+        outcomes: bool,
+    },
+    /// A column of people's sums ([`Summed::add_person`]).
+    People,
 }
 
 impl<S> fmt::Debug for Summing<S> {
@@ -308,9 +370,18 @@ impl<S> fmt::Debug for Summing<S> {
 
 impl<S: Summed> Accumulator for Summing<S> {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let batch = RecordBatch::try_new(self.schema.clone(), values.to_vec())?;
-        let block = Columns::from_batch(self.shape, self.outcomes, &batch).map_err(failed)?;
-        self.pass.visit(&block).map_err(failed)
+        match &self.input {
+            Input::Rows {
+                schema,
+                shape,
+                outcomes,
+            } => {
+                let batch = RecordBatch::try_new(schema.clone(), values.to_vec())?;
+                let block = Columns::from_batch(*shape, *outcomes, &batch).map_err(failed)?;
+                self.pass.visit(&block).map_err(failed)
+            }
+            Input::People => each_sums(values, |person| self.pass.add_person(person)),
+        }
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
@@ -326,16 +397,24 @@ impl<S: Summed> Accumulator for Summing<S> {
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let parts = states
-            .first()
-            .and_then(|column| column.as_any().downcast_ref::<BinaryArray>())
-            .ok_or_else(|| failed("a part of sums that is not bytes"))?;
-        for part in parts.iter().flatten() {
-            let sums = decode(part).map_err(failed)?;
-            self.pass.add_sums(&sums).map_err(failed)?;
-        }
-        Ok(())
+        each_sums(states, |sums| self.pass.add_sums(sums))
     }
+}
+
+/// `add` of every non-null list of sums in the first of `columns`, a
+/// column of [`encode`]d sums.
+fn each_sums(
+    columns: &[ArrayRef],
+    mut add: impl FnMut(&[i128]) -> Result<(), String>,
+) -> Result<()> {
+    let parts = columns
+        .first()
+        .and_then(|column| column.as_any().downcast_ref::<BinaryArray>())
+        .ok_or_else(|| failed("a part of sums that is not bytes"))?;
+    for part in parts.iter().flatten() {
+        add(&decode(part).map_err(failed)?).map_err(failed)?;
+    }
+    Ok(())
 }
 
 /// `fresh` (a pass before any row) over `parts`, as the engine runs it on

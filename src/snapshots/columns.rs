@@ -49,7 +49,7 @@ pub trait Pass: Send + 'static {
 pub const STREAM_ROWS: usize = 4 * CHUNK_ROWS;
 
 /// What each row holds: the schema's columns, counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Shape {
     pub features: usize,
     pub measures: usize,

@@ -1,9 +1,9 @@
 //! Privacy unit `user`: datasets of people with many rows each. Creation
 //! with the user column and the contribution bounds, what the view shows
 //! to whom, uploads that store each row's person (as a keyed fingerprint,
-//! the same whatever the upload's format), aggregates and WALR over at
-//! most m rows a person, and the releases the unit does not offer yet
-//! refused before anything is spent.
+//! the same whatever the upload's format), aggregates, WALR and DP-GD
+//! over at most m rows a person, and the releases the unit does not offer
+//! yet refused before anything is spent.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use dpgate::api::Limits;
 use dpgate::domain::auth::Role;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
-    AggregateGroup, ContributionBounds, PrivacyUnit, ReleaseRequest, ReleaseResult,
+    AggregateGroup, ContributionBounds, DpGdResult, PrivacyUnit, ReleaseRequest, ReleaseResult,
 };
 use reqwest::{Method, StatusCode};
 use rstest::rstest;
@@ -412,6 +412,17 @@ async fn groups(
     }
 }
 
+/// Seven people of about 29 rows each, of unit `user` with 5 rows a
+/// person read (35 rows).
+async fn seven_people(app: &TestApp) -> dpgate_client::types::Dataset {
+    let dataset = app.dataset(people("people", serde_json::json!({}))).await;
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, people_rows(0, 200))
+        .await
+        .unwrap();
+    dataset
+}
+
 /// Whether `value` is within six of its `std` of `exact`: a false
 /// failure has probability below 2·10⁻⁹ for Gaussian noise.
 fn near(value: f64, std: f64, exact: f64) -> bool {
@@ -429,12 +440,7 @@ async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
         return;
     }
     let mut app = spawn_app(backend).await;
-    // Seven people of about 29 rows each; 5 a person are read: 35 rows.
-    let dataset = app.dataset(people("people", serde_json::json!({}))).await;
-    app.admin
-        .upload_rows(dataset.id, UploadFormat::Csv, people_rows(0, 200))
-        .await
-        .unwrap();
+    let dataset = seven_people(&app).await;
     let analyst = app.analyst("ana", &[dataset.id]);
     let count: ReleaseRequest = serde_json::from_value(serde_json::json!({
         "kind": "aggregate", "epsilon": 1.0, "delta": 1e-6,
@@ -510,7 +516,7 @@ async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
     assert!(error.contains("target_sigma"), "{error}");
     let requests = [
         serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0, "lambda": 0.01}),
-        serde_json::json!({"kind": "model/dp-gd", "epsilon": 1.0, "delta": 1e-6, "steps": 10}),
+        serde_json::json!({"kind": "model/dp-sgd", "epsilon": 1.0, "delta": 1e-6}),
     ];
     for request in requests {
         let request: ReleaseRequest = serde_json::from_value(request).unwrap();
@@ -538,5 +544,80 @@ async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
     let analyst = app.analyst("ana", &[dataset.id]);
     let result = groups(&analyst, dataset.id, &count).await;
     assert!(near(result[0].value, result[0].std, 35.0), "{result:?}");
+    app.finish().await;
+}
+
+/// The DP-GD model of `request` on `dataset`, its release not saying N.
+async fn descended(
+    analyst: &dpgate_client::Client,
+    dataset: uuid::Uuid,
+    request: &ReleaseRequest,
+) -> (f64, DpGdResult) {
+    let release = analyst
+        .release(dataset, request, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(release.n, None);
+    match release.result {
+        Some(ReleaseResult::DpGd(model)) => (release.sensitivity, model),
+        other => panic!("a DP-GD model: {other:?}"),
+    }
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn dp_gd_under_unit_user_clips_each_persons_gradient_and_counts_the_rows_first(
+    #[case] backend: Backend,
+) {
+    if unavailable(backend) {
+        return;
+    }
+    let mut app = spawn_app(backend).await;
+    let dataset = seven_people(&app).await;
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let request: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "model/dp-gd", "epsilon": 1.0, "delta": 1e-6, "steps": 20, "clip": 0.5,
+    }))
+    .unwrap();
+    // Priced from public facts alone: a dry run says what one person moves
+    // a step's summed gradient by, the clip C′ = 0.5, and spends nothing.
+    let before = snapshot(&app, dataset.id).await;
+    let dry = analyst
+        .release(dataset.id, &request, &dry_run())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(dry.n, None);
+    assert!(
+        (dry.sensitivity - 0.5).abs() < 0.5 * 1e-6,
+        "{}",
+        dry.sensitivity
+    );
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    let (sensitivity, model) = descended(&analyst, dataset.id, &request).await;
+    assert_eq!(sensitivity, dry.sensitivity);
+    // The count released first: each row weighs a fifth of a step's reach,
+    // so its noise, in rows, is 5·σ/C′ (σ on the summed gradient over it).
+    let rows = model.noisy_rows.expect("a noisy count under unit user");
+    let count_std = 5.0 * model.sigma * rows.max(1.0) / 0.5;
+    assert!(near(rows, count_std, 35.0), "{model:?}");
+    assert!(model.weights.iter().all(|weight| weight.is_finite()));
+    // T steps and the count, composed: one Gaussian of noise multiplier σ/Δ
+    // per release, √21 times one release's at ε = 1.
+    assert!(model.noise_multiplier > 3.9 * 21f64.sqrt(), "{model:?}");
+    assert!(model.noise_multiplier < 6.0 * 21f64.sqrt(), "{model:?}");
+    // The engine sums each person's gradients apart over the files.
+    app.restart(Limits {
+        cache_bytes: 0,
+        ..Limits::default()
+    })
+    .await;
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let (_, streamed) = descended(&analyst, dataset.id, &request).await;
+    let rows = streamed.noisy_rows.expect("a noisy count");
+    assert!(near(rows, 5.0 * streamed.sigma * rows.max(1.0) / 0.5, 35.0));
     app.finish().await;
 }

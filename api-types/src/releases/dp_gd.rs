@@ -23,7 +23,8 @@ pub struct DpGdParams {
     #[serde(default = "one")]
     #[schema(default = 1.0, exclusive_minimum = 0.0, maximum = 100.0)]
     pub learning_rate: f64,
-    /// C: each row's gradient is scaled down to L2 norm at most C.
+    /// C: each row's gradient is scaled down to L2 norm at most C (under
+    /// privacy unit `user`, each person's summed gradient).
     #[serde(default = "one")]
     #[schema(default = 1.0, exclusive_minimum = 0.0, maximum = 1000.0)]
     pub clip: f64,
@@ -126,12 +127,19 @@ pub struct DpGdResult {
     pub radius: Option<f64>,
     pub output: Iterate,
     /// σ of each step's noise on each coordinate of the mean clipped
-    /// gradient.
+    /// gradient (under privacy unit `user`, of the sum over
+    /// `noisy_rows`).
     pub sigma: f64,
     /// σ over the per-step sensitivity (lattice rounding included).
     pub noise_multiplier: f64,
     /// Whether descent started from the request's `theta0`.
     pub warm_start: bool,
+    /// Under privacy unit `user`, where N is private: the noisy count of
+    /// the rows read (at most `max_rows_per_user` a person), released
+    /// before the steps with the same noise multiplier; every step's
+    /// summed gradient is divided by it (at least 1) instead of N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noisy_rows: Option<f64>,
 }
 
 impl ReleaseOutput for DpGdResult {
@@ -139,6 +147,7 @@ impl ReleaseOutput for DpGdResult {
         self.weights
             .iter()
             .chain([&self.intercept, &self.sigma, &self.noise_multiplier])
+            .chain(&self.noisy_rows)
             .all(|value| value.is_finite())
     }
 

@@ -10,7 +10,16 @@
 //!   at most min(C, ‖uᵢ‖) and ‖uᵢ‖ ≤ √d on [0, 1]ᵏ with the intercept's 1;
 //! - unit `label`: min(2C, maxᵢ‖uᵢ‖)/C′ plus the grid's public rounding
 //!   term: flipping yᵢ moves the residual by 1 along uᵢ, and clipping is
-//!   1-Lipschitz along that line.
+//!   1-Lipschitz along that line;
+//! - unit `user`: each person's rows' gradients are summed exactly, the
+//!   total clipped to C (not each row's) on the grid of C′ = min(C, m·√d)
+//!   ([`Grid::per_person`]), so adding or removing a person moves the sum
+//!   by at most the region's reach, 1 (C′ in the gradient), whatever m.
+//!   N is private there: it is released first, with noise, as a sum of
+//!   ⌊Δ/m⌋ units a row ([`Grid::count_weight`]), which one person moves by
+//!   at most Δ, so the T + 1 releases are priced as T + 1 steps of one
+//!   noise multiplier, and each step's gradient is its noisy sum times
+//!   C′/max(N̂, 1), post-processing.
 //!
 //! Both are computed from the grid's integer bounds, which hold exactly,
 //! so no float rounding needs padding. The T steps are priced together
@@ -25,16 +34,17 @@
 use async_trait::async_trait;
 use dpgate_api_types::{self as api, DpGdParams, Iterate, PrivacyUnit, ReleaseKind};
 
+use super::counting::Counting;
 use super::gradients::{Gradients, Grid, Logistic};
 use super::iterative::{
-    MAX_MAGNITUDE, RowPasses, check_step, check_work, learn_by_passes, require_signal, unfold,
-    within,
+    Learned, MAX_MAGNITUDE, RowPasses, check_step, check_work, learn_by_passes, require_signal,
+    unfold, within,
 };
-use crate::domain::dataset::{DatasetRecord, Schema};
-use crate::dp::fixed::Fixed;
+use crate::domain::dataset::{DatasetRecord, Schema, Unit};
+use crate::dp::fixed::{FRACTION_BITS, Fixed};
 use crate::dp::{DpError, Mechanism};
 use crate::releases::pacing::StepNoise;
-use crate::releases::plan::require_rows;
+use crate::releases::plan::{most_rows, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 
 /// Most steps a release may take.
@@ -44,8 +54,10 @@ pub const MAX_STEPS: u32 = 10_000;
 struct DpGd {
     price: Price,
     mechanism: Mechanism,
-    /// What one unit of the noisy sum is worth in the gradient: C′/N.
-    unit: f64,
+    /// What one unit of the noisy sum is worth in the summed gradient: C′.
+    clip: f64,
+    /// N when it is public (not under unit `user`).
+    rows: Option<u64>,
     descent: Descent,
     schema: Schema,
     warm_start: bool,
@@ -64,31 +76,67 @@ pub struct Descent {
     pub fit_intercept: bool,
     /// θ₀, intercept first.
     pub start: Vec<f64>,
+    /// Under unit `user`, the most rows a person has (m): each person's
+    /// summed gradient is clipped instead of each row's, and N, private, is
+    /// released with noise before the steps.
+    pub people: Option<u32>,
+}
+
+/// What a descent released: its model, and under unit `user` the noisy
+/// count it divided by.
+pub struct Descended {
+    pub theta: Vec<f64>,
+    pub noisy_rows: Option<f64>,
+}
+
+impl Learned for Descended {
+    fn is_finite(&self) -> bool {
+        self.theta.is_finite() && self.noisy_rows.is_none_or(f64::is_finite)
+    }
 }
 
 impl Descent {
     /// The grid its gradients are summed on, for rows of `k` features.
     pub fn grid(&self, k: usize) -> Result<Grid, DpError> {
-        Grid::new(self.clip, 1.0, k + usize::from(self.fit_intercept), true)
+        let dims = k + usize::from(self.fit_intercept);
+        match self.people {
+            None => Grid::new(self.clip, 1.0, dims, true),
+            Some(m) => Grid::per_person(self.clip, 1.0, dims, true, m),
+        }
     }
 
-    /// T steps from θ₀ on `rows`: `release(t, s)` gives step t's released
-    /// sum for the exact one s, normalised on [`Descent::grid`] (the
-    /// noise, in production); the gradient is that times C′/N. The last
-    /// iterate, or the mean of θ₁ … θ_T.
+    /// How many sums it releases, all of one sensitivity: the T steps, and
+    /// under unit `user` the count before them.
+    pub fn releases(&self) -> u32 {
+        self.steps + u32::from(self.people.is_some())
+    }
+
+    /// T steps from θ₀ on `rows`: `release(t, s)` gives release t's
+    /// noisy sum for the exact one s, normalised on [`Descent::grid`] (the
+    /// noise, in production); the gradient is that times C′/N. Under unit
+    /// `user` release 0 is N's, each row weighing [`Grid::count_weight`]
+    /// units, and N is that noisy count (at least 1). The last iterate, or
+    /// the mean of θ₁ … θ_T.
     pub fn run(
         &self,
         rows: &impl RowPasses,
         mut release: impl FnMut(usize, &Fixed) -> Result<Vec<f64>, DpError>,
-    ) -> Result<Vec<f64>, Failure> {
+    ) -> Result<Descended, Failure> {
         let grid = self.grid(self.start.len() - usize::from(self.fit_intercept))?;
-        let unit = grid.clip() / rows.count() as f64;
+        let noisy_rows = match self.people {
+            Some(m) => Some(noisy_rows(rows, &grid, m, self.start.len(), &mut release)?),
+            None => None,
+        };
+        let (unit, first) = match noisy_rows {
+            Some(noisy) => (grid.clip() / noisy.max(1.0), 1),
+            None => (grid.clip() / rows.count() as f64, 0),
+        };
         let mut theta = self.start.clone();
         project(&mut theta, self.radius);
         let mut total = vec![0.0; theta.len()];
         for step in 0..self.steps as usize {
             let pass = Gradients::at(&grid, Logistic, &theta, self.fit_intercept);
-            let released = release(step, &rows.sum(pass)?.total())?;
+            let released = release(first + step, &rows.sum(pass)?.total())?;
             for (weight, sum) in theta.iter_mut().zip(released) {
                 *weight -= self.learning_rate * (sum * unit + self.lambda * *weight);
             }
@@ -97,14 +145,34 @@ impl Descent {
                 *sum += weight;
             }
         }
-        Ok(match self.output {
+        let theta = match self.output {
             Iterate::Last => theta,
             Iterate::Average => {
                 let steps = f64::from(self.steps);
                 total.into_iter().map(|sum| sum / steps).collect()
             }
-        })
+        };
+        Ok(Descended { theta, noisy_rows })
     }
+}
+
+/// The rows' count, released as `release` 0 in the first of `dims`
+/// coordinates, each row [`Grid::count_weight`] units: a person moves it
+/// by at most what they move a step's sum by, so it is priced as a step.
+/// (The weight is at least 2⁴⁰/(2·10⁶) units: the reach is at least half
+/// a unit of C′, m at most `MAX_ROWS_PER_USER`.)
+fn noisy_rows(
+    rows: &impl RowPasses,
+    grid: &Grid,
+    m: u32,
+    dims: usize,
+    release: &mut impl FnMut(usize, &Fixed) -> Result<Vec<f64>, DpError>,
+) -> Result<f64, Failure> {
+    let weight = grid.count_weight(m);
+    let mut units = vec![0; dims];
+    units[0] = rows.sum(Counting::new(weight))?.units();
+    let released = release(0, &Fixed::normalised(units))?;
+    Ok(released[0] / (weight as f64 * 2f64.powi(-FRACTION_BITS)))
 }
 
 /// θ ← θ·min(1, R/‖θ‖): the nearest point of the ball ‖θ‖ ≤ R.
@@ -173,7 +241,7 @@ pub fn clipped_sensitivity(unit: PrivacyUnit, grid: &Grid, rows: &Rows, reach: R
     match unit {
         PrivacyUnit::Row => grid.replaced(),
         PrivacyUnit::Label => grid.moved(reach.shift * (rows.max_norm_squared + one).sqrt()),
-        PrivacyUnit::User => unreachable!("Kind::plan refuses unit user before any kind is priced"),
+        PrivacyUnit::User => grid.added(),
     }
 }
 
@@ -246,10 +314,18 @@ pub fn plan(
     check(params, dataset)?;
     let k = dataset.schema.k();
     let dims = k + usize::from(params.fit_intercept);
-    let work = u64::from(params.steps)
-        .saturating_mul(dataset.n_rows)
-        .saturating_mul(dims as u64);
-    check_work(work, "steps × rows × coordinates", "take fewer steps")?;
+    // Under unit `user` N is private: a refusal by it would tell whether N
+    // is above a threshold, so only the steps bound the work there.
+    let people = match dataset.unit() {
+        Unit::User(bounds) => Some(bounds.rows),
+        Unit::Label | Unit::Row => {
+            let work = u64::from(params.steps)
+                .saturating_mul(dataset.n_rows)
+                .saturating_mul(dims as u64);
+            check_work(work, "steps × rows × coordinates", "take fewer steps")?;
+            None
+        }
+    };
     let descent = Descent {
         steps: params.steps,
         learning_rate: params.learning_rate,
@@ -259,6 +335,7 @@ pub fn plan(
         output: params.output,
         fit_intercept: params.fit_intercept,
         start: start(params, &dataset.schema),
+        people,
     };
     let invalid = |error: DpError| ReleaseError::Invalid(error.to_string());
     let grid = descent.grid(k).map_err(invalid)?;
@@ -270,20 +347,26 @@ pub fn plan(
         params.fit_intercept,
     );
     require_signal(dataset, params.fit_intercept, "nothing to learn")?;
+    // Under `user` the summands are people, at most as many as rows.
+    let most = most_rows(dataset);
     let mechanism = Mechanism::gaussian_steps(
         knobs.epsilon,
         knobs.delta,
         sensitivity,
         dims,
-        params.steps,
-        grid.range(dataset.n_rows),
+        descent.releases(),
+        grid.range(most),
     )
     .map_err(invalid)?;
-    let unit = grid.clip() / dataset.n_rows as f64;
+    let rows = people.is_none().then_some(dataset.n_rows);
+    // The noise is reported on the mean gradient where N is public, on
+    // the summed one where it is not.
+    let unit = grid.clip() / rows.unwrap_or(1) as f64;
     Ok(Box::new(DpGd {
-        price: Price::of_sums(&mechanism, sensitivity * unit, dataset.n_rows, unit),
+        price: Price::of_sums(&mechanism, sensitivity * unit, most, unit),
         mechanism,
-        unit,
+        clip: grid.clip(),
+        rows,
         descent,
         schema: dataset.schema.clone(),
         warm_start: params.theta0.is_some(),
@@ -299,22 +382,28 @@ impl Planned for DpGd {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let DpGd {
             mechanism,
-            unit,
+            clip,
+            rows,
             descent,
             schema,
             warm_start,
             ..
         } = *self;
-        let (ran, sigma) = (descent.clone(), mechanism.noise_scale() * unit);
-        let noise_multiplier = mechanism.noise_scale() / mechanism.accounted_sensitivity();
-        let theta = learn_by_passes(snapshot, move |rows| {
-            let mut noise = StepNoise::new(&mechanism, u64::from(ran.steps));
+        let (ran, scale) = (descent.clone(), mechanism.noise_scale());
+        let noise_multiplier = scale / mechanism.accounted_sensitivity();
+        let Descended { theta, noisy_rows } = learn_by_passes(snapshot, move |rows| {
+            let mut noise = StepNoise::new(&mechanism, u64::from(ran.releases()));
             ran.run(rows, |_, exact| {
                 let drawn = noise.next().ok_or(DpError::NoSteps)?;
                 mechanism.add_fixed(exact, &drawn)
             })
         })
         .await?;
+        let divisor = match (rows, noisy_rows) {
+            (Some(rows), _) => rows as f64,
+            (None, noisy) => noisy.unwrap_or(1.0).max(1.0),
+        };
+        let sigma = scale * (clip / divisor);
         let (weights, intercept) = unfold(&theta, &schema, descent.fit_intercept);
         Ok(api::ReleaseResult::DpGd(api::DpGdResult {
             weights,
@@ -329,6 +418,7 @@ impl Planned for DpGd {
             sigma,
             noise_multiplier,
             warm_start,
+            noisy_rows,
         }))
     }
 }

@@ -5,7 +5,9 @@ use crate::dp::{Delta, Epsilon, classic_sigma, gaussian_epsilon};
 use crate::releases::kinds::test_rows::{
     Tightness, columns_of, distance, neighbours, normal, random_row,
 };
-use crate::releases::kinds::test_rows::{exactly_within, gradient_total, units_apart_squared};
+use crate::releases::kinds::test_rows::{
+    exactly_within, gradient_total, people_columns, people_rows, units_apart_squared,
+};
 use crate::snapshots::Columns;
 use ndarray::Array2;
 use rand::rngs::ChaCha8Rng;
@@ -43,6 +45,7 @@ fn descent(clip: f64, fit_intercept: bool) -> Descent {
         output: Iterate::Last,
         fit_intercept,
         start: Vec::new(),
+        people: None,
     }
 }
 
@@ -216,9 +219,10 @@ fn one_step_is_the_mean_of_the_clipped_gradients_by_hand() {
         output: Iterate::Average,
         fit_intercept: true,
         start: vec![1.0, -1.0],
+        people: None,
     };
     let exact = gradient_total(&grid, Logistic, &columns, &[1.0, -1.0], true).to_f64();
-    let theta = descent.run(&columns, |_, s| Ok(s.to_f64())).unwrap();
+    let theta = descent.run(&columns, |_, s| Ok(s.to_f64())).unwrap().theta;
     let unit = 1.0 / 2.0;
     assert_eq!(
         theta,
@@ -243,6 +247,7 @@ fn iterates_stay_in_the_ball_and_the_average_is_the_mean_iterate() {
         output: Iterate::Last,
         fit_intercept: true,
         start: vec![4.0, 0.0, 0.0, 3.0],
+        people: None,
     };
     let mut seen = Vec::new();
     let noisy = |_: usize, s: &Fixed| -> Result<Vec<f64>, DpError> {
@@ -254,16 +259,17 @@ fn iterates_stay_in_the_ball_and_the_average_is_the_mean_iterate() {
             seen.push(step);
             Ok(released)
         })
-        .unwrap();
+        .unwrap()
+        .theta;
     assert_eq!(seen, (0..20).collect::<Vec<_>>());
     assert!(distance(&last, &[0.0; 4]) <= 0.3 * (1.0 + 1e-15));
     descent.output = Iterate::Average;
-    let average = descent.run(&columns, noisy).unwrap();
+    let average = descent.run(&columns, noisy).unwrap().theta;
     let mut iterates = Vec::new();
     for steps in 1..=20 {
         descent.steps = steps;
         descent.output = Iterate::Last;
-        iterates.push(descent.run(&columns, noisy).unwrap());
+        iterates.push(descent.run(&columns, noisy).unwrap().theta);
     }
     for j in 0..4 {
         let mean = iterates.iter().map(|theta| theta[j]).sum::<f64>() / 20.0;
@@ -378,11 +384,13 @@ fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
         output: Iterate::Last,
         fit_intercept: true,
         start: vec![0.0; 3],
+        people: None,
     }
     .run(&Columns::of_labelled(public_x.view(), &public_y), |_, s| {
         Ok(s.to_f64())
     })
-    .unwrap();
+    .unwrap()
+    .theta;
     let schema = schema(&[-4.0, -4.0], &[5.0, 5.0]);
     let (weights, intercept) = unfold(&public, &schema, true);
     let warm = api::WarmStart { weights, intercept };
@@ -405,11 +413,13 @@ fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
                     output: Iterate::Last,
                     fit_intercept: true,
                     start: Vec::new(),
+                    people: None,
                 }
             };
             let theta = descent
                 .run(&columns, |_, s| gd.release_fixed(s, &mut *rng))
-                .unwrap();
+                .unwrap()
+                .theta;
             accuracy(&theta, &test_x, &test_y)
         };
         cold_total += run(vec![0.0; 3], &mut rng);
@@ -421,4 +431,52 @@ fn a_public_warm_start_beats_starting_from_zero_at_epsilon_one() {
         warm >= cold + 0.04,
         "warm start {warm}, from zero {cold} (public model alone {public_accuracy})"
     );
+}
+
+#[test]
+fn under_unit_user_the_count_comes_first_and_every_step_sums_people() {
+    // 30 people of 1 to 6 rows, as the bounding leaves them (m = 6).
+    let mut rng = ChaCha8Rng::seed_from_u64(36);
+    let rows = people_rows(&mut rng, 30, 6, 2);
+    let columns = people_columns(&rows, 2);
+    let descent = Descent {
+        steps: 3,
+        learning_rate: 1.0,
+        clip: 0.5,
+        lambda: 0.0,
+        radius: None,
+        output: Iterate::Last,
+        fit_intercept: true,
+        start: vec![0.0; 3],
+        people: Some(6),
+    };
+    assert_eq!(descent.releases(), 4);
+    let grid = descent.grid(2).unwrap();
+    // One person moves a step's sum, or the count, by at most the reach.
+    assert_eq!(
+        sensitivity(PrivacyUnit::User, &grid, 2, 0.0, true),
+        grid.added()
+    );
+    assert!(grid.added() <= 1.0 + 1e-9, "{}", grid.added());
+    assert!(6 * grid.count_weight(6) <= (grid.added() * 2f64.powi(40)) as i128);
+    // Without noise: release 0 is N, each row its weight in units; each
+    // step then divides the people's clipped totals by it.
+    let mut seen = Vec::new();
+    let ran = descent
+        .run(&columns, |step, s| {
+            seen.push(step);
+            Ok(s.to_f64())
+        })
+        .unwrap();
+    assert_eq!(seen, vec![0, 1, 2, 3]);
+    let n = rows.len() as f64;
+    assert_eq!(ran.noisy_rows, Some(n));
+    let mut theta = vec![0.0; 3];
+    for _ in 0..3 {
+        let sum = gradient_total(&grid, Logistic, &columns, &theta, true).to_f64();
+        for (weight, sum) in theta.iter_mut().zip(sum) {
+            *weight -= sum * (grid.clip() / n);
+        }
+    }
+    assert_eq!(ran.theta, theta);
 }

@@ -19,12 +19,14 @@
 use crate::dp::DpError;
 use crate::dp::constant_time::{flush_tiny, logistic};
 use crate::dp::fixed::{FRACTION_BITS, Fixed, ceil_sqrt};
-use crate::dp::region::Region;
+use crate::dp::region::{Region, SnappedSums};
+use std::ops::Range;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::engine::{Needed, Summed, add_exact};
-use crate::snapshots::{Columns, Pass};
+use crate::snapshots::{Columns, Pass, chunked};
 
 /// A public map of one row's stored features into the space a model is
 /// trained in.
@@ -97,10 +99,18 @@ impl Residual for LogisticLabels<'_> {
 ///   that line, so the real gradients move by at most shift·‖u‖; on the
 ///   grid by at most that/C′·2⁴⁰ plus [`Region::line_units`]' public
 ///   rounding term (below 6√d + 2 units), capped at the diameter.
+/// - A person's rows added or removed (unit `user`, on a
+///   [`Grid::per_person`]): the sum gains or loses one vector of the
+///   region, the person's clipped total, so it moves by at most the
+///   region's reach, √min(Σb², C′²)·2⁻⁴⁰ ≤ 1 exactly
+///   ([`Region::reach_squared`]), whatever the person's rows.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Grid {
     region: Region,
     clip: f64,
+    /// Under unit `user`, the grid each person's rows are summed on
+    /// before their total is clipped onto this one.
+    rows: Option<Box<Grid>>,
 }
 
 impl Grid {
@@ -114,7 +124,44 @@ impl Grid {
             (clip, clip)
         };
         let region = Region::new(clip, &vec![-side; dims], &vec![side; dims], Some(clip))?;
-        Ok(Grid { region, clip })
+        Ok(Grid {
+            region,
+            clip,
+            rows: None,
+        })
+    }
+
+    /// The grid of a sum over people, each person's summed gradient clipped
+    /// to `clip` (the per-user clipping of unit `user`), a person having at
+    /// most `m` rows, each r·u as [`Grid::new`] says. A person's rows are
+    /// summed exactly on a grid of their own first, each row's gradient
+    /// left whole where the loss and the features bound it (‖r·u‖ ≤
+    /// |r|max·√d) and clipped to C where they do not; the total, at most
+    /// m·|r|max in each coordinate, is then clipped to C′ = min(C,
+    /// m·|r|max·√d) and snapped onto this grid's region, so one person adds
+    /// one vector of the region however many rows they have.
+    pub fn per_person(
+        clip: f64,
+        largest: f64,
+        dims: usize,
+        bounded: bool,
+        m: u32,
+    ) -> Result<Grid, DpError> {
+        let whole = match bounded && largest.is_finite() {
+            true => largest * (dims as f64).sqrt(),
+            false => clip,
+        };
+        let rows = Grid::new(whole, largest, dims, bounded)?;
+        let person = Grid::new(clip, largest * f64::from(m), dims, bounded)?;
+        Ok(Grid {
+            rows: Some(Box::new(rows)),
+            ..person
+        })
+    }
+
+    /// The grid a person's rows are summed on, for a [`Grid::per_person`].
+    pub fn of_rows(&self) -> Option<&Grid> {
+        self.rows.as_deref()
     }
 
     /// C′: one unit of a normalised sum is worth C′ in the gradients'.
@@ -126,6 +173,20 @@ impl Grid {
     /// any way (unit `row`).
     pub fn replaced(&self) -> f64 {
         ceil_sqrt(self.region.diameter_squared()) * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// The sensitivity of the normalised sum when one summand is added or
+    /// removed (a person, unit `user`): the region's reach.
+    pub fn added(&self) -> f64 {
+        ceil_sqrt(self.region.reach_squared()) * 2f64.powi(-FRACTION_BITS)
+    }
+
+    /// The units one row weighs in a count released beside this grid's
+    /// sums when a person has at most `m` rows: ⌊Δ/m⌋ for Δ the reach in
+    /// units ([`Grid::added`]), so that a person moves the count by at most
+    /// what they move the sums by.
+    pub fn count_weight(&self, m: u32) -> i128 {
+        (ceil_sqrt(self.region.reach_squared()) / f64::from(m)).floor() as i128
     }
 
     /// The sensitivity of the normalised sum when one row's gradient moves
@@ -152,18 +213,114 @@ impl Grid {
         theta: &[f64],
         intercept: bool,
     ) -> Vec<i128> {
+        let mut summer = Summer::new(self, theta, intercept);
+        summer.add(columns, rows, map, loss);
+        summer.sums.finish()
+    }
+
+    /// The clipped totals at `theta` of `people`, each a run of one
+    /// person's rows, exactly summed on this [`Grid::per_person`]: each
+    /// run summed on the rows' grid ([`Grid::sum`]), then added as
+    /// [`Grid::add_person`] adds it.
+    pub fn sum_people(
+        &self,
+        columns: &Columns,
+        people: &[Range<usize>],
+        map: &impl FeatureMap,
+        loss: &impl Residual,
+        theta: &[f64],
+        intercept: bool,
+    ) -> Result<Vec<i128>, String> {
+        let rows = self.of_rows().ok_or(NOT_PER_PERSON)?;
+        let mut summer = Summer::new(rows, theta, intercept);
+        let mut sums = self.region.sums();
+        let (mut exact, mut total) = (vec![0; theta.len()], vec![0.0; theta.len()]);
+        for run in people {
+            summer.add(columns, run.clone(), map, loss);
+            summer.sums.take(&mut exact);
+            self.clipped(rows, &exact, &mut total);
+            sums.add(&total, true);
+        }
+        Ok(sums.finish())
+    }
+
+    /// `sums` with one person's total added: `exact`, the person's rows
+    /// summed on the rows' grid, clipped to C′ and snapped onto this one.
+    pub fn add_person(&self, sums: &mut [i128], exact: &[i128]) -> Result<(), String> {
+        let rows = self.of_rows().ok_or(NOT_PER_PERSON)?;
+        if exact.len() != sums.len() {
+            return Err(format!(
+                "a person of {} sums for {}",
+                exact.len(),
+                sums.len()
+            ));
+        }
+        let mut total = vec![0.0; exact.len()];
+        self.clipped(rows, exact, &mut total);
+        let mut snapped = self.region.sums();
+        snapped.add(&total, true);
+        add_exact(sums, &snapped.finish())
+    }
+
+    /// A person's total (`exact`, on the grid `rows`) scaled down to norm
+    /// at most C′, into `total`: a function of the exact integers alone, so
+    /// the same however the person's rows were split or ordered.
+    fn clipped(&self, rows: &Grid, exact: &[i128], total: &mut [f64]) {
+        let unit = rows.region.unit();
+        for (value, &units) in total.iter_mut().zip(exact) {
+            *value = units as f64 * unit;
+        }
+        let norm = total.iter().map(|value| value * value).sum::<f64>().sqrt();
+        // C/0 = ∞ when the total is zero: the factor is then 1.
+        let factor = (self.clip / norm).min(1.0);
+        for value in total {
+            *value *= factor;
+        }
+    }
+}
+
+const NOT_PER_PERSON: &str = "a sum over people on a grid of rows";
+
+/// A running exact sum of rows' clipped gradients at θ on a grid, its
+/// scratch space kept from row to row and from person to person.
+struct Summer<'g> {
+    grid: &'g Grid,
+    sums: SnappedSums<'g>,
+    /// θ, its tiny weights flushed (module docs).
+    theta: Vec<f64>,
+    intercept: bool,
+    gradient: Vec<f64>,
+}
+
+impl<'g> Summer<'g> {
+    fn new(grid: &'g Grid, theta: &[f64], intercept: bool) -> Self {
+        Summer {
+            grid,
+            sums: grid.region.sums(),
+            theta: theta.iter().copied().map(flush_tiny).collect(),
+            intercept,
+            gradient: vec![0.0; theta.len()],
+        }
+    }
+
+    /// Adds the clipped gradients of `rows`.
+    fn add(
+        &mut self,
+        columns: &Columns,
+        rows: impl IntoIterator<Item = usize>,
+        map: &impl FeatureMap,
+        loss: &impl Residual,
+    ) {
         let k = columns.shape().features;
-        let offset = usize::from(intercept);
-        let theta: Vec<f64> = theta.iter().copied().map(flush_tiny).collect();
-        let (bias, one) = if intercept {
-            (theta[0], 1.0)
+        let offset = usize::from(self.intercept);
+        let (bias, one) = if self.intercept {
+            (self.theta[0], 1.0)
         } else {
             (0.0, 0.0)
         };
-        let weights = &theta[offset..];
+        let weights = &self.theta[offset..];
         let matrix = columns.feature_matrix();
-        let mut sum = self.region.sums();
-        let mut gradient = vec![0.0; theta.len()];
+        let gradient = &mut self.gradient;
         for row in rows {
             map.apply(&matrix[row * k..(row + 1) * k], &mut gradient[offset..]);
             let mapped = &gradient[offset..];
@@ -174,17 +331,35 @@ impl Grid {
             }
             let residual = loss.residual(prediction, row);
             // C/0 = ∞ when the gradient is zero: the factor is then 1.
-            let factor = residual * (self.clip / (residual.abs() * norm_squared.sqrt())).min(1.0);
-            if intercept {
+            let clip = self.grid.clip;
+            let factor = residual * (clip / (residual.abs() * norm_squared.sqrt())).min(1.0);
+            if self.intercept {
                 gradient[0] = 1.0;
             }
-            for value in &mut gradient {
+            for value in gradient.iter_mut() {
                 *value *= factor;
             }
-            sum.add(&gradient, true);
+            self.sums.add(gradient, true);
         }
-        sum.finish()
     }
+}
+
+/// The runs of rows of one person each in `users`, which must hold each
+/// person's rows together in increasing order of person (as
+/// [`Columns::bounded`] leaves them).
+pub fn people_runs(users: &[i128]) -> Result<Vec<Range<usize>>, String> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for row in 1..=users.len() {
+        if row == users.len() || users[row] != users[start] {
+            if row < users.len() && users[row] < users[start] {
+                return Err("a person's rows are not together".to_owned());
+            }
+            runs.push(start..row);
+            start = row;
+        }
+    }
+    Ok(runs)
 }
 
 /// The residuals of a block's rows under a loss: what a [`Gradients`]
@@ -251,13 +426,23 @@ impl<L: Loss> Pass for Gradients<L> {
         let map = Identity(block.shape().features);
         let parts = {
             let loss = self.loss.on(block);
-            block.chunks(|rows| {
-                self.grid
-                    .sum(block, rows, &map, &loss, &self.theta, self.intercept)
-            })
+            let (grid, theta, intercept) = (&self.grid, &self.theta, self.intercept);
+            match grid.of_rows() {
+                None => {
+                    block.chunks(|rows| Ok(grid.sum(block, rows, &map, &loss, theta, intercept)))
+                }
+                // Each person's rows are in the block, together: the
+                // people are split among the cores, never a person.
+                Some(_) => {
+                    let people = people_runs(block.users())?;
+                    chunked(people.len(), |some| {
+                        grid.sum_people(block, &people[some], &map, &loss, theta, intercept)
+                    })
+                }
+            }
         };
         for part in parts {
-            add_exact(&mut self.sums, &part)?;
+            add_exact(&mut self.sums, &part?)?;
         }
         Ok(())
     }
@@ -267,7 +452,11 @@ impl<L: Loss> Summed for Gradients<L> {
     const KIND: &'static str = L::KIND;
 
     fn needs(&self) -> Needed {
-        Needed::features_and(self.loss.of_measure())
+        let needed = Needed::features_and(self.loss.of_measure());
+        match self.grid.of_rows() {
+            Some(_) => needed.with_people(),
+            None => needed,
+        }
     }
 
     fn sums(&self) -> Vec<i128> {
@@ -277,4 +466,22 @@ impl<L: Loss> Summed for Gradients<L> {
     fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
         add_exact(&mut self.sums, sums)
     }
+
+    fn of_person(&self) -> Option<Self> {
+        let rows = self.grid.of_rows()?;
+        Some(Gradients::at(
+            rows,
+            self.loss.clone(),
+            &self.theta,
+            self.intercept,
+        ))
+    }
+
+    fn add_person(&mut self, rows: &[i128]) -> Result<(), String> {
+        self.grid.add_person(&mut self.sums, rows)
+    }
 }
+
+#[cfg(test)]
+#[path = "gradients_tests.rs"]
+mod tests;

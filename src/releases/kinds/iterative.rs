@@ -127,12 +127,12 @@ pub async fn learn_on(
 }
 
 /// Runs `learn`, whose every pass over the rows is a summed one, on a
-/// blocking thread in the release's span: the model it trained, refused
-/// if any of it is not finite.
-pub async fn learn_by_passes(
+/// blocking thread in the release's span: what it trained, refused if any
+/// of it is not finite.
+pub async fn learn_by_passes<L: Learned>(
     snapshot: Snapshot,
-    learn: impl FnOnce(&SnapshotRows) -> Result<Vec<f64>, Failure> + Send + 'static,
-) -> Result<Vec<f64>, Failure> {
+    learn: impl FnOnce(&SnapshotRows) -> Result<L, Failure> + Send + 'static,
+) -> Result<L, Failure> {
     let rows = SnapshotRows::of(snapshot, true).await?;
     learned(move || learn(&rows)).await
 }
@@ -140,7 +140,7 @@ pub async fn learn_by_passes(
 /// Rows a learner passes over from its blocking thread, every pass a
 /// summed one: what lets one learner's code run in memory or over files.
 pub trait RowPasses {
-    /// N.
+    /// N, where it is public (never read under unit `user`).
     fn count(&self) -> u64;
 
     /// `pass` over every row, outcomes included.
@@ -206,19 +206,30 @@ impl<R: RowPasses> RowPasses for Arc<R> {
     }
 }
 
-/// Runs `learn` on a blocking thread in the release's span: the model it
+/// What a learner trained: a model, and what else it released with it.
+pub trait Learned: Send + 'static {
+    fn is_finite(&self) -> bool;
+}
+
+impl Learned for Vec<f64> {
+    fn is_finite(&self) -> bool {
+        self.iter().all(|value| value.is_finite())
+    }
+}
+
+/// Runs `learn` on a blocking thread in the release's span: what it
 /// trained, refused if any of it is not finite.
-pub async fn learned(
-    learn: impl FnOnce() -> Result<Vec<f64>, Failure> + Send + 'static,
-) -> Result<Vec<f64>, Failure> {
+pub async fn learned<L: Learned>(
+    learn: impl FnOnce() -> Result<L, Failure> + Send + 'static,
+) -> Result<L, Failure> {
     let span = tracing::Span::current();
-    let theta = tokio::task::spawn_blocking(move || {
+    let trained = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
         learn()
     })
     .await??;
-    if theta.iter().any(|value| !value.is_finite()) {
+    if !trained.is_finite() {
         return Err(Failure::NonFinite);
     }
-    Ok(theta)
+    Ok(trained)
 }

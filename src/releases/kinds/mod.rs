@@ -3,6 +3,7 @@
 //! its exact answer and noise once paid for.
 
 pub mod aggregate;
+pub mod counting;
 pub mod dp_gd;
 pub mod dp_sgd;
 pub mod frank_wolfe;
@@ -40,6 +41,7 @@ pub fn passes() -> crate::engine::Passes {
         .with::<gradients::Gradients<gradients::Logistic>>()
         .with::<gradients::Gradients<gradient::Fit>>()
         .with::<frank_wolfe::Terms>()
+        .with::<counting::Counting>()
 }
 
 /// `fresh` summed over `parts` as a cluster would (see
@@ -104,7 +106,7 @@ impl Kind {
         use api::ReleaseParams as Params;
         let calibrated = matches!(
             self,
-            Kind::Requested(Params::Aggregate(_) | Params::Walr(_))
+            Kind::Requested(Params::Aggregate(_) | Params::Walr(_) | Params::DpGd(_))
         );
         if !calibrated
             && std::iter::once(dataset)
@@ -119,8 +121,8 @@ impl Kind {
                 Kind::Requested(params) => params.kind(),
             };
             return Err(ReleaseError::Invalid(format!(
-                "{what} is not available yet under privacy unit \"user\" (aggregate and walr \
-                 are; docs/privacy-core.md)"
+                "{what} is not available yet under privacy unit \"user\" (aggregate, walr and \
+                 model/dp-gd are; docs/privacy-core.md)"
             )));
         }
         match self {

@@ -149,3 +149,47 @@ pub fn gradient_total<L: Loss>(
     pass.visit(columns).expect("a pass over rows in memory");
     pass.total()
 }
+
+/// Rows of people (person, features, label) as columns of unit `user`,
+/// in the order given.
+pub fn people_columns(rows: &[(i128, Vec<f64>, u8)], k: usize) -> Columns {
+    let shape = crate::snapshots::Shape {
+        features: k,
+        ids: true,
+        labels: true,
+        users: true,
+        ..Default::default()
+    };
+    let mut builder = Columns::builder(shape, true, rows.len());
+    for (index, (person, features, label)) in rows.iter().enumerate() {
+        let stored: Vec<u8> = features
+            .iter()
+            .flat_map(|&value| (value as f32).to_le_bytes())
+            .collect();
+        builder
+            .push(&format!("{index:010}"), *label, &stored, &[], &[], *person)
+            .expect("a well-formed row");
+    }
+    builder.finish()
+}
+
+/// `people` people of 1 to `most` random rows of `k` features each, each
+/// person's rows together: (person, features, label).
+pub fn people_rows(
+    rng: &mut ChaCha8Rng,
+    people: i128,
+    most: usize,
+    k: usize,
+) -> Vec<(i128, Vec<f64>, u8)> {
+    (0..people)
+        .flat_map(|person| {
+            let rows = rng.random_range(1..=most);
+            (0..rows)
+                .map(|_| {
+                    let (features, label) = random_row(rng, k);
+                    (person, features, label)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}

@@ -11,8 +11,10 @@ use crate::domain::dataset::Users;
 use crate::dp::contribution::{Candidate, keep, keep_grouped};
 
 impl Columns {
-    /// The rows of this run a release under unit `user` reads, in stored
-    /// order: [`keep`]'s rows, or [`keep_grouped`]'s when the pass sums
+    /// The rows of this run a release under unit `user` reads, each
+    /// person's together (people in increasing order of their fingerprint,
+    /// each person's rows in stored order), so that a pass over people
+    /// finds them ([`crate::engine::Summed::of_person`]): [`keep`]'s rows, or [`keep_grouped`]'s when the pass sums
     /// the cells of the dimensions `grouped_by` apart. Only on a run read
     /// with its ids and outcomes, of a dataset of the unit; only after a
     /// debit (it reads who owns each row).
@@ -45,18 +47,15 @@ impl Columns {
         } else {
             keep_grouped(&candidates, bounds)
         };
-        let count = kept.iter().filter(|&&kept| kept).count();
-        let mut bounded = Columns::builder(self.shape, true, count);
+        let mut order: Vec<usize> = (0..self.len()).filter(|&row| kept[row]).collect();
+        order.par_sort_unstable_by_key(|&row| (owners[row], row));
+        let mut bounded = Columns::builder(self.shape, true, order.len());
         // Consecutive kept rows are copied as one range.
-        let mut start = None;
-        for row in 0..=self.len() {
-            match (start, kept.get(row).copied().unwrap_or(false)) {
-                (None, true) => start = Some(row),
-                (Some(from), false) => {
-                    bounded.extend(self, from..row);
-                    start = None;
-                }
-                _ => {}
+        let mut from = 0;
+        for at in 1..=order.len() {
+            if at == order.len() || order[at] != order[at - 1] + 1 {
+                bounded.extend(self, order[from]..order[at - 1] + 1);
+                from = at;
             }
         }
         Ok(bounded.finish())

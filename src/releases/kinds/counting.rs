@@ -1,0 +1,62 @@
+//! The rows' count as one more released sum: under unit `user` N is
+//! private, so a learner that divides by it releases it with noise first,
+//! as one more step of its composition ([`Counting`]).
+
+use crate::engine::{Needed, Summed};
+use crate::snapshots::{Columns, Pass};
+
+/// The rows a pass visits, `weight` grid units each: with a person
+/// contributing at most m rows and `weight` at most Δ/m units, the count
+/// moves by at most Δ when a person's rows are added or removed, the
+/// sensitivity of the learner's other steps, so it is priced as one of
+/// them.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Counting {
+    weight: i128,
+    sums: [i128; 1],
+}
+
+impl Counting {
+    /// No row yet, each row worth `weight` units.
+    pub fn new(weight: i128) -> Counting {
+        Counting { weight, sums: [0] }
+    }
+
+    /// The rows' count in units: their number times the weight.
+    pub fn units(&self) -> i128 {
+        self.sums[0]
+    }
+}
+
+impl Pass for Counting {
+    fn visit(&mut self, block: &Columns) -> Result<(), String> {
+        let rows = i128::try_from(block.len()).map_err(|error| error.to_string())?;
+        self.sums[0] += rows * self.weight;
+        Ok(())
+    }
+}
+
+impl Summed for Counting {
+    const KIND: &'static str = "rows/counted";
+
+    /// The people alone (the engine's function needs a column to count;
+    /// under unit `user` the bounding reads them anyway).
+    fn needs(&self) -> Needed {
+        Needed {
+            labels: false,
+            measures: false,
+            features: false,
+            ids: false,
+            dimensions: false,
+            people: true,
+        }
+    }
+
+    fn sums(&self) -> Vec<i128> {
+        self.sums.to_vec()
+    }
+
+    fn add_sums(&mut self, sums: &[i128]) -> Result<(), String> {
+        crate::engine::add_exact(&mut self.sums, sums)
+    }
+}
