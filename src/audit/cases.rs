@@ -229,7 +229,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "gradient",
             "logistic at θ = (5, −10, −10)",
-            BOTH,
+            ALL,
             false,
             linear(Canary::Origin),
             // Where the canary's rows pull hardest apart: the fit is sure
@@ -439,7 +439,7 @@ mod tests {
     #[test]
     fn every_case_makes_a_valid_request_and_pure_ones_ask_no_delta() {
         let cases = select(&[], &[]).unwrap();
-        assert_eq!(cases.len(), 29);
+        assert_eq!(cases.len(), 30);
         for case in &cases {
             let (rows, _) = case.neighbours(1);
             let request = case.request(1.0, 1e-5, &rows).unwrap();

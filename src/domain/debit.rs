@@ -79,6 +79,9 @@ pub struct StoredRelease {
     pub response: Option<String>,
     /// The problem document of a release that failed after its debit.
     pub failure: Option<String>,
+    /// The dataset's rows it was debited at (`None` if recorded before
+    /// they were kept): what a gradient session's calls read.
+    pub rows: Option<u64>,
 }
 
 impl Debit {
@@ -103,6 +106,7 @@ impl Debit {
             request_hash: self.request_hash.clone(),
             response: None,
             failure: None,
+            rows: Some(self.expected_rows),
         }
     }
 }

@@ -175,7 +175,7 @@ async fn bounded_in_memory<S: Summed>(
     let users = record.schema.users.as_ref().expect("people");
     let bounded = whole
         .expect("rows")
-        .bounded(users, &pass.grouped_by())
+        .bounded(users, &pass.grouped_by(), pass.of_person().is_some())
         .expect("bounds");
     pass.visit(&bounded).expect("visits");
     pass

@@ -53,7 +53,7 @@ async fn session(data: &Arc<Snapshots>, ask: &CallAsk<'_>) -> Result<Session, Re
         .dataset(ask.dataset)
         .await?
         .ok_or(ReleaseError::NoDataset)?;
-    Session::of(&release, Snapshot::new(data.clone(), dataset))
+    Session::of(&release, stored.rows, Snapshot::new(data.clone(), dataset))
         .map_err(|failure| ReleaseError::Internal(failure.into()))?
         .ok_or_else(|| {
             ReleaseError::Invalid(format!(

@@ -262,15 +262,20 @@ impl Snapshot {
     /// The whole snapshot in memory, outcomes included, loading it if need
     /// be; `None` if it is too large to hold (use [`Snapshot::scan`]).
     /// Under unit `user`, the rows a release reads: at most
-    /// `max_rows_per_user` of each person ([`Columns::bounded`]). Only for
-    /// a release whose debit has committed.
+    /// `max_rows_per_user` of each person ([`Columns::bounded`]), each
+    /// person's together. Only for a release whose debit has committed.
     pub async fn columns(&self) -> Result<Option<Arc<Columns>>, Failure> {
-        self.bounded(&[]).await
+        self.bounded(&[], true).await
     }
 
     /// [`Snapshot::columns`], bounded per cell of the dimensions
-    /// `grouped_by` under unit `user`.
-    async fn bounded(&self, grouped_by: &[usize]) -> Result<Option<Arc<Columns>>, Failure> {
+    /// `grouped_by` under unit `user`, each person's rows `together` or
+    /// in stored order.
+    async fn bounded(
+        &self,
+        grouped_by: &[usize],
+        together: bool,
+    ) -> Result<Option<Arc<Columns>>, Failure> {
         let Some(columns) = self.data.load(&self.dataset).await? else {
             return Ok(None);
         };
@@ -281,7 +286,7 @@ impl Snapshot {
         let span = tracing::Span::current();
         let bounded = tokio::task::spawn_blocking(move || {
             let _entered = span.enter();
-            columns.bounded(&users, &grouped_by)
+            columns.bounded(&users, &grouped_by, together)
         })
         .await?
         .map_err(Failure::Corrupt)?;
@@ -341,7 +346,8 @@ impl Snapshot {
     /// (under unit `user`, over the same bounded rows). Only for a release
     /// whose debit has committed.
     pub async fn sum<S: Summed>(&self, pass: S) -> Result<S, Failure> {
-        match self.bounded(&pass.grouped_by()).await? {
+        let together = pass.of_person().is_some();
+        match self.bounded(&pass.grouped_by(), together).await? {
             Some(columns) => visit_on(pass, columns).await?.map_err(Failure::Corrupt),
             None => Ok(self.data.sum(&self.dataset, pass).await?),
         }

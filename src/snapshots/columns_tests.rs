@@ -317,9 +317,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// In memory, the bounding keeps the rows `dp::contribution` keeps
-    /// (grouped by the dimension or not), each person's together in
-    /// stored order, whatever the order the rows came in, with each row's
-    /// person and cell.
+    /// (grouped by the dimension or not), in stored order or each
+    /// person's together in stored order, whatever the order the rows came
+    /// in, with each row's person and cell.
     #[test]
     fn the_bounded_run_is_the_references_rows(
         rows in prop::collection::vec((0i128..9, 0u32..4), 0..120),
@@ -346,17 +346,21 @@ proptest! {
             (vec![], keep(&candidates, m)),
             (vec![0], keep_grouped(&candidates, users.bounds)),
         ] {
-            let bounded = people_run(&rows).bounded(&users, &grouped_by).unwrap();
-            let mut expected: Vec<&(i128, String, u32)> =
-                rows.iter().zip(kept).filter(|(_, kept)| *kept).map(|(row, _)| row).collect();
+            let mut expected: Vec<(i128, String, u32)> =
+                rows.iter().zip(kept).filter(|(_, kept)| *kept).map(|(row, _)| row.clone()).collect();
+            let shown = |run: &Columns| -> Vec<(i128, String, u32)> {
+                (0..run.len())
+                    .map(|row| (run.users()[row], run.id(row).to_owned(), run.dimension(0)[row]))
+                    .collect()
+            };
+            let bounded = people_run(&rows).bounded(&users, &grouped_by, false).unwrap();
+            prop_assert_eq!(shown(&bounded), expected.clone());
             expected.sort_by_key(|(person, _, _)| *person);
-            let shown: Vec<(i128, String, u32)> = (0..bounded.len())
-                .map(|row| (bounded.users()[row], bounded.id(row).to_owned(), bounded.dimension(0)[row]))
-                .collect();
-            prop_assert_eq!(shown.iter().collect::<Vec<_>>(), expected);
+            let together = people_run(&rows).bounded(&users, &grouped_by, true).unwrap();
+            prop_assert_eq!(shown(&together), expected);
             let mut reversed = rows.clone();
             reversed.reverse();
-            let again = people_run(&reversed).bounded(&users, &grouped_by).unwrap();
+            let again = people_run(&reversed).bounded(&users, &grouped_by, true).unwrap();
             prop_assert_eq!(kept_ids(&again), kept_ids(&bounded));
         }
     }
@@ -365,13 +369,36 @@ proptest! {
 #[test]
 fn only_a_run_with_its_people_is_bounded() {
     let without = run(&["a", "b"]);
-    assert!(without.bounded(&users([1, 1, 1], 0), &[]).is_err());
+    assert!(without.bounded(&users([1, 1, 1], 0), &[], false).is_err());
     let people = people_run(&[(1, "a".to_owned(), 0), (1, "b".to_owned(), 1)]);
-    assert!(people.inputs().bounded(&users([1, 1, 1], 0), &[]).is_err());
-    assert!(people.bounded(&users([1, 1, 1], 0), &[1]).is_err());
-    assert_eq!(people.bounded(&users([1, 1, 1], 0), &[]).unwrap().len(), 1);
-    assert_eq!(people.bounded(&users([2, 2, 2], 0), &[]).unwrap(), people);
+    assert!(
+        people
+            .inputs()
+            .bounded(&users([1, 1, 1], 0), &[], false)
+            .is_err()
+    );
+    assert!(people.bounded(&users([1, 1, 1], 0), &[1], false).is_err());
+    assert_eq!(
+        people
+            .bounded(&users([1, 1, 1], 0), &[], false)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        people.bounded(&users([2, 2, 2], 0), &[], false).unwrap(),
+        people
+    );
     // Two cells of one row each: one cell kept when g = 1.
-    assert_eq!(people.bounded(&users([2, 1, 2], 0), &[0]).unwrap().len(), 1);
-    assert_eq!(people.bounded(&users([2, 2, 1], 0), &[0]).unwrap(), people);
+    assert_eq!(
+        people
+            .bounded(&users([2, 1, 2], 0), &[0], false)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        people.bounded(&users([2, 2, 1], 0), &[0], false).unwrap(),
+        people
+    );
 }

@@ -218,10 +218,11 @@ pub(super) struct ReleaseRow {
     request_hash: String,
     response: Option<String>,
     failure: Option<String>,
+    n_rows: Option<i64>,
 }
 
 pub(super) const RELEASE_COLUMNS: &str =
-    "r.id, d.id AS dataset, r.analyst, r.request_hash, r.response, r.failure";
+    "r.id, d.id AS dataset, r.analyst, r.request_hash, r.response, r.failure, r.n_rows";
 
 impl ReleaseRow {
     pub(super) fn into_release(self) -> Result<StoredRelease, StoreError> {
@@ -232,6 +233,10 @@ impl ReleaseRow {
             request_hash: self.request_hash,
             response: self.response,
             failure: self.failure,
+            rows: self
+                .n_rows
+                .map(|rows| unsigned("release rows", rows))
+                .transpose()?,
         })
     }
 }

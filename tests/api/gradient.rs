@@ -182,7 +182,7 @@ async fn a_session_is_debited_once_and_each_call_spent_once(#[case] backend: Bac
     let opened = result(&release);
     assert_eq!(opened.gradient, None);
     assert_eq!(opened.session.unwrap().calls, 100);
-    assert_eq!((opened.space.as_str(), opened.n), ("model", N as u64));
+    assert_eq!((opened.space.as_str(), opened.n), ("model", Some(N as u64)));
     assert_eq!(opened.feature_bounds, vec![[0.0, 1.0], [-5.0, 5.0]]);
     assert_eq!(opened.sigma, release.sigma);
     // LEARNERS.md: ε ≈ 0.0850 a call alone.

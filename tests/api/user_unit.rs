@@ -12,7 +12,8 @@ use dpgate::api::Limits;
 use dpgate::domain::auth::Role;
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
-    AggregateGroup, ContributionBounds, DpGdResult, PrivacyUnit, ReleaseRequest, ReleaseResult,
+    AggregateGroup, ContributionBounds, DpGdResult, GradientCall, GradientResult, PrivacyUnit,
+    ReleaseRequest, ReleaseResult,
 };
 use reqwest::{Method, StatusCode};
 use rstest::rstest;
@@ -412,15 +413,20 @@ async fn groups(
     }
 }
 
-/// Seven people of about 29 rows each, of unit `user` with 5 rows a
-/// person read (35 rows).
-async fn seven_people(app: &TestApp) -> dpgate_client::types::Dataset {
+/// A server on `backend` (`None` if it is unavailable) with seven people
+/// of about 29 rows each, of unit `user` with 5 rows a person read (35
+/// rows).
+async fn seven_people(backend: Backend) -> Option<(TestApp, dpgate_client::types::Dataset)> {
+    if unavailable(backend) {
+        return None;
+    }
+    let app = spawn_app(backend).await;
     let dataset = app.dataset(people("people", serde_json::json!({}))).await;
     app.admin
         .upload_rows(dataset.id, UploadFormat::Csv, people_rows(0, 200))
         .await
         .unwrap();
-    dataset
+    Some((app, dataset))
 }
 
 /// Whether `value` is within six of its `std` of `exact`: a false
@@ -436,11 +442,9 @@ fn near(value: f64, std: f64, exact: f64) -> bool {
 async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
     #[case] backend: Backend,
 ) {
-    if unavailable(backend) {
+    let Some((mut app, dataset)) = seven_people(backend).await else {
         return;
-    }
-    let mut app = spawn_app(backend).await;
-    let dataset = seven_people(&app).await;
+    };
     let analyst = app.analyst("ana", &[dataset.id]);
     let count: ReleaseRequest = serde_json::from_value(serde_json::json!({
         "kind": "aggregate", "epsilon": 1.0, "delta": 1e-6,
@@ -572,11 +576,9 @@ async fn descended(
 async fn dp_gd_under_unit_user_clips_each_persons_gradient_and_counts_the_rows_first(
     #[case] backend: Backend,
 ) {
-    if unavailable(backend) {
+    let Some((mut app, dataset)) = seven_people(backend).await else {
         return;
-    }
-    let mut app = spawn_app(backend).await;
-    let dataset = seven_people(&app).await;
+    };
     let analyst = app.analyst("ana", &[dataset.id]);
     let request: ReleaseRequest = serde_json::from_value(serde_json::json!({
         "kind": "model/dp-gd", "epsilon": 1.0, "delta": 1e-6, "steps": 20, "clip": 0.5,
@@ -619,5 +621,112 @@ async fn dp_gd_under_unit_user_clips_each_persons_gradient_and_counts_the_rows_f
     let (_, streamed) = descended(&analyst, dataset.id, &request).await;
     let rows = streamed.noisy_rows.expect("a noisy count");
     assert!(near(rows, 5.0 * streamed.sigma * rows.max(1.0) / 0.5, 35.0));
+    app.finish().await;
+}
+
+/// The gradient result of `request` on `dataset`, its release not saying
+/// N, and the release's id.
+async fn gradient(
+    analyst: &dpgate_client::Client,
+    dataset: uuid::Uuid,
+    request: serde_json::Value,
+) -> (uuid::Uuid, GradientResult) {
+    let request: ReleaseRequest = serde_json::from_value(request).unwrap();
+    let release = analyst
+        .release(dataset, &request, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(release.n, None);
+    match release.result {
+        Some(ReleaseResult::Gradient(result)) => (release.id.unwrap(), result),
+        other => panic!("a gradient: {other:?}"),
+    }
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn gradients_under_unit_user_count_first_and_a_session_reads_its_own_rows(
+    #[case] backend: Backend,
+) {
+    let Some((mut app, dataset)) = seven_people(backend).await else {
+        return;
+    };
+    let analyst = app.analyst("ana", &[dataset.id]);
+    // One call: the count, then the gradient over it; N is not said.
+    let (_, call) = gradient(
+        &analyst,
+        dataset.id,
+        serde_json::json!({
+            "kind": "gradient", "epsilon": 1.0, "delta": 1e-6, "clip": 0.5,
+            "theta": [0.0, 0.0, 0.0],
+        }),
+    )
+    .await;
+    assert_eq!(call.n, None);
+    let rows = call.noisy_rows.expect("a noisy count under unit user");
+    // Each row weighs a fifth of the reach: the count's noise, in rows, is
+    // 5·σ/C′ with σ on the gradient over max(N̂, 1).
+    let count_std = |result: &GradientResult, rows: f64| 5.0 * result.sigma * rows.max(1.0) / 0.5;
+    assert!(near(rows, count_std(&call, rows), 35.0), "{call:?}");
+    assert!((call.sensitivity - 0.5).abs() < 0.5 * 1e-6, "{call:?}");
+    assert_eq!(call.gradient.as_ref().map(Vec::len), Some(3));
+    // A session: the count when it opens, each call over it.
+    let (session, opened) = gradient(
+        &analyst,
+        dataset.id,
+        serde_json::json!({
+            "kind": "gradient", "epsilon": 1.0, "delta": 1e-6, "clip": 0.5, "calls": 3,
+        }),
+    )
+    .await;
+    let rows = opened.noisy_rows.expect("the session's noisy count");
+    assert!(near(rows, count_std(&opened, rows), 35.0), "{opened:?}");
+    let first = analyst
+        .gradient_call(
+            dataset.id,
+            session,
+            &GradientCall {
+                call: 0,
+                theta: vec![0.0; 3],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((first.gradient.len(), first.remaining), (3, 2));
+    // Rows added since are not read: the session's calls read the rows it
+    // was debited at, recorded beside it (its response cannot say N), on
+    // the engine's two-level pass too once the snapshot is not held.
+    app.admin
+        .upload_rows(dataset.id, UploadFormat::Csv, people_rows(200, 50))
+        .await
+        .unwrap();
+    app.restart(Limits {
+        cache_bytes: 0,
+        ..Limits::default()
+    })
+    .await;
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let second = analyst
+        .gradient_call(
+            dataset.id,
+            session,
+            &GradientCall {
+                call: 1,
+                theta: vec![0.0; 3],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((second.gradient.len(), second.remaining), (3, 1));
+    let stored = app
+        .store
+        .release(dataset.id, session)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.rows, Some(200));
     app.finish().await;
 }

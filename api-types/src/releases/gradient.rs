@@ -87,7 +87,7 @@ pub enum GradientMechanism {
 
 /// A gradient release: one call's gradient, or a session's terms. The
 /// settings are repeated from the request; nothing here depends on the
-/// data but `gradient`.
+/// data but `gradient` (and, under unit `user`, `noisy_rows`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct GradientResult {
     /// d values in model space; absent when a session was opened.
@@ -96,11 +96,21 @@ pub struct GradientResult {
     /// The session opened; its id is the release's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<GradientSession>,
-    /// N of the snapshot every call reads.
-    pub n: u64,
-    /// σ of each call's noise on each coordinate, or the norm-Gamma scale.
+    /// N of the snapshot every call reads; absent under privacy unit
+    /// `user`, where N is private.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u64>,
+    /// Under privacy unit `user`: the noisy count of the rows read (at
+    /// most `max_rows_per_user` a person), released with the call (or when
+    /// the session opens) with the same noise as a call; every gradient
+    /// is the summed one over it (at least 1) instead of over N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noisy_rows: Option<f64>,
+    /// σ of each call's noise on each coordinate, or the norm-Gamma scale
+    /// (under unit `user`, on the sum over `noisy_rows`).
     pub sigma: f64,
-    /// Δ of one call's mean clipped gradient.
+    /// Δ of one call's mean clipped gradient (under unit `user`, of the
+    /// summed one: a person's reach, C′).
     pub sensitivity: f64,
     pub clip: f64,
     pub loss: GradientLoss,
@@ -155,6 +165,7 @@ impl ReleaseOutput for GradientResult {
             .iter()
             .flatten()
             .chain([&self.sigma, &self.sensitivity, &self.call_epsilon])
+            .chain(&self.noisy_rows)
             .all(|value| value.is_finite())
     }
 }

@@ -256,7 +256,13 @@ async fn open_sessions(
             client,
             dataset,
             release: release.id.context("a session without a release id")?,
-            n: result.n,
+            // Under privacy unit `user` N is private: the holder is
+            // weighed by the session's noisy count instead.
+            n: result.n.unwrap_or_else(|| {
+                result
+                    .noisy_rows
+                    .map_or(1, |rows| rows.max(1.0).round() as u64)
+            }),
         });
     }
     Ok(sessions)

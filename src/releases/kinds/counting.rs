@@ -2,6 +2,7 @@
 //! private, so a learner that divides by it releases it with noise first,
 //! as one more step of its composition ([`Counting`]).
 
+use crate::dp::fixed::{FRACTION_BITS, Fixed};
 use crate::engine::{Needed, Summed};
 use crate::snapshots::{Columns, Pass};
 
@@ -22,9 +23,18 @@ impl Counting {
         Counting { weight, sums: [0] }
     }
 
-    /// The rows' count in units: their number times the weight.
-    pub fn units(&self) -> i128 {
-        self.sums[0]
+    /// The count as the exact sums of a release of `dims` coordinates (a
+    /// learner's steps have d, and the count is priced as one of them):
+    /// the rows' units in the first, 0 in the others.
+    pub fn fixed(&self, dims: usize) -> Fixed {
+        let mut units = vec![0; dims];
+        units[0] = self.sums[0];
+        Fixed::normalised(units)
+    }
+
+    /// The count of rows read back from a release of [`Counting::fixed`].
+    pub fn rows(&self, released: &[f64]) -> f64 {
+        released[0] / (self.weight as f64 * 2f64.powi(-FRACTION_BITS))
     }
 }
 

@@ -41,7 +41,7 @@ use super::iterative::{
     unfold, within,
 };
 use crate::domain::dataset::{DatasetRecord, Schema, Unit};
-use crate::dp::fixed::{FRACTION_BITS, Fixed};
+use crate::dp::fixed::Fixed;
 use crate::dp::{DpError, Mechanism};
 use crate::releases::pacing::StepNoise;
 use crate::releases::plan::{most_rows, require_rows};
@@ -168,11 +168,9 @@ fn noisy_rows(
     dims: usize,
     release: &mut impl FnMut(usize, &Fixed) -> Result<Vec<f64>, DpError>,
 ) -> Result<f64, Failure> {
-    let weight = grid.count_weight(m);
-    let mut units = vec![0; dims];
-    units[0] = rows.sum(Counting::new(weight))?.units();
-    let released = release(0, &Fixed::normalised(units))?;
-    Ok(released[0] / (weight as f64 * 2f64.powi(-FRACTION_BITS)))
+    let counted = rows.sum(Counting::new(grid.count_weight(m)))?;
+    let released = release(0, &counted.fixed(dims))?;
+    Ok(counted.rows(&released))
 }
 
 /// θ ← θ·min(1, R/‖θ‖): the nearest point of the ball ‖θ‖ ≤ R.

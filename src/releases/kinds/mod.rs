@@ -106,7 +106,9 @@ impl Kind {
         use api::ReleaseParams as Params;
         let calibrated = matches!(
             self,
-            Kind::Requested(Params::Aggregate(_) | Params::Walr(_) | Params::DpGd(_))
+            Kind::Requested(
+                Params::Aggregate(_) | Params::Walr(_) | Params::DpGd(_) | Params::Gradient(_)
+            )
         );
         if !calibrated
             && std::iter::once(dataset)
@@ -121,8 +123,8 @@ impl Kind {
                 Kind::Requested(params) => params.kind(),
             };
             return Err(ReleaseError::Invalid(format!(
-                "{what} is not available yet under privacy unit \"user\" (aggregate, walr and \
-                 model/dp-gd are; docs/privacy-core.md)"
+                "{what} is not available yet under privacy unit \"user\" (aggregate, walr, \
+                 model/dp-gd and gradient are; docs/privacy-core.md)"
             )));
         }
         match self {

@@ -11,14 +11,20 @@ use crate::domain::dataset::Users;
 use crate::dp::contribution::{Candidate, keep, keep_grouped};
 
 impl Columns {
-    /// The rows of this run a release under unit `user` reads, each
-    /// person's together (people in increasing order of their fingerprint,
-    /// each person's rows in stored order), so that a pass over people
-    /// finds them ([`crate::engine::Summed::of_person`]): [`keep`]'s rows, or [`keep_grouped`]'s when the pass sums
+    /// The rows of this run a release under unit `user` reads, in stored
+    /// order, or `together`, each person's together (people in increasing
+    /// order of their fingerprint, each person's rows in stored order) for
+    /// a pass over people ([`crate::engine::Summed::of_person`]), which
+    /// costs a copy row by row: [`keep`]'s rows, or [`keep_grouped`]'s when the pass sums
     /// the cells of the dimensions `grouped_by` apart. Only on a run read
     /// with its ids and outcomes, of a dataset of the unit; only after a
     /// debit (it reads who owns each row).
-    pub fn bounded(&self, users: &Users, grouped_by: &[usize]) -> Result<Columns, String> {
+    pub fn bounded(
+        &self,
+        users: &Users,
+        grouped_by: &[usize],
+        together: bool,
+    ) -> Result<Columns, String> {
         if !(self.outcomes && self.shape.users && self.shape.ids) {
             return Err("bounding needs a run read with its ids and its people".to_owned());
         }
@@ -48,7 +54,9 @@ impl Columns {
             keep_grouped(&candidates, bounds)
         };
         let mut order: Vec<usize> = (0..self.len()).filter(|&row| kept[row]).collect();
-        order.par_sort_unstable_by_key(|&row| (owners[row], row));
+        if together {
+            order.par_sort_unstable_by_key(|&row| (owners[row], row));
+        }
         let mut bounded = Columns::builder(self.shape, true, order.len());
         // Consecutive kept rows are copied as one range.
         let mut from = 0;

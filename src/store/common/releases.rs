@@ -84,11 +84,15 @@ macro_rules! releases_sql {
                 .iter()
                 .map(|entry| signed("ledger sequence number", entry.seq))
                 .collect::<Result<Vec<_>, _>>()?;
+            let rows = made
+                .iter()
+                .map(|debit| signed("release rows", debit.expected_rows))
+                .collect::<Result<Vec<_>, _>>()?;
             let mut insert = sqlx::QueryBuilder::<$db>::new(
                 "INSERT INTO releases (id, dataset_pk, ledger_seq, analyst, kind, idempotency_key, \
-                 request_hash, request, created_at) ",
+                 request_hash, request, created_at, n_rows) ",
             );
-            insert.push_values(made.iter().zip(seqs), |mut row, (debit, seq)| {
+            insert.push_values(made.iter().zip(seqs).zip(rows), |mut row, ((debit, seq), rows)| {
                 row.push_bind(debit.release_id.to_string())
                     .push_bind(pk)
                     .push_bind(seq)
@@ -97,7 +101,8 @@ macro_rules! releases_sql {
                     .push_bind(&debit.idempotency_key)
                     .push_bind(&debit.request_hash)
                     .push_bind(&debit.request)
-                    .push_bind(&debit.created_at);
+                    .push_bind(&debit.created_at)
+                    .push_bind(rows);
             });
             insert.build().execute(&mut *conn).await?;
             Ok(())

@@ -2,7 +2,7 @@ use super::*;
 use crate::domain::dataset::tests::record;
 use crate::dp::fixed::Fixed;
 use crate::dp::reference::{self, assert_close};
-use crate::dp::{Accountant, Budget, Charge, Composition, Delta};
+use crate::dp::{Accountant, Budget, Charge, Composition, Delta, Epsilon};
 use crate::releases::kinds::gradients::{Gradients, Identity};
 use crate::releases::kinds::summed_in_parts;
 use crate::releases::kinds::test_rows::{Tightness, columns_of, neighbours, normal, random_row};
@@ -109,16 +109,27 @@ fn a_session_is_debited_its_composition_once() {
     assert!((0.99..=1.0).contains(&spent.epsilon.value()), "{spent:?}");
     assert_eq!(spent.epsilon_basic.value(), 1.0);
     // Pure ε: ⌊ε/T⌋ a call, T composed.
-    let mut pure = params(GradientLoss::Logistic, Some(100));
-    pure.mechanism = GradientMechanism::NormGamma;
-    let planned = plan(&dataset, &pure, &knobs(1.0, 0.0)).unwrap();
     assert_eq!(
-        planned.price().loss,
-        Some(PrivacyLoss::Composition {
-            count: 100,
-            each: Box::new(PrivacyLoss::PureEpsilon { epsilon: 0.01 }),
-        })
+        norm_gamma_loss(&dataset, GradientLoss::Logistic, 100),
+        hundredths()
     );
+}
+
+/// What the ledger records for a norm-Gamma request of `calls` calls at
+/// ε = 1.
+fn norm_gamma_loss(dataset: &DatasetRecord, loss: GradientLoss, calls: u32) -> PrivacyLoss {
+    let mut pure = params(loss, Some(calls));
+    pure.mechanism = GradientMechanism::NormGamma;
+    let planned = plan(dataset, &pure, &knobs(1.0, 0.0)).unwrap();
+    planned.price().loss.clone().unwrap()
+}
+
+/// ε = 1 as a hundred releases of ε = 0.01.
+fn hundredths() -> PrivacyLoss {
+    PrivacyLoss::Composition {
+        count: 100,
+        each: Box::new(PrivacyLoss::PureEpsilon { epsilon: 0.01 }),
+    }
 }
 
 #[test]
@@ -443,4 +454,48 @@ fn settings_outside_their_bounds_are_refused() {
         ..base
     };
     assert!(plan(&dataset, &measure, &gaussian).is_ok());
+}
+
+/// A dataset of unit `user`, at most `m` rows a person.
+fn people_dataset(m: u32) -> DatasetRecord {
+    let mut dataset = dataset(PrivacyUnit::User, 1000);
+    dataset.schema.users = Some(crate::domain::dataset::Users {
+        column: "person".to_owned(),
+        bounds: crate::dp::contribution::ContributionBounds::new(m, None, None).unwrap(),
+        key: crate::dp::contribution::BoundingKey::new([3; 32]),
+    });
+    dataset
+}
+
+#[test]
+fn under_unit_user_the_count_is_priced_as_one_more_call() {
+    let dataset = people_dataset(4);
+    for (calls, count) in [(None, 2), (Some(100), 101)] {
+        let params = params(GradientLoss::Logistic, calls);
+        let planned = plan(&dataset, &params, &knobs(1.0, 1e-6)).unwrap();
+        let loss = planned.price().loss.clone().unwrap();
+        let PrivacyLoss::Composition { count: priced, .. } = &loss else {
+            panic!("composed releases: {loss:?}");
+        };
+        assert_eq!(*priced, count, "{calls:?}");
+        // One person moves a call's summed gradient by at most C′ = 1
+        // (the clip; m·√d is larger), whatever N; N is not said.
+        let terms = terms(&dataset, &params, &knobs(1.0, 1e-6), calls.unwrap_or(1)).unwrap();
+        assert_eq!(terms.grid.clip(), 1.0);
+        assert_eq!(terms.sensitivity, terms.grid.added());
+        assert!(terms.sensitivity <= 1.0 + 1e-9);
+        let result = terms.result(None, calls);
+        assert_eq!((result.n, result.noisy_rows), (None, None));
+    }
+    // Pure ε: the count takes one share of ε like a call.
+    assert_eq!(
+        norm_gamma_loss(&dataset, GradientLoss::Squared, 99),
+        hundredths()
+    );
+    // The squared loss's residual is unbounded: each row is clipped to C
+    // before a person's total is, and the total to C again.
+    let fit = label_fit(GradientLoss::Squared, [0.0, 1.0], 0.5, true);
+    let grid = fit.grid(&dataset.schema).unwrap();
+    assert_eq!(grid.clip(), 0.5);
+    assert_eq!(grid.of_rows().unwrap().clip(), 0.5);
 }

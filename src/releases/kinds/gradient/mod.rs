@@ -9,7 +9,10 @@
 //! the logistic residual is at most 1 and the squared one is unbounded;
 //! unit `label`, min(2C, |y₁ − y₀|·maxᵢ‖uᵢ‖)/C′ plus the grid's rounding
 //! term, since an outcome moves the residual by |y₁ − y₀| (1 for the
-//! logistic loss and for a measure scaled into [0, 1]).
+//! logistic loss and for a measure scaled into [0, 1]); unit `user`, the
+//! reach of one person's clipped total ([`Grid::per_person`]), 1, with N
+//! released noisy as one more release of the same noise (with the call,
+//! or when a session opens) and each gradient the noisy sum over it.
 //!
 //! One release is one call, or a **session** of T calls priced together:
 //! σ is that of T composed steps ([`Mechanism::gaussian_steps`], or ε/T of
@@ -19,16 +22,21 @@
 //! composition. The session's calls ([`Session`]) read the snapshot the
 //! session was priced for.
 
-use async_trait::async_trait;
-use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams, PrivacyUnit};
+mod session;
 
+pub use session::Session;
+
+use async_trait::async_trait;
+use dpgate_api_types::{self as api, GradientLoss, GradientMechanism, GradientParams};
+
+use super::counting::Counting;
 use super::dp_gd::{self, Reach, Rows};
 use super::gradients::{Gradients, Grid, Loss, Residual};
 use super::iterative::{MAX_MAGNITUDE, check_work, require_signal, within};
 use crate::domain::dataset::{DatasetRecord, Schema};
 use crate::dp::constant_time::logistic;
-use crate::dp::{self, Epsilon, Mechanism, PrivacyLoss, per_step_epsilon};
-use crate::releases::plan::{noise_fixed, require_rows};
+use crate::dp::{self, Mechanism, PrivacyLoss, per_step_epsilon};
+use crate::releases::plan::{most_rows, noise_fixed, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 use crate::snapshots::Columns;
 
@@ -78,9 +86,14 @@ impl Fit {
         Reach { largest, shift }
     }
 
-    /// The grid its clipped gradients are summed on.
+    /// The grid its clipped gradients are summed on: under unit `user`
+    /// (a schema with people) each person's summed gradient is clipped.
     pub fn grid(&self, schema: &Schema) -> Result<Grid, dp::DpError> {
-        Grid::new(self.clip, self.reach().largest, self.dims(schema), true)
+        let (largest, dims) = (self.reach().largest, self.dims(schema));
+        match &schema.users {
+            Some(users) => Grid::per_person(self.clip, largest, dims, true, users.bounds.rows),
+            None => Grid::new(self.clip, largest, dims, true),
+        }
     }
 }
 
@@ -204,9 +217,9 @@ pub fn check_theta(theta: &[f64], dims: usize) -> Result<(), ReleaseError> {
     Ok(())
 }
 
-/// The noise of each of `calls` calls of Δ `sensitivity` on normalised
-/// sums on `grid` over `n` rows of `dims` coordinates, (ε, δ) together,
-/// and ε of one call alone.
+/// The noise of each of `calls` releases of Δ `sensitivity` on normalised
+/// sums on `grid` over at most `n` summands of `dims` coordinates, (ε, δ)
+/// together, and ε of one release alone.
 fn mechanism(
     kind: GradientMechanism,
     knobs: &Knobs,
@@ -254,19 +267,27 @@ fn mechanism(
 struct Terms {
     fit: Fit,
     grid: Grid,
-    /// What one unit of a noisy sum is worth in the mean gradient: C′/N.
-    unit: f64,
     /// As requested: `label` or `measure:NAME`.
     target: String,
     kind: GradientMechanism,
     mechanism: Mechanism,
     call_epsilon: f64,
+    /// Δ in the released numbers' units as priced: of the mean gradient,
+    /// or under unit `user` of the summed one.
     sensitivity: f64,
-    n: u64,
+    /// N where it is public.
+    n: Option<u64>,
+    /// Under unit `user`: m, and the noisy count once it is released.
+    people: Option<u32>,
+    noisy_rows: Option<f64>,
     feature_bounds: Vec<[f64; 2]>,
 }
 
 impl Terms {
+    fn unit(&self) -> f64 {
+        unit(self.grid.clip(), self.n, self.noisy_rows)
+    }
+
     fn result(&self, gradient: Option<Vec<f64>>, calls: Option<u32>) -> api::GradientResult {
         let label_values = match self.fit.target {
             Target::Label { values } if self.fit.loss == GradientLoss::Squared => Some(values),
@@ -276,7 +297,8 @@ impl Terms {
             gradient,
             session: calls.map(|calls| api::GradientSession { calls }),
             n: self.n,
-            sigma: self.mechanism.noise_scale() * self.unit,
+            noisy_rows: self.noisy_rows,
+            sigma: self.mechanism.noise_scale() * self.unit(),
             sensitivity: self.sensitivity,
             clip: self.fit.clip,
             loss: self.fit.loss,
@@ -290,18 +312,54 @@ impl Terms {
         }
     }
 
+    /// Under unit `user`: the rows' count on `snapshot`, released with a
+    /// call's noise (it is priced as one more call, each row
+    /// [`Grid::count_weight`] units), which every gradient is then divided
+    /// by. Nothing under the other units.
+    async fn count(&mut self, snapshot: &Snapshot) -> Result<(), Failure> {
+        let Some(m) = self.people else {
+            return Ok(());
+        };
+        let counted = snapshot
+            .sum(Counting::new(self.grid.count_weight(m)))
+            .await?;
+        let noisy =
+            noise_fixed(self.mechanism.clone(), counted.fixed(self.mechanism.dims())).await?;
+        self.noisy_rows = Some(counted.rows(&noisy));
+        Ok(())
+    }
+
     /// The released gradient at `theta` on `snapshot`: one summed pass,
     /// over the snapshot in memory or by the engine over its files.
     async fn call(&self, snapshot: &Snapshot, theta: Vec<f64>) -> Result<Vec<f64>, Failure> {
         let pass = Gradients::at(&self.grid, self.fit.clone(), &theta, self.fit.fit_intercept);
         let exact = snapshot.sum(pass).await?.total();
         let noisy = noise_fixed(self.mechanism.clone(), exact).await?;
-        Ok(noisy.into_iter().map(|sum| sum * self.unit).collect())
+        let unit = self.unit();
+        Ok(noisy.into_iter().map(|sum| sum * unit).collect())
     }
 }
 
-/// Prices the terms on `dataset` at its N: the sensitivity from public
-/// facts (under `label`, the largest feature norm).
+/// What one unit of a noisy sum on the grid of `clip` (C′) is worth in
+/// the gradient: C′/N where N is public, else C′/max(N̂, 1) for the noisy
+/// count N̂ (C′ before N̂ is released).
+fn unit(clip: f64, n: Option<u64>, noisy_rows: Option<f64>) -> f64 {
+    let divisor = match (n, noisy_rows) {
+        (Some(n), _) => n as f64,
+        (None, rows) => rows.unwrap_or(1.0).max(1.0),
+    };
+    clip / divisor
+}
+
+/// The releases `calls` calls make: under unit `user` (`people`) the
+/// count is one more.
+fn releases(calls: u32, people: Option<u32>) -> u32 {
+    calls + u32::from(people.is_some())
+}
+
+/// Prices the terms on `dataset` at its N (under unit `user`, at none):
+/// the sensitivity from public facts (under `label`, the largest feature
+/// norm).
 fn terms(
     dataset: &DatasetRecord,
     params: &GradientParams,
@@ -320,28 +378,31 @@ fn terms(
     };
     let sensitivity = dp_gd::clipped_sensitivity(dataset.privacy_unit, &grid, &rows, fit.reach());
     require_signal(dataset, fit.fit_intercept, "the gradient is 0")?;
+    let people = dataset.schema.users.as_ref().map(|users| users.bounds.rows);
     let (mechanism, call_epsilon) = mechanism(
         params.mechanism,
         knobs,
         sensitivity,
-        (dataset.n_rows, dims),
-        calls,
+        (most_rows(dataset), dims),
+        releases(calls, people),
         &grid,
     )?;
-    let unit = grid.clip() / dataset.n_rows as f64;
     let (min, max) = dataset.schema.feature_bounds();
-    Ok(Terms {
+    let mut terms = Terms {
         fit,
         grid,
-        unit,
         target: params.target.clone(),
         kind: params.mechanism,
         mechanism,
         call_epsilon,
-        sensitivity: sensitivity * unit,
-        n: dataset.n_rows,
+        sensitivity,
+        n: people.is_none().then_some(dataset.n_rows),
+        people,
+        noisy_rows: None,
         feature_bounds: min.into_iter().zip(max).map(|(a, b)| [a, b]).collect(),
-    })
+    };
+    terms.sensitivity *= terms.unit();
+    Ok(terms)
 }
 
 /// A gradient release, priced: one call at `theta`, or a session.
@@ -393,19 +454,24 @@ pub fn plan(
     if let Ask::Call(theta) = &ask {
         check_theta(theta, dims)?;
     }
-    let work = u64::from(calls)
-        .saturating_mul(dataset.n_rows)
-        .saturating_mul(dims as u64);
-    check_work(work, "calls × rows × coordinates", "open fewer calls")?;
+    // Under unit `user` N is private: a refusal by it would tell whether
+    // N is above a threshold, so only the calls bound the work there.
+    if terms.people.is_none() {
+        let work = u64::from(calls)
+            .saturating_mul(dataset.n_rows)
+            .saturating_mul(dims as u64);
+        check_work(work, "calls × rows × coordinates", "open fewer calls")?;
+    }
     let mut price = Price::of_sums(
         &terms.mechanism,
         terms.sensitivity,
-        dataset.n_rows,
-        terms.unit,
+        most_rows(dataset),
+        terms.unit(),
     );
-    if let (GradientMechanism::NormGamma, Ask::Session(count @ 2..)) = (params.mechanism, &ask) {
+    let count = releases(calls, terms.people);
+    if params.mechanism == GradientMechanism::NormGamma && count > 1 {
         price.loss = Some(PrivacyLoss::Composition {
-            count: *count,
+            count,
             each: Box::new(terms.mechanism.loss().clone()),
         });
     }
@@ -419,7 +485,8 @@ impl Planned for Gradient {
     }
 
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
-        let Gradient { terms, ask, .. } = *self;
+        let Gradient { mut terms, ask, .. } = *self;
+        terms.count(&snapshot).await?;
         let result = match ask {
             Ask::Call(theta) => {
                 let gradient = terms.call(&snapshot, theta).await?;
@@ -431,109 +498,5 @@ impl Planned for Gradient {
     }
 }
 
-/// An open session, as its release recorded it: the calls are priced on
-/// the terms it was debited for (its N, Δ and σ), whatever rows came since.
-pub struct Session {
-    terms: Terms,
-    /// T.
-    pub calls: u32,
-    snapshot: Snapshot,
-}
-
-impl Session {
-    /// The session `release` opened on `snapshot` (the dataset as it is
-    /// now; the session reads it at its own N); `None` if `release` is not
-    /// a gradient session.
-    pub fn of(release: &api::Release, snapshot: Snapshot) -> Result<Option<Session>, Failure> {
-        let Some(api::ReleaseResult::Gradient(opened)) = &release.result else {
-            return Ok(None);
-        };
-        let Some(session) = opened.session else {
-            return Ok(None);
-        };
-        let corrupt =
-            |detail: String| Failure::Corrupt(format!("session {:?}: {detail}", release.id));
-        let knobs = Knobs {
-            epsilon: Epsilon::new(release.epsilon).map_err(|e| corrupt(e.to_string()))?,
-            delta: dp::Delta::new(release.delta).map_err(|e| corrupt(e.to_string()))?,
-            max_groups: 0,
-        };
-        let params = GradientParams {
-            loss: opened.loss,
-            target: opened.target.clone(),
-            label_values: opened.label_values,
-            clip: opened.clip,
-            fit_intercept: opened.fit_intercept,
-            mechanism: opened.mechanism,
-            theta: None,
-            calls: Some(session.calls),
-        };
-        let dataset = DatasetRecord {
-            n_rows: opened.n,
-            ..snapshot.dataset().clone()
-        };
-        let fit = fit(&params, &dataset.schema).map_err(|e| corrupt(e.to_string()))?;
-        let dims = fit.dims(&dataset.schema);
-        let grid = fit
-            .grid(&dataset.schema)
-            .map_err(|e| corrupt(e.to_string()))?;
-        let unit = grid.clip() / opened.n as f64;
-        // Δ as priced then: under `label` it came from the features' norms
-        // at that N, which later rows may have raised. Back from the
-        // gradient's units to the sum's, rounded up past the division's
-        // rounding, and never below a row's reach on the grid.
-        let mut sensitivity = (opened.sensitivity / unit).next_up().next_up();
-        if dataset.privacy_unit == PrivacyUnit::Row {
-            sensitivity = sensitivity.max(grid.replaced());
-        }
-        let (mechanism, call_epsilon) = mechanism(
-            opened.mechanism,
-            &knobs,
-            sensitivity,
-            (opened.n, dims),
-            session.calls,
-            &grid,
-        )
-        .map_err(|e| corrupt(e.to_string()))?;
-        // The same σ up to those roundings, or (a session opened before
-        // sums were exact) up to the float padding it was priced with.
-        let sigma = mechanism.noise_scale() * unit;
-        if (sigma - opened.sigma).abs() > SESSION_TOLERANCE * opened.sigma {
-            return Err(corrupt(format!(
-                "its noise prices at {sigma} now, not {}",
-                opened.sigma
-            )));
-        }
-        Ok(Some(Session {
-            terms: Terms {
-                fit,
-                grid,
-                unit,
-                target: opened.target.clone(),
-                kind: opened.mechanism,
-                mechanism,
-                call_epsilon,
-                sensitivity: opened.sensitivity,
-                n: opened.n,
-                feature_bounds: opened.feature_bounds.clone(),
-            },
-            calls: session.calls,
-            snapshot: snapshot.sibling(dataset),
-        }))
-    }
-
-    /// d, the length of θ and of each gradient.
-    pub fn dims(&self) -> usize {
-        self.terms.fit.dims(&self.snapshot.dataset().schema)
-    }
-
-    /// One call's released gradient at `theta` (checked by the caller),
-    /// its noise fresh from the OS CSPRNG.
-    pub async fn call(&self, theta: Vec<f64>) -> Result<Vec<f64>, Failure> {
-        self.terms.call(&self.snapshot, theta).await
-    }
-}
-
 #[cfg(test)]
-#[path = "gradient_tests.rs"]
 mod tests;
