@@ -18,7 +18,10 @@
 //! relative to the exact values over all rows; and `model/dp-gd` at its
 //! defaults (T = 100, α = 1, C = 1; under `user` each person's summed
 //! gradient clipped to C and N released noisy first), scored on the same
-//! test rows.
+//! test rows. A second table scores the other learners the same way, at
+//! their defaults and ε = 1: output perturbation (λ `auto`, pure ε),
+//! DP-SGD (one epoch, b = 256), Frank-Wolfe on the label (r = 2, 50 steps,
+//! δ = 10⁻⁶; its linear score ranks the test rows).
 
 // A figures driver: failing loudly on any error is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -30,7 +33,7 @@ use std::time::Instant;
 
 use dpgate_client::mapped::{map_rows, noisy_dot};
 use dpgate_client::trainer::{NoisyDot, TrainerConfig, train};
-use dpgate_client::types::{ReleaseRequest, ReleaseResult};
+use dpgate_client::types::{ReleaseOutput, ReleaseRequest, ReleaseResult};
 use dpgate_client::{Client, UploadFormat};
 use dpgate_learn::auc;
 use dpgate_learn::synthetic::logistic_data;
@@ -139,12 +142,15 @@ fn walr_auc(release: &ReleaseResult, x: &Array2<f64>, test: &(Array2<f64>, Vec<u
     auc(scores.as_slice().unwrap(), &test.1).unwrap()
 }
 
-/// The test AUC of a DP-GD model (raw features are the stored ones here).
+/// The test AUC of a model's linear score (raw features are the stored
+/// ones here): a logistic model's, or Frank-Wolfe's least squares on the
+/// label.
 fn model_auc(release: &ReleaseResult, test: &(Array2<f64>, Vec<u8>)) -> f64 {
-    let ReleaseResult::DpGd(model) = release else {
-        panic!("a DP-GD result");
+    let (weights, intercept) = match release {
+        ReleaseResult::FrankWolfe(model) => (&model.weights[..], model.intercept),
+        other => other.model().expect("a model"),
     };
-    let scores = test.0.dot(&Array1::from(model.weights.clone())) + model.intercept;
+    let scores = test.0.dot(&Array1::from(weights.to_vec())) + intercept;
     auc(scores.as_slice().unwrap(), &test.1).unwrap()
 }
 
@@ -246,6 +252,16 @@ async fn main() {
     let descent = request(serde_json::json!({
         "kind": "model/dp-gd", "epsilon": 1.0, "delta": 1e-6,
     }));
+    // The other learners at their defaults (Frank-Wolfe's radius has none).
+    let learners = [
+        request(serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0})),
+        request(serde_json::json!({"kind": "model/dp-sgd", "epsilon": 1.0})),
+        request(serde_json::json!({
+            "kind": "model/frank-wolfe", "epsilon": 1.0, "delta": 1e-6,
+            "target": "label", "radius": 2.0,
+        })),
+    ];
+    let mut learned = Vec::new();
     println!(
         "\n| unit | WALR test AUC | count rel. error | of it, noise std | mean rel. error | WALR \
          release time | DP-GD test AUC | DP-GD release time |"
@@ -278,6 +294,16 @@ async fn main() {
             model_seconds.push(took);
             model_aucs.push(model_auc(&released, &test));
         }
+        let mut cells = Vec::new();
+        for learner in &learners {
+            let (mut aucs, mut seconds) = (vec![], vec![]);
+            for _ in 0..draws {
+                let (released, took) = timed(&client, id, learner).await;
+                seconds.push(took);
+                aucs.push(model_auc(&released, &test));
+            }
+            cells.push(format!("{:.4} | {:.1} s", mean(&aucs), mean(&seconds)));
+        }
         let error = |at: usize| mean(&errors.iter().map(|e| e[at]).collect::<Vec<f64>>());
         let unit = bound.map_or("`row`".to_owned(), |m| format!("`user`, m = {m}"));
         println!(
@@ -290,6 +316,15 @@ async fn main() {
             mean(&model_aucs),
             mean(&model_seconds)
         );
+        learned.push(format!("| {unit} | {} |", cells.join(" | ")));
+    }
+    println!(
+        "\n| unit | output perturbation test AUC | release | DP-SGD test AUC | release | \
+         Frank-Wolfe test AUC | release |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for row in learned {
+        println!("{row}");
     }
     let exact_dot = NoisyDot {
         dot: (0..K)

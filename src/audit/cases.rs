@@ -115,7 +115,8 @@ struct Entry {
 
 const BOTH: &[PrivacyUnit] = &[PrivacyUnit::Label, PrivacyUnit::Row];
 
-/// The kinds calibrated for unit `user` too.
+/// The kinds calibrated for unit `user` too (all but objective
+/// perturbation, and supplied vectors, which are for unit `label` only).
 const ALL: &[PrivacyUnit] = &[PrivacyUnit::Label, PrivacyUnit::Row, PrivacyUnit::User];
 
 fn entries() -> Vec<Entry> {
@@ -189,7 +190,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "model/output-perturbation",
             "λ auto",
-            BOTH,
+            ALL,
             true,
             (Attack::Radial, Canary::Far),
             |_| json!({}),
@@ -213,7 +214,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "model/dp-sgd",
             "batches of 16",
-            BOTH,
+            ALL,
             true,
             linear(Canary::Far),
             |_| json!({"batch_size": 16}),
@@ -221,7 +222,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "model/frank-wolfe",
             "label, r = 1, 10 steps",
-            BOTH,
+            ALL,
             false,
             linear(Canary::Far),
             |_| json!({"target": "label", "radius": 1.0, "steps": 10}),
@@ -439,7 +440,7 @@ mod tests {
     #[test]
     fn every_case_makes_a_valid_request_and_pure_ones_ask_no_delta() {
         let cases = select(&[], &[]).unwrap();
-        assert_eq!(cases.len(), 30);
+        assert_eq!(cases.len(), 33);
         for case in &cases {
             let (rows, _) = case.neighbours(1);
             let request = case.request(1.0, 1e-5, &rows).unwrap();

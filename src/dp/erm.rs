@@ -102,19 +102,31 @@ fn above(value: f64) -> f64 {
 /// unit) and the objective's share (the rest), both in whole ledger units,
 /// so the two add up to ε exactly.
 pub fn split_epsilon(epsilon: Epsilon) -> Result<(Epsilon, Epsilon), DpError> {
+    split_share(
+        epsilon,
+        OUTPUT_SHARE,
+        "epsilon of objective perturbation (split between the objective and the output)",
+    )
+}
+
+/// Splits ε into 1/`share` of it (⌊units/share⌋, at least one unit) and
+/// the rest, both in whole ledger units, so the two add up to ε exactly;
+/// `what` names ε in the refusal of one too small to split.
+pub fn split_share(
+    epsilon: Epsilon,
+    share: u64,
+    what: &'static str,
+) -> Result<(Epsilon, Epsilon), DpError> {
     let units = epsilon.units();
     if units < 2 {
         return Err(DpError::BelowResolution {
-            name: "epsilon of objective perturbation (split between the objective and the output)",
+            name: what,
             value: epsilon.value(),
             resolution: 2.0 / Epsilon::UNITS_PER_ONE as f64,
         });
     }
-    let output = (units / OUTPUT_SHARE).max(1);
-    Ok((
-        Epsilon::from_units(output),
-        Epsilon::from_units(units - output),
-    ))
+    let part = (units / share).max(1);
+    Ok((Epsilon::from_units(part), Epsilon::from_units(units - part)))
 }
 
 /// CMS11 Algorithm 2 for total ε (see the module docs), with a share of it

@@ -361,6 +361,47 @@ impl Mechanism {
         })
     }
 
+    /// Gaussian noise whose σ is at least `multiplier` times the
+    /// sensitivity, the lattice's rounding included (σ ≥ z·Δ′): one
+    /// release that costs at most a Gaussian of μ = 1/z, whatever Δ is.
+    /// For a release whose sensitivity is known only once an earlier part
+    /// of it has been released (a model normalised by a noisy count under
+    /// unit `user`): its cost is priced from z before the debit, its
+    /// lattice and σ from Δ after.
+    pub fn gaussian_multiplier(
+        multiplier: f64,
+        sensitivity: f64,
+        dims: usize,
+        range: f64,
+    ) -> Result<Self, DpError> {
+        check_sensitivity(sensitivity)?;
+        if !(multiplier.is_finite() && multiplier > 0.0) {
+            return Err(DpError::InvalidSensitivity(multiplier));
+        }
+        let (lattice, sensitivity) = rounded(
+            multiplier * sensitivity,
+            sensitivity,
+            dims,
+            Norm::L2,
+            30,
+            range,
+        )?;
+        let sigma = units((multiplier * sensitivity).next_up(), lattice);
+        if sigma > f64::from(MAX_GAUSSIAN_SIGMA) {
+            return Err(DpError::TooManyCoordinates(dims));
+        }
+        Ok(Mechanism {
+            lattice,
+            dims,
+            sensitivity,
+            noise: Noise::Gaussian(sigma as u32),
+            loss: PrivacyLoss::Gaussian {
+                sensitivity,
+                sigma: sigma * lattice.spacing(),
+            },
+        })
+    }
+
     /// Laplace noise for pure ε-DP on `dims` coordinates of L1 sensitivity
     /// `sensitivity`, each at most `range` in magnitude: scale b = Δ₁/ε per
     /// coordinate.

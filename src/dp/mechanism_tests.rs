@@ -503,3 +503,37 @@ fn a_release_of_exact_values_is_noised_like_one_of_floats() {
         })
     );
 }
+
+#[test]
+fn a_gaussian_of_given_multiplier_costs_at_most_one_of_mu_one_over_z() {
+    for (z, sensitivity, dims, range) in [
+        (5.0, 0.01, 17, 40.0),
+        (48.0, 3.0, 1, 6.9e10),
+        (0.7, 2e-9, 100, 1e-3),
+    ] {
+        let mechanism = Mechanism::gaussian_multiplier(z, sensitivity, dims, range).unwrap();
+        let PrivacyLoss::Gaussian {
+            sensitivity: rounded,
+            sigma,
+        } = mechanism.loss().clone()
+        else {
+            panic!("{:?}", mechanism.loss());
+        };
+        assert!(rounded >= sensitivity + mechanism.grid() * (dims as f64).sqrt());
+        assert!(rounded <= sensitivity * (1.0 + 1e-5), "{rounded}");
+        assert!(sigma >= z * rounded, "σ {sigma} < z·Δ′");
+        assert!(sigma <= z * rounded * (1.0 + 1e-6), "σ {sigma}");
+        assert_eq!(mechanism.noise_std(), sigma);
+    }
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(
+            Mechanism::gaussian_multiplier(bad, 1.0, 3, 1.0).is_err(),
+            "{bad}"
+        );
+    }
+    assert!(Mechanism::gaussian_multiplier(3.0, 0.0, 3, 1.0).is_err());
+    assert!(matches!(
+        Mechanism::gaussian_multiplier(3.0, 1e-12, 3, 1e30),
+        Err(DpError::RangeTooWide { .. })
+    ));
+}

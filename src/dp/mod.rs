@@ -9,6 +9,7 @@ pub mod audit;
 pub mod constant_time;
 pub mod contribution;
 pub mod erm;
+pub mod erm_people;
 mod error;
 pub mod fixed;
 mod gaussian;

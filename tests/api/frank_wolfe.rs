@@ -130,13 +130,13 @@ async fn frank_wolfe_fits_over_its_sources_and_debits_every_one(
     assert_eq!(release.sensitivity, 4.0 / 6000.0);
     assert_eq!(release.noise.mechanism, "report_noisy_min");
     let model = fitted(&release);
-    assert_eq!(model.stage.n, 6000);
+    assert_eq!(model.stage.n, Some(6000));
     assert_eq!(model.stage.steps, 50);
     assert!((model.stage.step_epsilon - 0.032494).abs() < 1e-6);
     assert_eq!(model.sources.len(), 2);
     assert_eq!(
         (model.sources[0].dataset, model.sources[0].n),
-        (first, 2000)
+        (first, Some(2000))
     );
     assert_eq!((model.target_centre, model.target_scale), (50.0, 50.0));
     // In model space the truth is θ* = (0.1, 0.3, 0.4), inside the
@@ -211,7 +211,7 @@ async fn frank_wolfe_fits_over_its_sources_and_debits_every_one(
     assert_eq!(release.noise.mechanism, "exponential");
     let model = fitted(&release);
     let stage = model.debias.as_ref().unwrap();
-    assert_eq!((stage.n, stage.steps, stage.epsilon), (2000, 20, 0.5));
+    assert_eq!((stage.n, stage.steps, stage.epsilon), (Some(2000), 20, 0.5));
     assert_eq!(model.stage.epsilon, 0.5);
     let spent = |dataset| {
         let admin = &app.admin;

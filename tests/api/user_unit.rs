@@ -1,7 +1,8 @@
 //! Privacy unit `user`: datasets of people with many rows each. Creation
 //! with the user column and the contribution bounds, what the view shows
 //! to whom, uploads that store each row's person (as a keyed fingerprint,
-//! the same whatever the upload's format), aggregates, WALR and DP-GD
+//! the same whatever the upload's format), aggregates, WALR, output
+//! perturbation, DP-GD and gradients
 //! over at most m rows a person, and the releases the unit does not offer
 //! yet refused before anything is spent.
 
@@ -10,10 +11,12 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, StringArray};
 use dpgate::api::Limits;
 use dpgate::domain::auth::Role;
+use dpgate::dp::erm_people::{self, Multipliers};
+use dpgate::dp::{Delta, Epsilon};
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
-    AggregateGroup, ContributionBounds, DpGdResult, GradientCall, GradientResult, PrivacyUnit,
-    ReleaseRequest, ReleaseResult,
+    AggregateGroup, ContributionBounds, DpGdResult, GradientCall, GradientResult, ModelResult,
+    PrivacyUnit, ReleaseRequest, ReleaseResult,
 };
 use reqwest::{Method, StatusCode};
 use rstest::rstest;
@@ -518,10 +521,7 @@ async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
         .unwrap_err()
         .to_string();
     assert!(error.contains("target_sigma"), "{error}");
-    let requests = [
-        serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0, "lambda": 0.01}),
-        serde_json::json!({"kind": "model/dp-sgd", "epsilon": 1.0, "delta": 1e-6}),
-    ];
+    let requests = [serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0})];
     for request in requests {
         let request: ReleaseRequest = serde_json::from_value(request).unwrap();
         for options in [dry_run(), Default::default()] {
@@ -728,5 +728,209 @@ async fn gradients_under_unit_user_count_first_and_a_session_reads_its_own_rows(
         .unwrap()
         .unwrap();
     assert_eq!(stored.rows, Some(200));
+    app.finish().await;
+}
+
+/// The output-perturbation model of `request` on `dataset`, its release
+/// not saying N.
+async fn perturbed(
+    analyst: &dpgate_client::Client,
+    dataset: uuid::Uuid,
+    request: serde_json::Value,
+) -> ModelResult {
+    let request: ReleaseRequest = serde_json::from_value(request).unwrap();
+    let release = analyst
+        .release(dataset, &request, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(release.n, None);
+    match release.result {
+        Some(ReleaseResult::Model(model)) => model,
+        other => panic!("a model: {other:?}"),
+    }
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by_the_count(
+    #[case] backend: Backend,
+) {
+    let Some((app, dataset)) = seven_people(backend).await else {
+        return;
+    };
+    let analyst = app.analyst("ana", &[dataset.id]);
+    // Priced before the count: the weights' noise in units of Δ, which N̂
+    // fixes; nothing spent by a dry run.
+    let fixed = serde_json::json!({
+        "kind": "model/output-perturbation", "epsilon": 1.0, "delta": 1e-6, "lambda": 0.1,
+    });
+    let before = snapshot(&app, dataset.id).await;
+    let request: ReleaseRequest = serde_json::from_value(fixed.clone()).unwrap();
+    let dry = analyst
+        .release(dataset.id, &request, &dry_run())
+        .await
+        .unwrap()
+        .release;
+    let multipliers =
+        Multipliers::new(Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap()).unwrap();
+    assert_eq!(dry.n, None);
+    assert!((dry.sensitivity - 1.0).abs() < 1e-5, "{}", dry.sensitivity);
+    assert!(dry.sigma >= multipliers.model && dry.sigma < multipliers.model * 1.0001);
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    // Seven people, at most five rows each: 35 rows kept, counted with the
+    // count's Gaussian (multiplier z_c on a person's 5 rows).
+    let model = perturbed(&analyst, dataset.id, fixed).await;
+    let rows = model.noisy_rows.expect("a noisy count under unit user");
+    assert!(
+        near(rows, 5.0 * multipliers.count * 1.0001, 35.0),
+        "{model:?}"
+    );
+    assert_eq!(model.noise_mechanism, "gaussian");
+    assert_eq!(model.lambda, 0.1);
+    // The weights' σ is z_w times Δ = 2m/(λN̂) + 2γ/λ at the released N̂.
+    let normaliser = erm_people::normaliser(rows);
+    let sensitivity = erm_people::output_sensitivity(normaliser, 5, 0.1, 1e-10).unwrap();
+    let ratio = model.noise_scale / (multipliers.model * sensitivity);
+    assert!((1.0..1.0001).contains(&ratio), "{ratio} {model:?}");
+    assert!(model.weights.iter().all(|weight| weight.is_finite()));
+    // Pure ε with λ chosen after the count: Laplace on the count,
+    // norm-Gamma on the weights.
+    let auto = perturbed(
+        &analyst,
+        dataset.id,
+        serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0}),
+    )
+    .await;
+    assert_eq!(auto.noise_mechanism, "norm_gamma");
+    assert!(auto.noisy_rows.is_some() && (1e-10..=1e2).contains(&auto.lambda));
+    // Refused before anything is spent: λ's selection (it holds out rows
+    // by index, not people), a λ below the solver's floor, objective
+    // perturbation.
+    let before = snapshot(&app, dataset.id).await;
+    for (request, says) in [
+        (
+            serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0,
+                "lambda": {"select": [0.01, 0.1]}}),
+            "not people",
+        ),
+        (
+            serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0,
+                "lambda": 1e-13}),
+            "lambda must be",
+        ),
+        (
+            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0}),
+            "not available yet under privacy unit \"user\"",
+        ),
+    ] {
+        let request: ReleaseRequest = serde_json::from_value(request).unwrap();
+        let error = analyst
+            .release(dataset.id, &request, &Default::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(says), "{error}");
+    }
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    // On a dataset without rows (which is private under the unit) the
+    // release is noise alone.
+    let empty = app.dataset(people("empty", serde_json::json!({}))).await;
+    let analyst = app.analyst("ana", &[empty.id]);
+    let nothing = perturbed(
+        &analyst,
+        empty.id,
+        serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0}),
+    )
+    .await;
+    assert!(nothing.noisy_rows.is_some());
+    assert!(nothing.weights.iter().all(|weight| weight.is_finite()));
+    app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn dp_sgd_under_unit_user_counts_first_and_batches_people(#[case] backend: Backend) {
+    let Some((app, dataset)) = seven_people(backend).await else {
+        return;
+    };
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let request: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "model/dp-sgd", "epsilon": 1.0, "batch_size": 10, "epochs": 2,
+    }))
+    .unwrap();
+    let before = snapshot(&app, dataset.id).await;
+    let dry = analyst
+        .release(dataset.id, &request, &dry_run())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(dry.n, None);
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    let release = analyst
+        .release(dataset.id, &request, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(release.n, None);
+    assert_eq!(release.sensitivity, dry.sensitivity);
+    let Some(ReleaseResult::DpSgd(model)) = release.result else {
+        panic!("a DP-SGD model: {:?}", release.result);
+    };
+    // The count at ε/100 of Laplace noise, scale m/(ε/100) = 500 rows: 21
+    // scales make a false failure less likely than 10⁻⁹.
+    let rows = model.noisy_rows.expect("a noisy count under unit user");
+    assert!((rows - 35.0).abs() <= 21.0 * 500.0, "{model:?}");
+    // ⌈N̂/b⌉ batches an epoch, each epoch 0.99/2 of ε.
+    let batches = (erm_people::normaliser(rows) / 10.0).ceil().max(1.0) as u64;
+    assert_eq!(model.steps, 2 * batches, "{model:?}");
+    assert_eq!(model.epoch_epsilon, 0.495);
+    assert!(model.weights.iter().all(|weight| weight.is_finite()));
+    app.finish().await;
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn frank_wolfe_under_unit_user_scores_sums_that_a_person_moves_by_m_rows(
+    #[case] backend: Backend,
+) {
+    let Some((app, dataset)) = seven_people(backend).await else {
+        return;
+    };
+    let analyst = app.analyst("ana", &[dataset.id]);
+    let request: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "model/frank-wolfe", "epsilon": 1.0, "delta": 1e-6,
+        "target": "label", "radius": 1.0, "steps": 10,
+    }))
+    .unwrap();
+    let before = snapshot(&app, dataset.id).await;
+    let dry = analyst
+        .release(dataset.id, &request, &dry_run())
+        .await
+        .unwrap()
+        .release;
+    // A person's 5 rows move a score, a sum over the rows, by at most
+    // m·r·(r + 1) = 10; N is private, so scores are not divided by it.
+    assert_eq!((dry.n, dry.sensitivity), (None, 10.0));
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    let release = analyst
+        .release(dataset.id, &request, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!((release.n, release.sensitivity), (None, 10.0));
+    let Some(ReleaseResult::FrankWolfe(model)) = release.result else {
+        panic!("a Frank-Wolfe model: {:?}", release.result);
+    };
+    assert_eq!(model.stage.n, None);
+    assert_eq!(model.stage.score_sensitivity, 10.0);
+    let l1: f64 = model.model_weights.iter().map(|weight| weight.abs()).sum();
+    assert!(l1 <= 1.0 + 1e-9, "{model:?}");
     app.finish().await;
 }

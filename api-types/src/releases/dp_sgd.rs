@@ -17,7 +17,9 @@ use super::{ReleaseKind, ReleaseOutput, one, yes};
 pub struct DpSgdParams {
     /// b, rows per batch (the last batch of an epoch may be shorter); at
     /// most N. The noise's norm is about 2·C·d/ε, so b ≳ 2·C·d/ε keeps it
-    /// below the batch's gradient.
+    /// below the batch's gradient. Under privacy unit `user`, the rows a
+    /// batch holds on average: each person goes whole into one of
+    /// ⌈N̂/b⌉ batches at random (N̂ the noisy count).
     #[serde(default = "DpSgdParams::default_batch_size")]
     #[schema(default = 256, minimum = 1)]
     pub batch_size: u64,
@@ -118,6 +120,12 @@ pub struct DpSgdResult {
     /// The Gamma scale of the norm of each batch's noise (on the sum of
     /// the batch's clipped gradients), lattice rounding included.
     pub noise_scale: f64,
+    /// Under privacy unit `user` only (N is private there): the kept rows'
+    /// count, released with noise before the steps; the people are put in
+    /// ⌈noisy_rows/batch_size⌉ batches at random each epoch, and every
+    /// batch's sum is divided by noisy_rows over that many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noisy_rows: Option<f64>,
 }
 
 /// The projection a DP-SGD release used.
@@ -134,6 +142,7 @@ impl ReleaseOutput for DpSgdResult {
             .iter()
             .chain(self.projected_weights.iter().flatten())
             .chain([&self.intercept, &self.noise_scale])
+            .chain(&self.noisy_rows)
             .all(|value| value.is_finite())
     }
 

@@ -133,14 +133,18 @@ pub struct StageUsed {
     pub steps: u32,
     /// The L1 radius of the stage's ball.
     pub radius: f64,
-    /// N of the stage's objective (target plus sources).
-    pub n: u64,
+    /// N of the stage's objective (target plus sources); absent when a
+    /// participant is of privacy unit `user`, whose N is private (the
+    /// scores are then sums, not means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u64>,
     /// The stage's (ε, δ), and ε₀ of each step: the largest whose T-fold
     /// composition the ledger prices at ≤ (ε, δ).
     pub epsilon: f64,
     pub delta: f64,
     pub step_epsilon: f64,
-    /// Δ_s, how far one row moves any vertex score.
+    /// Δ_s, how far one row (a person's rows under unit `user`) moves any
+    /// vertex score.
     pub score_sensitivity: f64,
     /// The Laplace scale b, or the exponential mechanism's temperature τ
     /// (P(s) ∝ exp(−α_s/τ)), in score units, lattice rounding included.
@@ -151,7 +155,9 @@ pub struct StageUsed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SourceUsed {
     pub dataset: Uuid,
-    pub n: u64,
+    /// The source's N; absent under privacy unit `user`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u64>,
 }
 
 impl ReleaseOutput for FrankWolfeResult {

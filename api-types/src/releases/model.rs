@@ -85,6 +85,11 @@ pub struct ModelResult {
     /// How `{"select": […]}` chose `lambda`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<LambdaSelection>,
+    /// Under privacy unit `user` only (N is private there): the kept
+    /// rows' count, released with noise before the model; the fit's loss
+    /// is normalised by it (clamped to at least 1) instead of N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noisy_rows: Option<f64>,
 }
 
 /// A private selection of λ: every candidate trained privately on the
@@ -128,6 +133,7 @@ impl ReleaseOutput for ModelResult {
         self.weights
             .iter()
             .chain([&self.intercept, &self.noise_scale])
+            .chain(&self.noisy_rows)
             .all(|value| value.is_finite())
     }
 

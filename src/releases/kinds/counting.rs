@@ -2,7 +2,9 @@
 //! private, so a learner that divides by it releases it with noise first,
 //! as one more step of its composition ([`Counting`]).
 
+use crate::dp::contribution::MAX_ROWS;
 use crate::dp::fixed::{FRACTION_BITS, Fixed};
+use crate::dp::{DpError, Epsilon, Mechanism, erm_people};
 use crate::engine::{Needed, Summed};
 use crate::snapshots::{Columns, Pass};
 
@@ -36,6 +38,16 @@ impl Counting {
     pub fn rows(&self, released: &[f64]) -> f64 {
         released[0] / (self.weight as f64 * 2f64.powi(-FRACTION_BITS))
     }
+}
+
+/// The noisy count of a pure-ε release under unit `user` that divides by
+/// it: Laplace noise on the kept rows (a person moves them by at most `m`)
+/// at 1/100 of `epsilon` ([`erm_people::split_epsilon`]), and the ε left
+/// for the rest.
+pub fn laplace_count(epsilon: Epsilon, m: u32) -> Result<(Mechanism, Epsilon), DpError> {
+    let (count, rest) = erm_people::split_epsilon(epsilon)?;
+    let mechanism = Mechanism::laplace(count, f64::from(m), 1, MAX_ROWS as f64)?;
+    Ok((mechanism, rest))
 }
 
 impl Pass for Counting {

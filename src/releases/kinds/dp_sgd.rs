@@ -28,13 +28,13 @@ use dpgate_api_types::{self as api, DpSgdParams, PrivacyUnit, ProjectionUsed, Re
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use super::dp_gd;
 use super::gradients::{FeatureMap, Grid, Identity, LogisticLabels};
 use super::iterative::{
     check_step, check_work, learn_on, require_in_memory, require_signal, unfold,
 };
 use super::projection::Projection;
-use crate::domain::dataset::{DatasetRecord, Schema};
+use super::{dp_gd, dp_sgd_people};
+use crate::domain::dataset::{DatasetRecord, Schema, Unit};
 use crate::dp::fixed::Fixed;
 use crate::dp::{DpError, Epsilon, Mechanism, OsNoise, PrivacyLoss, per_step_epsilon};
 use crate::releases::pacing::StepNoise;
@@ -121,14 +121,24 @@ impl Sgd {
                 );
                 let released = release(step, &Fixed::normalised(exact))?;
                 step += 1;
-                let rate = self.learning_rate / (step as f64).sqrt();
-                let size = batch.len() as f64 / grid.clip();
-                for (weight, sum) in theta.iter_mut().zip(released) {
-                    *weight -= rate * (self.lambda * *weight + sum / size);
-                }
+                self.descend(
+                    &mut theta,
+                    &released,
+                    step,
+                    batch.len() as f64 / grid.clip(),
+                );
             }
         }
         Ok(theta)
+    }
+
+    /// Step t (from 1): θ −= (η₀/√t)·(λθ + ŝ/`size`), ŝ the released
+    /// normalised sum and `size` the batch's rows over C′.
+    pub fn descend(&self, theta: &mut [f64], released: &[f64], step: u64, size: f64) {
+        let rate = self.learning_rate / (step as f64).sqrt();
+        for (weight, sum) in theta.iter_mut().zip(released) {
+            *weight -= rate * (self.lambda * *weight + sum / size);
+        }
     }
 }
 
@@ -159,22 +169,7 @@ fn check(params: &DpSgdParams, dataset: &DatasetRecord) -> Result<(), ReleaseErr
             params.batch_size
         )));
     }
-    if !(1..=MAX_EPOCHS).contains(&params.epochs) {
-        return Err(ReleaseError::Invalid(format!(
-            "epochs must be from 1 to {MAX_EPOCHS} (got {})",
-            params.epochs
-        )));
-    }
-    check_step(params.learning_rate, params.clip, params.lambda)?;
-    let k = dataset.schema.k();
-    if let Some(projection) = &params.projection
-        && !(1..=k).contains(&projection.dims)
-    {
-        return Err(ReleaseError::Invalid(format!(
-            "projection.dims must be from 1 to the dataset's {k} features (got {})",
-            projection.dims
-        )));
-    }
+    check_settings(params, dataset.schema.k())?;
     let steps = sgd(params).steps(n);
     if steps > MAX_STEPS {
         return Err(ReleaseError::Invalid(format!(
@@ -182,12 +177,37 @@ fn check(params: &DpSgdParams, dataset: &DatasetRecord) -> Result<(), ReleaseErr
              take larger batches or fewer epochs"
         )));
     }
-    let dims = params.projection.as_ref().map_or(k, |p| p.dims) + usize::from(params.fit_intercept);
+    let dims = mapped(params, dataset.schema.k()) + usize::from(params.fit_intercept);
     let noise = steps.saturating_mul(dims as u64);
     if noise > MAX_NOISE {
         return Err(ReleaseError::Invalid(format!(
             "steps × coordinates = {noise} noise values is more than one release may draw \
              ({MAX_NOISE}); take larger batches, fewer epochs or a projection"
+        )));
+    }
+    Ok(())
+}
+
+/// The features' count after the projection, if any.
+pub(super) fn mapped(params: &DpSgdParams, k: usize) -> usize {
+    params.projection.as_ref().map_or(k, |p| p.dims)
+}
+
+/// Checks the settings whose bounds do not depend on N.
+pub(super) fn check_settings(params: &DpSgdParams, k: usize) -> Result<(), ReleaseError> {
+    if !(1..=MAX_EPOCHS).contains(&params.epochs) {
+        return Err(ReleaseError::Invalid(format!(
+            "epochs must be from 1 to {MAX_EPOCHS} (got {})",
+            params.epochs
+        )));
+    }
+    check_step(params.learning_rate, params.clip, params.lambda)?;
+    if let Some(projection) = &params.projection
+        && !(1..=k).contains(&projection.dims)
+    {
+        return Err(ReleaseError::Invalid(format!(
+            "projection.dims must be from 1 to the dataset's {k} features (got {})",
+            projection.dims
         )));
     }
     Ok(())
@@ -201,11 +221,13 @@ pub fn plan(
     knobs: &Knobs,
 ) -> Result<Box<dyn Planned>, ReleaseError> {
     knobs.pure(DpSgdParams::KIND)?;
+    if let Unit::User(bounds) = dataset.unit() {
+        return dp_sgd_people::plan(dataset, &bounds, params, knobs);
+    }
     require_rows(dataset)?;
     check(params, dataset)?;
     let k = dataset.schema.k();
-    let mapped = params.projection.as_ref().map_or(k, |p| p.dims);
-    let dims = mapped + usize::from(params.fit_intercept);
+    let dims = mapped(params, k) + usize::from(params.fit_intercept);
     // Each row costs d for the gradient and k·k′ for its projection.
     let per_row = dims + params.projection.as_ref().map_or(0, |p| p.dims * k);
     let work = u64::from(params.epochs)
@@ -265,12 +287,7 @@ pub fn plan(
             each: Box::new(mechanism.loss().clone()),
         });
     }
-    let projection = params.projection.as_ref().map(|requested| {
-        let seed = requested
-            .seed
-            .map_or_else(|| OsNoise::new().next_u64(), |Seed(seed)| seed);
-        (seed, requested.dims)
-    });
+    let projection = projection_seed(params);
     Ok(Box::new(DpSgd {
         price,
         mechanism,
@@ -282,7 +299,32 @@ pub fn plan(
     }))
 }
 
-fn sgd(params: &DpSgdParams) -> Sgd {
+/// The requested projection's seed (drawn from the OS CSPRNG if not
+/// given) and k′: R itself is built only once the release is admitted.
+pub(super) fn projection_seed(params: &DpSgdParams) -> Option<(u64, usize)> {
+    params.projection.as_ref().map(|requested| {
+        let seed = requested
+            .seed
+            .map_or_else(|| OsNoise::new().next_u64(), |Seed(seed)| seed);
+        (seed, requested.dims)
+    })
+}
+
+/// R of the projection `(seed, k′)` over `features` features, built on a
+/// blocking thread (up to 134 MB).
+pub(super) async fn projected(
+    projection: Option<(u64, usize)>,
+    features: usize,
+) -> Result<Option<Projection>, Failure> {
+    Ok(match projection {
+        Some((seed, dims)) => {
+            Some(tokio::task::spawn_blocking(move || Projection::new(seed, dims, features)).await?)
+        }
+        None => None,
+    })
+}
+
+pub(super) fn sgd(params: &DpSgdParams) -> Sgd {
     Sgd {
         // At most N, which is held in memory: the cast is exact.
         batch_size: params.batch_size as usize,
@@ -318,13 +360,7 @@ impl Planned for DpSgd {
             sgd.steps(snapshot.dataset().n_rows),
             mechanism.noise_scale() * unit,
         );
-        let features = schema.k();
-        let projection = match projection {
-            Some((seed, dims)) => Some(
-                tokio::task::spawn_blocking(move || Projection::new(seed, dims, features)).await?,
-            ),
-            None => None,
-        };
+        let projection = projected(projection, schema.k()).await?;
         let (ran, map) = (sgd.clone(), projection.clone());
         let theta = learn_on(snapshot, move |columns| {
             let mut noise = StepNoise::new(&mechanism, steps);
@@ -357,7 +393,7 @@ impl Planned for DpSgd {
 
 /// The response: θ mapped back through the projection (Rᵀ) and into raw
 /// feature units.
-fn result(
+pub(super) fn result(
     theta: &[f64],
     sgd: &Sgd,
     projection: Option<&Projection>,
@@ -392,6 +428,7 @@ fn result(
         projected_weights: projection.map(|_| theta.to_vec()),
         epoch_epsilon: epoch_epsilon.value(),
         noise_scale,
+        noisy_rows: None,
     }
 }
 

@@ -6,6 +6,7 @@ pub mod aggregate;
 pub mod counting;
 pub mod dp_gd;
 pub mod dp_sgd;
+mod dp_sgd_people;
 pub mod frank_wolfe;
 pub mod gradient;
 pub mod gradients;
@@ -14,6 +15,7 @@ mod lambda_select;
 pub mod model;
 mod objective;
 mod output;
+mod output_people;
 pub mod projection;
 pub mod ridge;
 pub mod supplied;
@@ -104,28 +106,17 @@ impl Kind {
         knobs: &Knobs,
     ) -> Result<Box<dyn Planned>, ReleaseError> {
         use api::ReleaseParams as Params;
-        let calibrated = matches!(
-            self,
-            Kind::Requested(
-                Params::Aggregate(_) | Params::Walr(_) | Params::DpGd(_) | Params::Gradient(_)
-            )
-        );
-        if !calibrated
-            && std::iter::once(dataset)
-                .chain(sources)
-                .any(|record| record.privacy_unit == api::PrivacyUnit::User)
+        if let Kind::Requested(Params::ObjectivePerturbation(_)) = self
+            && dataset.privacy_unit == api::PrivacyUnit::User
         {
-            // Refused before anything is priced or read: this kind is not
-            // yet calibrated for one person's many rows (docs/privacy-core.md,
-            // "Privacy unit `user`").
-            let what = match self {
-                Kind::Supplied { .. } => "walr with supplied features",
-                Kind::Requested(params) => params.kind(),
-            };
-            return Err(ReleaseError::Invalid(format!(
-                "{what} is not available yet under privacy unit \"user\" (aggregate, walr, \
-                 model/dp-gd and gradient are; docs/privacy-core.md)"
-            )));
+            // Refused before anything is priced or read: not yet calibrated
+            // for one person's many rows (docs/privacy-core.md, "Privacy
+            // unit `user`").
+            return Err(ReleaseError::Invalid(
+                "model/objective-perturbation is not available yet under privacy unit \"user\" \
+                 (model/output-perturbation fits the same model; docs/privacy-core.md)"
+                    .to_owned(),
+            ));
         }
         match self {
             Kind::Supplied { params, rows } => supplied::plan(dataset, rows.clone(), params, knobs),

@@ -402,6 +402,7 @@ pub fn result(
             epsilon_output: params.epsilon_output.value(),
         }),
         selection: None,
+        noisy_rows: None,
     }
 }
 
@@ -422,7 +423,7 @@ pub async fn fit_on<T: Send + 'static>(
 }
 
 /// The training set of a model, read from the snapshot (after the debit).
-async fn design(snapshot: &Snapshot, fit_intercept: bool) -> Result<Design, Failure> {
+pub async fn design(snapshot: &Snapshot, fit_intercept: bool) -> Result<Design, Failure> {
     let dataset = snapshot.dataset();
     let builder = DesignBuilder::new(dataset.schema.k(), dataset.n_rows, fit_intercept);
     snapshot

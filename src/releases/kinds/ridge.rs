@@ -32,8 +32,9 @@
 use dpgate_api_types as api;
 
 use super::model::{self, ObjectivePlan};
+use super::output_people::{self, Choice};
 use super::{lambda_select, objective, output};
-use crate::domain::dataset::DatasetRecord;
+use crate::domain::dataset::{DatasetRecord, Unit};
 use crate::dp::{self, Epsilon};
 use crate::releases::{Knobs, Planned, ReleaseError};
 
@@ -53,7 +54,7 @@ impl Calibration {
     }
 
     /// The ridge's bias at `lambda`, in (h/2)-units of excess risk.
-    fn bias(&self, lambda: f64, dims: usize) -> f64 {
+    pub fn bias(&self, lambda: f64, dims: usize) -> f64 {
         let h = self.curvature(dims);
         self.reference_norm * dims as f64 * (lambda / (h + lambda)).powi(2)
     }
@@ -118,6 +119,20 @@ pub fn plan(
     fit_intercept: bool,
     knobs: &Knobs,
 ) -> Result<Box<dyn Planned>, ReleaseError> {
+    if let (Unit::User(bounds), Learner::Output) = (dataset.unit(), learner) {
+        let choice = match lambda {
+            api::Lambda::Fixed(lambda) => Choice::Fixed(*lambda),
+            api::Lambda::Auto => Choice::Auto,
+            api::Lambda::Select(_) => {
+                return Err(ReleaseError::Invalid(
+                    "lambda {\"select\": […]} holds out rows by index, not people, so it is not \
+                     available under privacy unit \"user\"; use \"auto\" or a fixed lambda"
+                        .to_owned(),
+                ));
+            }
+        };
+        return output_people::plan(dataset, &bounds, choice, fit_intercept, knobs);
+    }
     match lambda {
         api::Lambda::Fixed(lambda) => learner.plan_fixed(dataset, *lambda, fit_intercept, knobs),
         api::Lambda::Auto => {
@@ -205,21 +220,27 @@ pub fn least_risk(
     n: u64,
     dims: usize,
 ) -> Result<f64, String> {
+    least_risk_by(|lambda| risk(learner, epsilon, delta, n, dims, lambda)).ok_or_else(|| {
+        format!(
+            "no λ up to 100 can be certified or noised for N = {n} and {dims} model \
+             dimensions at this ε; raise ε"
+        )
+    })
+}
+
+/// λ of [`grid`] with the smallest `risk` (the largest such λ on a tie),
+/// `risk` being `None` where λ cannot be released.
+pub fn least_risk_by(risk: impl Fn(f64) -> Option<f64>) -> Option<f64> {
     let mut best: Option<(f64, f64)> = None;
     for lambda in grid() {
-        let Some(risk) = risk(learner, epsilon, delta, n, dims, lambda) else {
+        let Some(risk) = risk(lambda) else {
             continue;
         };
         if best.is_none_or(|(_, least)| risk <= least) {
             best = Some((lambda, risk));
         }
     }
-    best.map(|(lambda, _)| lambda).ok_or_else(|| {
-        format!(
-            "no λ up to 100 can be certified or noised for N = {n} and {dims} model \
-             dimensions at this ε; raise ε"
-        )
-    })
+    best.map(|(lambda, _)| lambda)
 }
 
 #[cfg(test)]

@@ -74,11 +74,14 @@ impl Kind for FrankWolfeArgs {
 }
 
 pub(super) fn print(result: &FrankWolfeResult, out: &mut (dyn Write + Send)) -> anyhow::Result<()> {
+    let rows = result
+        .stage
+        .n
+        .map_or_else(|| "the rows (N private)".to_owned(), |n| format!("N = {n}"));
     writeln!(
         out,
-        "{} steps over N = {} ({} sources), ε₀ = {} per step, selection scale {:.6e}",
+        "{} steps over {rows} ({} sources), ε₀ = {} per step, selection scale {:.6e}",
         result.stage.steps,
-        result.stage.n,
         result.sources.len(),
         result.stage.step_epsilon,
         result.stage.selection_scale

@@ -36,9 +36,9 @@ use async_trait::async_trait;
 use dpgate_api_types::{self as api, DebiasParams, FrankWolfeParams, PrivacyUnit, Selection};
 
 use super::iterative::{SnapshotRows, check_work, learned, within};
-use crate::domain::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema, Unit};
 use crate::dp::{Charge, Delta, Epsilon, PrivacyLoss, SelectionRule};
-use crate::releases::plan::require_rows;
+use crate::releases::plan::{most_rows, require_rows};
 use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 pub use stage::*;
 
@@ -157,31 +157,42 @@ pub fn plan(
             Ok((source.clone(), matching(source, dataset, &params.target)?))
         })
         .collect::<Result<Vec<_>, ReleaseError>>()?;
-    let n = sources.iter().fold(dataset.n_rows, |n, (source, _)| {
-        n.saturating_add(source.n_rows)
+    // Under unit `user` N is private: its public bound takes its place,
+    // and a refusal by the work it makes would tell N against a threshold.
+    let n = sources.iter().fold(most_rows(dataset), |n, (source, _)| {
+        n.saturating_add(most_rows(source))
     });
+    let units: Vec<Unit> = std::iter::once(dataset)
+        .chain(sources.iter().map(|(source, _)| source))
+        .map(DatasetRecord::unit)
+        .collect();
     let dims = dataset.schema.k() + usize::from(params.fit_intercept);
     let steps = params.steps + params.debias.as_ref().map_or(0, |debias| debias.steps);
-    check_work(
-        u64::from(steps)
-            .saturating_mul(n)
-            .saturating_mul(dims as u64),
-        "steps × rows × coordinates",
-        "take fewer steps",
-    )?;
+    if !units.iter().any(|unit| matches!(unit, Unit::User(_))) {
+        check_work(
+            u64::from(steps)
+                .saturating_mul(n)
+                .saturating_mul(dims as u64),
+            "steps × rows × coordinates",
+            "take fewer steps",
+        )?;
+    }
     let rule = match params.selection {
         Selection::Laplace => SelectionRule::Laplace,
         Selection::Exponential => SelectionRule::Exponential,
     };
-    let row = std::iter::once(dataset)
-        .chain(sources.iter().map(|(source, _)| source))
-        .any(|participant| participant.privacy_unit == PrivacyUnit::Row);
     let r = params.radius;
     let budgets = match &params.debias {
         Some(debias) => split(knobs, debias.epsilon_share)?,
         None => [(knobs.epsilon, knobs.delta); 2],
     };
-    let first = Stage::price(rule, budgets[0], (params.steps, r, r + 1.0), (n, dims), row)?;
+    let first = Stage::price(
+        rule,
+        budgets[0],
+        (params.steps, r, r + 1.0),
+        (n, dims),
+        &units,
+    )?;
     let debias = params
         .debias
         .as_ref()
@@ -193,8 +204,8 @@ pub fn plan(
                     rule,
                     budgets[1],
                     (*steps, *h, r + h + 1.0),
-                    (dataset.n_rows, dims),
-                    dataset.privacy_unit == PrivacyUnit::Row,
+                    (most_rows(dataset), dims),
+                    &units[..1],
                 )
             },
         )
@@ -336,7 +347,7 @@ impl Planned for FrankWolfe {
                 .iter()
                 .map(|(source, _)| api::SourceUsed {
                     dataset: source.id,
-                    n: source.n_rows,
+                    n: (source.privacy_unit != PrivacyUnit::User).then_some(source.n_rows),
                 })
                 .collect(),
         }))

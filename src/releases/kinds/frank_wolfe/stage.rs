@@ -7,7 +7,7 @@ use std::sync::Arc;
 use dpgate_api_types::{self as api};
 
 use super::super::iterative::RowPasses;
-use crate::domain::dataset::{DatasetRecord, Schema};
+use crate::domain::dataset::{DatasetRecord, Schema, Unit};
 use crate::dp::fixed::{FRACTION_BITS, Fixed};
 use crate::dp::region::Region;
 use crate::dp::{
@@ -110,13 +110,19 @@ pub(super) fn matching(
 ///   most 2|uⱼ| ≤ 2, on the grid 2/reach·2⁴⁰ plus the rounding of
 ///   [`Region::coordinate_units`] (3 units): Δ_s = 2/reach + 3·2⁻⁴⁰.
 ///
+/// - unit `user`: a person adds or removes at most m rows, each of whose
+///   terms lies in the box, half its side: Δ_s = m (m·2⁴⁰ units exactly).
+///
 /// In score units (× r·reach/N) those are the module docs' 2r(r + 1)/N and
-/// 2r/N (plus 3·2⁻⁴⁰·r·reach/N), with no float rounding left to pad.
+/// 2r/N (plus 3·2⁻⁴⁰·r·reach/N), with no float rounding left to pad; under
+/// `user`, where N is private, scores stay sums (× r·reach): m·r(r + 1).
+/// With several participants Δ_s is the largest of theirs.
 #[derive(Debug, Clone)]
 pub(super) struct Stage {
     pub(super) steps: u32,
     pub(super) radius: f64,
-    pub(super) n: u64,
+    /// N, where every participant's is public.
+    pub(super) n: Option<u64>,
     pub(super) epsilon: Epsilon,
     pub(super) delta: Delta,
     pub(super) step_epsilon: Epsilon,
@@ -130,14 +136,15 @@ pub(super) struct Stage {
 
 impl Stage {
     /// Calibrates a stage of `steps` over `n` rows of `dims` coordinates to
-    /// (ε, δ), on a ball of `radius` where residuals are at most `reach`;
-    /// `row` when any participant's unit is.
+    /// (ε, δ), on a ball of `radius` where residuals are at most `reach`,
+    /// for participants of `units`; `n` is N, or under unit `user` the
+    /// public bound on it.
     pub(super) fn price(
         rule: SelectionRule,
         budget: (Epsilon, Delta),
         (steps, radius, reach): (u32, f64, f64),
         (n, dims): (u64, usize),
-        row: bool,
+        units: &[Unit],
     ) -> Result<Stage, ReleaseError> {
         let invalid = |error: DpError| ReleaseError::Invalid(error.to_string());
         let (epsilon, delta) = budget;
@@ -145,16 +152,21 @@ impl Stage {
             .map_err(invalid)?;
         let region =
             Region::new(reach, &vec![-reach; dims], &vec![reach; dims], None).map_err(invalid)?;
-        let moved = if row {
-            region.side_units() as f64
-        } else {
-            region.coordinate_units(2.0)
-        };
+        let moved = units
+            .iter()
+            .map(|unit| match unit {
+                Unit::Row => region.side_units() as f64,
+                Unit::Label => region.coordinate_units(2.0),
+                Unit::User(bounds) => region.side_units() as f64 / 2.0 * f64::from(bounds.rows),
+            })
+            .fold(0.0, f64::max);
         let sensitivity = moved * 2f64.powi(-FRACTION_BITS);
         // |Sⱼ| ≤ N·2⁴⁰ units.
         let range = (n as f64).next_up();
         let selector = Selector::new(rule, step_epsilon, sensitivity, range).map_err(invalid)?;
-        let unit = radius * reach / n as f64;
+        let public = !units.iter().any(|unit| matches!(unit, Unit::User(_)));
+        let n = public.then_some(n);
+        let unit = radius * reach / n.unwrap_or(1) as f64;
         Ok(Stage {
             steps,
             radius,
@@ -274,7 +286,13 @@ pub fn fit_label<R: rand::Rng + ?Sized>(
         },
         intercept: true,
     };
-    let stage = Stage::price(rule, budget, (steps, radius, radius + 1.0), (n, dims), true)?;
+    let stage = Stage::price(
+        rule,
+        budget,
+        (steps, radius, radius + 1.0),
+        (n, dims),
+        &[Unit::Row],
+    )?;
     let data = [Participant {
         rows: columns,
         outcome: Outcome::Label,

@@ -361,7 +361,7 @@ fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitiv
             (Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap()),
             (1, radius, radius + 1.0),
             (n as u64, 3),
-            row,
+            &[if row { Unit::Row } else { Unit::Label }],
         )
         .unwrap();
         // The stage's Δ_s in units of a normalised score Sⱼ: an integer
@@ -395,6 +395,59 @@ fn neighbouring_datasets_move_each_vertex_score_by_at_most_the_declared_sensitiv
     }
     tightness.attained(0, 0.9, "label");
     tightness.attained(1, 0.9, "row");
+}
+
+/// Unit `user`, noise-off: removing a person's k ≤ m rows (at the
+/// corners, where the bound is met) moves every exact score by at most
+/// m·2⁴⁰ units, half the box's side a row, and the stage reports no N.
+#[test]
+fn a_person_moves_every_score_by_at_most_m_rows_worth() {
+    let mut rng = ChaCha8Rng::seed_from_u64(34);
+    let m = 4u32;
+    let bounds = crate::dp::contribution::ContributionBounds::new(m, None, None).unwrap();
+    let stage = Stage::price(
+        SelectionRule::Laplace,
+        (Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap()),
+        (1, 1.0, 2.0),
+        (crate::dp::contribution::MAX_ROWS, 3),
+        &[Unit::User(bounds), Unit::Label],
+    )
+    .unwrap();
+    let declared = stage.region.side_units() as f64 / 2.0 * f64::from(m);
+    assert_eq!(declared, f64::from(m) * 2f64.powi(FRACTION_BITS));
+    assert_eq!(stage.n, None);
+    // Scores stay sums: Δ_s = m·r·reach.
+    assert_eq!(stage.sensitivity, f64::from(m) * 2.0);
+    let fit = measure_fit();
+    let corner = |rng: &mut ChaCha8Rng| {
+        [
+            f64::from(u8::from(rng.random_bool(0.5))),
+            if rng.random_bool(0.5) { 5.0 } else { -5.0 },
+        ]
+    };
+    let mut most: f64 = 0.0;
+    for pair in 0..500 {
+        let rows = regression_rows(&mut rng, 60, 200.0, corner);
+        let k = rng.random_range(1..=m as usize);
+        let kept = &rows[k..];
+        let mut theta: Vec<f64> = (0..3).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let l1: f64 = theta.iter().map(|v: &f64| v.abs()).sum();
+        theta.iter_mut().for_each(|v| *v /= l1);
+        let sums = |rows: &[OwnedRow]| {
+            gradient(
+                &[participant(rows, Outcome::Measure(0))],
+                &fit,
+                &theta,
+                &stage.region,
+            )
+            .unwrap()
+        };
+        let (a, b) = (sums(&rows), sums(kept));
+        let gap = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
+        assert!((gap as f64) <= declared, "pair {pair}: {gap} > {declared}");
+        most = most.max(gap as f64 / declared);
+    }
+    assert!(most >= 0.8, "the largest move was {most} of the bound");
 }
 
 /// The exact scores are a function of the multiset of rows: the same
@@ -565,7 +618,7 @@ fn exact_stage(radius: f64, steps: u32) -> Stage {
         (Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap()),
         (steps, radius, radius + 1.0),
         (4000, 3),
-        true,
+        &[Unit::Row],
     )
     .unwrap()
 }
@@ -605,7 +658,7 @@ fn test_error_falls_as_sources_are_added() {
                 (knobs.epsilon, knobs.delta),
                 (50, 1.0, 2.0),
                 (planned.price().n, 3),
-                true,
+                &[Unit::Row],
             )
             .unwrap();
             // The stage run here is the one the release priced.
