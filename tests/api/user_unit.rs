@@ -890,6 +890,28 @@ async fn dp_sgd_under_unit_user_counts_first_and_batches_people(#[case] backend:
     assert_eq!(model.steps, 2 * batches, "{model:?}");
     assert_eq!(model.epoch_epsilon, 0.495);
     assert!(model.weights.iter().all(|weight| weight.is_finite()));
+    // On a public projection too: its seed comes back, and one epoch.
+    let projected: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "model/dp-sgd", "epsilon": 1.0, "batch_size": 10,
+        "projection": {"dims": 1, "seed": "7"},
+    }))
+    .unwrap();
+    let release = analyst
+        .release(dataset.id, &projected, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    let Some(ReleaseResult::DpSgd(model)) = release.result else {
+        panic!("a DP-SGD model: {:?}", release.result);
+    };
+    let rows = model.noisy_rows.expect("a noisy count under unit user");
+    let batches = (erm_people::normaliser(rows) / 10.0).ceil().max(1.0) as u64;
+    assert_eq!(model.steps, batches, "{model:?}");
+    assert_eq!(model.projection.map(|used| used.dims), Some(1));
+    assert_eq!(
+        model.projected_weights.map(|weights| weights.len()),
+        Some(2)
+    );
     app.finish().await;
 }
 
@@ -932,5 +954,32 @@ async fn frank_wolfe_under_unit_user_scores_sums_that_a_person_moves_by_m_rows(
     assert_eq!(model.stage.score_sensitivity, 10.0);
     let l1: f64 = model.model_weights.iter().map(|weight| weight.abs()).sum();
     assert!(l1 <= 1.0 + 1e-9, "{model:?}");
+    // With a source of unit `row`: the larger of the two bounds (a
+    // person's 5 rows against a replaced row's 2), the source's N said,
+    // the stage's not.
+    let source = app
+        .dataset(crate::helpers::ads_dataset("rows", "row", "rdp", 5.0))
+        .await;
+    app.admin
+        .upload_rows(source.id, UploadFormat::Csv, ads_rows(0, 100))
+        .await
+        .unwrap();
+    let analyst = app.analyst("ana", &[dataset.id, source.id]);
+    let joined: ReleaseRequest = serde_json::from_value(serde_json::json!({
+        "kind": "model/frank-wolfe", "epsilon": 1.0, "delta": 1e-6,
+        "target": "label", "radius": 1.0, "steps": 10, "sources": [source.id],
+    }))
+    .unwrap();
+    let release = analyst
+        .release(dataset.id, &joined, &Default::default())
+        .await
+        .unwrap()
+        .release;
+    assert_eq!((release.n, release.sensitivity), (None, 10.0));
+    let Some(ReleaseResult::FrankWolfe(model)) = release.result else {
+        panic!("a Frank-Wolfe model: {:?}", release.result);
+    };
+    assert_eq!(model.stage.n, None);
+    assert_eq!(model.sources[0].n, Some(100));
     app.finish().await;
 }
