@@ -40,7 +40,7 @@ pub const COUNT_SHARE: u64 = 100;
 /// 2⁻⁴⁰: relative slack for the rounding of λ·M/N (a few units of 2⁻⁵³
 /// of M, which the bound turns into a relative error of N̂/m times that,
 /// N̂ ≤ 2³⁶).
-const ROUNDING: f64 = 1.0 / (1u64 << 12) as f64 / (1u64 << 28) as f64;
+const ROUNDING: f64 = 1.0 / (1u64 << 40) as f64;
 
 /// N̂ as the fit is normalised by: the noisy count clamped to
 /// [1, [`MAX_ROWS`]] (N ≤ 2³⁶, so the clamp loses nothing).

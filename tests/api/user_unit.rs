@@ -16,7 +16,7 @@ use dpgate::dp::{Delta, Epsilon};
 use dpgate_client::UploadFormat;
 use dpgate_client::types::{
     AggregateGroup, ContributionBounds, DpGdResult, GradientCall, GradientResult, ModelResult,
-    PrivacyUnit, ReleaseRequest, ReleaseResult,
+    PrivacyUnit, Release, ReleaseRequest, ReleaseResult,
 };
 use reqwest::{Method, StatusCode};
 use rstest::rstest;
@@ -731,21 +731,34 @@ async fn gradients_under_unit_user_count_first_and_a_session_reads_its_own_rows(
     app.finish().await;
 }
 
-/// The output-perturbation model of `request` on `dataset`, its release
-/// not saying N.
+/// The release `request` makes on `dataset` (priced only, with
+/// `options` a dry run), its response not saying N.
+async fn made(
+    analyst: &dpgate_client::Client,
+    dataset: uuid::Uuid,
+    request: serde_json::Value,
+    options: &dpgate_client::ReleaseOptions,
+) -> Release {
+    let request: ReleaseRequest = serde_json::from_value(request).unwrap();
+    let release = analyst
+        .release(dataset, &request, options)
+        .await
+        .unwrap()
+        .release;
+    assert_eq!(release.n, None);
+    release
+}
+
+/// The output-perturbation model of `request` on `dataset`.
 async fn perturbed(
     analyst: &dpgate_client::Client,
     dataset: uuid::Uuid,
     request: serde_json::Value,
 ) -> ModelResult {
-    let request: ReleaseRequest = serde_json::from_value(request).unwrap();
-    let release = analyst
-        .release(dataset, &request, &Default::default())
+    match made(analyst, dataset, request, &Default::default())
         .await
-        .unwrap()
-        .release;
-    assert_eq!(release.n, None);
-    match release.result {
+        .result
+    {
         Some(ReleaseResult::Model(model)) => model,
         other => panic!("a model: {other:?}"),
     }
@@ -768,15 +781,9 @@ async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by
         "kind": "model/output-perturbation", "epsilon": 1.0, "delta": 1e-6, "lambda": 0.1,
     });
     let before = snapshot(&app, dataset.id).await;
-    let request: ReleaseRequest = serde_json::from_value(fixed.clone()).unwrap();
-    let dry = analyst
-        .release(dataset.id, &request, &dry_run())
-        .await
-        .unwrap()
-        .release;
+    let dry = made(&analyst, dataset.id, fixed.clone(), &dry_run()).await;
     let multipliers =
         Multipliers::new(Epsilon::new(1.0).unwrap(), Delta::new(1e-6).unwrap()).unwrap();
-    assert_eq!(dry.n, None);
     assert!((dry.sensitivity - 1.0).abs() < 1e-5, "{}", dry.sensitivity);
     assert!(dry.sigma >= multipliers.model && dry.sigma < multipliers.model * 1.0001);
     assert_eq!(snapshot(&app, dataset.id).await, before);
@@ -859,24 +866,13 @@ async fn dp_sgd_under_unit_user_counts_first_and_batches_people(#[case] backend:
         return;
     };
     let analyst = app.analyst("ana", &[dataset.id]);
-    let request: ReleaseRequest = serde_json::from_value(serde_json::json!({
+    let request = serde_json::json!({
         "kind": "model/dp-sgd", "epsilon": 1.0, "batch_size": 10, "epochs": 2,
-    }))
-    .unwrap();
+    });
     let before = snapshot(&app, dataset.id).await;
-    let dry = analyst
-        .release(dataset.id, &request, &dry_run())
-        .await
-        .unwrap()
-        .release;
-    assert_eq!(dry.n, None);
+    let dry = made(&analyst, dataset.id, request.clone(), &dry_run()).await;
     assert_eq!(snapshot(&app, dataset.id).await, before);
-    let release = analyst
-        .release(dataset.id, &request, &Default::default())
-        .await
-        .unwrap()
-        .release;
-    assert_eq!(release.n, None);
+    let release = made(&analyst, dataset.id, request, &Default::default()).await;
     assert_eq!(release.sensitivity, dry.sensitivity);
     let Some(ReleaseResult::DpSgd(model)) = release.result else {
         panic!("a DP-SGD model: {:?}", release.result);
@@ -891,16 +887,11 @@ async fn dp_sgd_under_unit_user_counts_first_and_batches_people(#[case] backend:
     assert_eq!(model.epoch_epsilon, 0.495);
     assert!(model.weights.iter().all(|weight| weight.is_finite()));
     // On a public projection too: its seed comes back, and one epoch.
-    let projected: ReleaseRequest = serde_json::from_value(serde_json::json!({
+    let projected = serde_json::json!({
         "kind": "model/dp-sgd", "epsilon": 1.0, "batch_size": 10,
         "projection": {"dims": 1, "seed": "7"},
-    }))
-    .unwrap();
-    let release = analyst
-        .release(dataset.id, &projected, &Default::default())
-        .await
-        .unwrap()
-        .release;
+    });
+    let release = made(&analyst, dataset.id, projected, &Default::default()).await;
     let Some(ReleaseResult::DpSgd(model)) = release.result else {
         panic!("a DP-SGD model: {:?}", release.result);
     };
@@ -926,27 +917,18 @@ async fn frank_wolfe_under_unit_user_scores_sums_that_a_person_moves_by_m_rows(
         return;
     };
     let analyst = app.analyst("ana", &[dataset.id]);
-    let request: ReleaseRequest = serde_json::from_value(serde_json::json!({
+    let request = serde_json::json!({
         "kind": "model/frank-wolfe", "epsilon": 1.0, "delta": 1e-6,
         "target": "label", "radius": 1.0, "steps": 10,
-    }))
-    .unwrap();
+    });
     let before = snapshot(&app, dataset.id).await;
-    let dry = analyst
-        .release(dataset.id, &request, &dry_run())
-        .await
-        .unwrap()
-        .release;
+    let dry = made(&analyst, dataset.id, request.clone(), &dry_run()).await;
     // A person's 5 rows move a score, a sum over the rows, by at most
     // m·r·(r + 1) = 10; N is private, so scores are not divided by it.
-    assert_eq!((dry.n, dry.sensitivity), (None, 10.0));
+    assert_eq!(dry.sensitivity, 10.0);
     assert_eq!(snapshot(&app, dataset.id).await, before);
-    let release = analyst
-        .release(dataset.id, &request, &Default::default())
-        .await
-        .unwrap()
-        .release;
-    assert_eq!((release.n, release.sensitivity), (None, 10.0));
+    let release = made(&analyst, dataset.id, request, &Default::default()).await;
+    assert_eq!(release.sensitivity, 10.0);
     let Some(ReleaseResult::FrankWolfe(model)) = release.result else {
         panic!("a Frank-Wolfe model: {:?}", release.result);
     };
@@ -965,17 +947,12 @@ async fn frank_wolfe_under_unit_user_scores_sums_that_a_person_moves_by_m_rows(
         .await
         .unwrap();
     let analyst = app.analyst("ana", &[dataset.id, source.id]);
-    let joined: ReleaseRequest = serde_json::from_value(serde_json::json!({
+    let joined = serde_json::json!({
         "kind": "model/frank-wolfe", "epsilon": 1.0, "delta": 1e-6,
         "target": "label", "radius": 1.0, "steps": 10, "sources": [source.id],
-    }))
-    .unwrap();
-    let release = analyst
-        .release(dataset.id, &joined, &Default::default())
-        .await
-        .unwrap()
-        .release;
-    assert_eq!((release.n, release.sensitivity), (None, 10.0));
+    });
+    let release = made(&analyst, dataset.id, joined, &Default::default()).await;
+    assert_eq!(release.sensitivity, 10.0);
     let Some(ReleaseResult::FrankWolfe(model)) = release.result else {
         panic!("a Frank-Wolfe model: {:?}", release.result);
     };
