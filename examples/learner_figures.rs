@@ -102,6 +102,7 @@ fn public_model(x: &Array2<f64>, y: &[u8]) -> WarmStart {
         y: labels.view(),
         lambda: 1e-6,
         linear: None,
+        normaliser: None,
     }
     .minimise(1e-9)
     .unwrap();
@@ -602,6 +603,7 @@ async fn sgd_table(seeds: usize) {
             y: labels.view(),
             lambda: 1e-4,
             linear: None,
+            normaliser: None,
         }
         .minimise(1e-9)
         .unwrap();

@@ -91,7 +91,7 @@ fn table(n: usize) {
     println!("| ε | λ | non-private | output perturbation | objective perturbation |");
     println!("|---|---|---|---|---|");
     for lambda in LAMBDAS {
-        let exact = solve(&design, lambda, None).expect("the fit converges");
+        let exact = solve(&design, lambda, None, None).expect("the fit converges");
         let exact = exact.as_slice().expect("contiguous");
         let (clean_auc, clean_accuracy) = score(exact, &test);
         for epsilon in EPSILONS {
@@ -129,7 +129,7 @@ fn timing() {
     let design = design_of(&train);
     let built = started.elapsed();
     let started = Instant::now();
-    let exact = solve(&design, 1e-4, None).expect("the fit converges");
+    let exact = solve(&design, 1e-4, None, None).expect("the fit converges");
     let mechanism = output_mechanism(
         Epsilon::new(1.0).expect("ε"),
         Delta::ZERO,
@@ -194,7 +194,7 @@ fn allowance() {
                         continue;
                     };
                     let whole = lambda + plan.params.extra_regulariser;
-                    if certifiable(k + 1, n as u64, whole, plan.linear_bound).is_err() {
+                    if certifiable(k + 1, n as u64, whole, plan.params.linear_bound).is_err() {
                         continue;
                     }
                     for design in [&synthetic, &one_class] {
@@ -337,7 +337,7 @@ fn released(
             certifiable(dims, n, lambda, 0.0).ok()?;
             let delta = Delta::new(delta).expect("δ");
             let mechanism = output_mechanism(eps, delta, n, lambda, dims).ok()?;
-            let exact = solve(design, lambda, None).expect("the fit converges");
+            let exact = solve(design, lambda, None, None).expect("the fit converges");
             let exact = exact.as_slice().expect("contiguous");
             (0..*draws)
                 .map(|_| score(&mechanism.release(exact, rng).expect("noise")))
@@ -346,7 +346,7 @@ fn released(
         Learner::Objective => {
             let plan = ObjectivePlan::new(eps, n, lambda, dims).ok()?;
             let whole = lambda + plan.params.extra_regulariser;
-            certifiable(dims, n, whole, plan.linear_bound).ok()?;
+            certifiable(dims, n, whole, plan.params.linear_bound).ok()?;
             (0..*draws)
                 .map(|_| score(&plan.run(design, rng).expect("a solve")))
                 .collect()
@@ -385,7 +385,7 @@ fn sweep(out: &std::path::Path, breast: Option<&std::path::Path>) {
         };
         for j in 0..=28 {
             let lambda = 10f64.powf(-f64::from(j) / 4.0);
-            let Ok(exact) = solve(&design, lambda, None) else {
+            let Ok(exact) = solve(&design, lambda, None, None) else {
                 continue;
             };
             let clean = score_on(

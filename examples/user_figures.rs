@@ -255,6 +255,7 @@ async fn main() {
     // The other learners at their defaults (Frank-Wolfe's radius has none).
     let learners = [
         request(serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0})),
+        request(serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0})),
         request(serde_json::json!({"kind": "model/dp-sgd", "epsilon": 1.0})),
         request(serde_json::json!({
             "kind": "model/frank-wolfe", "epsilon": 1.0, "delta": 1e-6,
@@ -319,10 +320,10 @@ async fn main() {
         learned.push(format!("| {unit} | {} |", cells.join(" | ")));
     }
     println!(
-        "\n| unit | output perturbation test AUC | release | DP-SGD test AUC | release | \
-         Frank-Wolfe test AUC | release |"
+        "\n| unit | output perturbation test AUC | release | objective perturbation test AUC | \
+         release | DP-SGD test AUC | release | Frank-Wolfe test AUC | release |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for row in learned {
         println!("{row}");
     }

@@ -91,6 +91,7 @@ fn non_private_auc(train: &Table, test: &Table) -> f64 {
         y: y.view(),
         lambda: 1e-6,
         linear: None,
+        normaliser: None,
     };
     let w = objective.minimise(1e-9).expect("the fit converges").weights;
     let scores = (&test.x / test.max).dot(&w.slice(s![..k])) + w[k];

@@ -39,6 +39,7 @@ fn reference(x: &Array2<f64>, y: &[u8], l2: f64) -> Vec<f64> {
         y: signs.view(),
         lambda: l2,
         linear: None,
+        normaliser: None,
     };
     objective.minimise(1e-12).unwrap().weights.to_vec()
 }

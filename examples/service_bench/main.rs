@@ -424,7 +424,7 @@ async fn fit_in_process(
         let design = builder.build().unwrap();
         built.push(started.elapsed());
         let started = Instant::now();
-        solve(&design, 1e-4, None).unwrap();
+        solve(&design, 1e-4, None, None).unwrap();
         fitted.push(started.elapsed());
         drop(design);
         let started = Instant::now();

@@ -58,6 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         y: y.view(),
         lambda: 1e-4,
         linear: None,
+        normaliser: None,
     };
     let w = Array1::from_elem(k, 0.1);
     // Each pass timed 5 times; the fastest is the least disturbed by load.
@@ -87,6 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 y: y.view(),
                 lambda,
                 linear,
+                normaliser: None,
             };
             let started = Instant::now();
             let fit = objective.minimise(tolerance)?;

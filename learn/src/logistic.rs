@@ -6,8 +6,11 @@
 //! random linear term that objective perturbation adds:
 //!
 //! ```text
-//! J(w) = (1/N) Σᵢ log(1 + exp(−yᵢ wᵀxᵢ)) + (λ/2)‖w‖² + (1/N) bᵀw
+//! J(w) = (1/M) Σᵢ log(1 + exp(−yᵢ wᵀxᵢ)) + (λ/2)‖w‖² + (1/M) bᵀw
 //! ```
+//!
+//! with M the number of rows N, or a public normaliser M ≥ N where N is
+//! private ([`Objective::normaliser`]).
 //!
 //! Objective perturbation is only private if the *exact* minimiser is
 //! released, so the solver is Newton's method run to a tight gradient-norm
@@ -93,6 +96,9 @@ pub enum FitError {
     /// minimiser, an invertible Hessian) and the privacy analysis needs it.
     #[error("regularisation strength must be positive, got {lambda}")]
     NonPositiveLambda { lambda: f64 },
+    /// A normaliser must be finite and at least the number of rows.
+    #[error("normaliser {normaliser} is not a finite number of at least the {rows} rows")]
+    InvalidNormaliser { normaliser: f64, rows: usize },
     /// The stopping tolerance must be a positive finite number.
     #[error("tolerance must be positive and finite, got {tolerance}")]
     InvalidTolerance { tolerance: f64 },
@@ -129,12 +135,13 @@ pub struct Fit {
 /// The objective `J(w)` for one data set.
 ///
 /// ```text
-/// J(w) = (1/N) Σᵢ log(1 + exp(−yᵢ wᵀxᵢ)) + (λ/2)‖w‖² + (1/N) bᵀw
+/// J(w) = (1/M) Σᵢ log(1 + exp(−yᵢ wᵀxᵢ)) + (λ/2)‖w‖² + (1/M) bᵀw
 /// ```
 ///
-/// The linear term is scaled by `1/N` like the loss, exactly as in
+/// M is the number of rows N unless a `normaliser` M ≥ N is given. The
+/// linear term is scaled by `1/M` like the loss, exactly as in
 /// Chaudhuri–Monteleoni–Sarwate (2011), Algorithm 2: callers pass the raw
-/// noise vector `b` they drew, not `b/N`.
+/// noise vector `b` they drew, not `b/M`.
 #[derive(Debug, Clone, Copy)]
 pub struct Objective<'a> {
     /// Feature matrix, one row per example (N × k).
@@ -143,8 +150,13 @@ pub struct Objective<'a> {
     pub y: ArrayView1<'a, f64>,
     /// L2 regularisation strength λ > 0.
     pub lambda: f64,
-    /// `Some(b)` adds `(1/N) bᵀw` (objective perturbation); length k.
+    /// `Some(b)` adds `(1/M) bᵀw` (objective perturbation); length k.
     pub linear: Option<ArrayView1<'a, f64>>,
+    /// `Some(M)` divides the loss and the linear term by M instead of N:
+    /// a fit whose normaliser is public while N is not (privacy unit
+    /// `user`). M ≥ N keeps every bound of [`crate::certify`] (each term
+    /// it divides can only shrink).
+    pub normaliser: Option<f64>,
 }
 
 impl Objective<'_> {
@@ -177,6 +189,11 @@ impl Objective<'_> {
                 return Err(FitError::NonFinite { what: "linear" });
             }
         }
+        if let Some(normaliser) = self.normaliser
+            && !(normaliser.is_finite() && normaliser >= rows as f64)
+        {
+            return Err(FitError::InvalidNormaliser { normaliser, rows });
+        }
         if !self.lambda.is_finite() {
             return Err(FitError::NonFinite { what: "lambda" });
         }
@@ -208,7 +225,7 @@ impl Objective<'_> {
         self.evaluate(w, false).0
     }
 
-    /// `∇J(w) = (1/N) Σᵢ −yᵢ σ(−yᵢ wᵀxᵢ) xᵢ + λw + (1/N) b`.
+    /// `∇J(w) = (1/M) Σᵢ −yᵢ σ(−yᵢ wᵀxᵢ) xᵢ + λw + (1/M) b`.
     ///
     /// # Panics
     /// If `w.len() != x.ncols()` or `y.len() != x.nrows()`.
@@ -217,7 +234,7 @@ impl Objective<'_> {
         self.evaluate(w, true).1
     }
 
-    /// `∇²J(w) = (1/N) Xᵀ D X + λI` with `Dᵢᵢ = σ(wᵀxᵢ) σ(−wᵀxᵢ)`.
+    /// `∇²J(w) = (1/M) Xᵀ D X + λI` with `Dᵢᵢ = σ(wᵀxᵢ) σ(−wᵀxᵢ)`.
     ///
     /// The O(N k²) step of a fit, so the rows are split across the available
     /// cores (each part sums its own k×k matrix, then the parts are added).
@@ -239,9 +256,14 @@ impl Objective<'_> {
         self.hessian_of(gram.unwrap_or_else(|| Array2::zeros((w.len(), w.len()))))
     }
 
-    /// `(1/N)·gram + λI` for `gram = Σᵢ dᵢ xᵢxᵢᵀ`.
+    /// M: the normaliser, or the number of rows.
+    pub(crate) fn divisor(&self) -> f64 {
+        self.normaliser.unwrap_or(self.x.nrows() as f64)
+    }
+
+    /// `(1/M)·gram + λI` for `gram = Σᵢ dᵢ xᵢxᵢᵀ`.
     fn hessian_of(&self, mut gram: Array2<f64>) -> Array2<f64> {
-        gram *= 1.0 / self.x.nrows() as f64;
+        gram *= 1.0 / self.divisor();
         for j in 0..gram.nrows() {
             gram[(j, j)] += self.lambda;
         }
@@ -466,7 +488,7 @@ impl Objective<'_> {
         w: ArrayView1<'_, f64>,
         wanted: Wanted,
     ) -> (f64, Array1<f64>, Option<Array2<f64>>) {
-        let inv_n = 1.0 / self.x.nrows() as f64;
+        let inv_n = 1.0 / self.divisor();
         let sums = sums(self.x, self.y, w, wanted);
         let mut value = sums.loss * inv_n + 0.5 * self.lambda * w.dot(&w);
         if let Some(b) = self.linear {
@@ -647,6 +669,7 @@ mod tests {
             y: y.view(),
             lambda: 0.05,
             linear: Some(b.view()),
+            normaliser: None,
         };
         let w = array![0.3, -0.8, 1.2, 0.1];
         let gradient = objective.gradient(w.view());
@@ -675,6 +698,7 @@ mod tests {
             y: y.view(),
             lambda: 0.01,
             linear: None,
+            normaliser: None,
         };
         let w = array![0.2, -0.4, 0.9];
         let hessian = objective.hessian(w.view());
@@ -716,6 +740,7 @@ mod tests {
                 y: y.view(),
                 lambda: 1e-3,
                 linear,
+                normaliser: None,
             };
             let fit = objective.minimise(1e-10).unwrap();
             assert!(fit.gradient_norm <= 1e-10);
@@ -741,6 +766,7 @@ mod tests {
             y: y.view(),
             lambda: 0.1,
             linear: None,
+            normaliser: None,
         };
         let perturbed = Objective {
             linear: Some(b.view()),
@@ -789,6 +815,7 @@ mod tests {
                 y: y.view(),
                 lambda,
                 linear: linear.as_ref().map(|b| b.view()),
+                normaliser: None,
             };
             let fit = objective.minimise(1e-10).unwrap();
             let max_diff = (&fit.weights - &expected_w)
@@ -820,6 +847,7 @@ mod tests {
             y: y.view(),
             lambda: 0.1,
             linear: None,
+            normaliser: None,
         };
         assert!(base.minimise(1e-9).is_ok());
 
@@ -928,6 +956,49 @@ mod tests {
                 Err(FitError::InvalidTolerance { .. })
             ));
         }
+        for normaliser in [9.5, f64::NAN, f64::INFINITY, -10.0] {
+            let objective = Objective {
+                normaliser: Some(normaliser),
+                ..base
+            };
+            assert!(matches!(
+                objective.minimise(1e-9),
+                Err(FitError::InvalidNormaliser { rows: 10, .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_normaliser_m_fits_the_mean_objective_with_lambda_scaled_by_m_over_n() {
+        // (1/M)(Σℓ + bᵀw) + (λ/2)‖w‖² = (N/M)·[(1/N)(Σℓ + bᵀw) + (λM/N/2)‖w‖²].
+        let (x, y) = synthetic(2000, 4, 5);
+        let b = array![3.0, -1.0, 0.5, 2.0];
+        let normalised = Objective {
+            x: x.view(),
+            y: y.view(),
+            lambda: 1e-3,
+            linear: Some(b.view()),
+            normaliser: Some(5000.0),
+        };
+        let mean = Objective {
+            lambda: 1e-3 * 2.5,
+            normaliser: None,
+            ..normalised
+        };
+        let fit = normalised.minimise(1e-10).unwrap();
+        assert!(fit.certified_gradient_norm <= 1e-10);
+        let reference = mean.minimise(1e-12).unwrap();
+        for (a, b) in fit.weights.iter().zip(&reference.weights) {
+            assert!((a - b).abs() < 1e-7, "{a} vs {b}");
+        }
+        let at = fit.weights.view();
+        assert!((normalised.value(at) - 0.4 * mean.value(at)).abs() < 1e-14);
+        // The certificate is of the normalised gradient: 0.4 times the mean's.
+        let certified = normalised.certify(at).bound;
+        assert!(certified <= 1e-10, "{certified}");
+        let scaled = &mean.gradient(at) * 0.4;
+        let difference = &normalised.gradient(at) - &scaled;
+        assert!(difference.dot(&difference).sqrt() < 1e-15);
     }
 
     #[test]
@@ -944,6 +1015,7 @@ mod tests {
                     y: y.view(),
                     lambda,
                     linear,
+                    normaliser: None,
                 };
                 let reference = objective.minimise(1e-10).unwrap();
                 for newton_steps in [0, 1] {
@@ -1005,6 +1077,7 @@ mod tests {
             y: y.view(),
             lambda: 1e-2,
             linear: None,
+            normaliser: None,
         };
         assert!(matches!(
             objective.minimise(1e-300),

@@ -361,6 +361,7 @@ fn fit_and_check(design: &Design, factor: f64, beta: Option<f64>) -> (usize, f64
         y: y.view(),
         lambda,
         linear: b.as_ref().map(|b| b.view()),
+        normaliser: None,
     };
     let started = std::time::Instant::now();
     let fit = objective
@@ -505,6 +506,7 @@ proptest! {
             y: y.view(),
             lambda,
             linear: with_linear.then(|| b.view()),
+            normaliser: None,
         };
         check_certificate(&objective, &w);
     }

@@ -246,12 +246,14 @@ def test_a_user_dataset_keeps_n_from_analysts_and_its_releases(server: Server) -
     # An aggregate reads at most 5 rows a person and does not say its N.
     released = analyst.release(created, "aggregate", 1.0, 1e-6, statistics=["count"])
     assert released.n is None and released.sigma > 0
-    # DP-GD releases its noisy count with the model; objective
-    # perturbation is refused.
+    # The learners release their noisy count with the model; objective
+    # perturbation is pure ε only.
     model = analyst.release(created, "model/dp-gd", 1.0, 1e-6, steps=10)
     assert model.n is None and model.result.noisy_rows is not None
-    with pytest.raises(dpgate.InvalidInput) as refused:
-        analyst.release(created, "model/objective-perturbation", 1.0)
-    assert 'not available yet under privacy unit "user"' in refused.value.detail
+    perturbed = analyst.release(created, "model/objective-perturbation", 1.0)
+    assert perturbed.n is None and perturbed.result.noisy_rows is not None
+    assert perturbed.result.objective.b_scale > 0
+    with pytest.raises(dpgate.InvalidInput):
+        analyst.release(created, "model/objective-perturbation", 1.0, 1e-6)
     with pytest.raises(dpgate.InvalidInput):
         admin.create_dataset(**schema("no-bound", privacy_unit="user"), user_column="person")

@@ -113,10 +113,8 @@ struct Entry {
     params: fn(&[Row]) -> Value,
 }
 
-const BOTH: &[PrivacyUnit] = &[PrivacyUnit::Label, PrivacyUnit::Row];
-
-/// The kinds calibrated for unit `user` too (all but objective
-/// perturbation, and supplied vectors, which are for unit `label` only).
+/// Every unit: each kind is calibrated for all three (supplied vectors,
+/// for unit `label` only, are not audited).
 const ALL: &[PrivacyUnit] = &[PrivacyUnit::Label, PrivacyUnit::Row, PrivacyUnit::User];
 
 fn entries() -> Vec<Entry> {
@@ -198,7 +196,7 @@ fn entries() -> Vec<Entry> {
         entry(
             "model/objective-perturbation",
             "λ auto",
-            BOTH,
+            ALL,
             true,
             linear(Canary::Far),
             |_| json!({}),

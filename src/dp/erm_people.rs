@@ -30,6 +30,46 @@
 //! μ² = 1/z_c² + 1/z_w² = 1/z², exactly (ε, δ) ([`Multipliers`]). The
 //! count's relative error is about 10·z·m/N, far below what moves the
 //! model.
+//!
+//! # Objective perturbation
+//!
+//! CMS11's proof needs the objective's scale to be public, so under `user`
+//! the release (with N̂ counted first, as above) minimises
+//!
+//! F(w) = (1/M)·Σᵢ ℓᵢ(w) + (Λ/2)‖w‖² + (1/N̂)·bᵀw, M = max(N̂, N),
+//!
+//! Λ = λ + Δ. Dividing the loss by M, not N̂, keeps its weight N/M ≤ 1,
+//! which is what lets the certified solver take F for every N
+//! (`dpgate_learn::Objective::normaliser`); dividing b by N̂ keeps the
+//! density argument free of N. Write α = N̂/M ∈ (0, 1], A = Σᵢ ℓ″ᵢ·xᵢxᵢᵀ.
+//! For an output w, b(w) = −α·Σᵢ ∇ℓᵢ(w) − N̂Λw is the only b giving it
+//! (F is strictly convex), with Jacobian −(αA + N̂ΛI). Let D′ add a person
+//! of k ≤ m rows (gradients gⱼ, curvature E ⪰ 0, rank ≤ k, tr E ≤ kc) and
+//! α′ ≤ α its weight:
+//!
+//! - **Shift.** b′(w) − b(w) = −α′·Σⱼ gⱼ − (α′ − α)·Σᵢ ∇ℓᵢ(w), of norm at
+//!   most α′k + (α − α′)N ≤ 2k: (α − α′)N is 0 while M′ = N̂, α′k once
+//!   both exceed N̂, and at most kN/N′ ≤ k in between. So b's density
+//!   ∝ exp(−(ε′/(2m))‖b‖) changes by at most e^{ε′}.
+//! - **Jacobian.** α′(A + E) + N̂ΛI ⪯ G + α′E, G = αA + N̂ΛI ⪰ N̂ΛI, and
+//!   det(G + α′E)/det G = Π(1 + μⱼ) over at most k eigenvalues μⱼ ≥ 0 of
+//!   G⁻¹α′E, which sum to at most kc/(N̂Λ): by AM–GM at most
+//!   (1 + c/(N̂Λ))^k ≤ e^{mc/(N̂Λ)}. The other way, α′A + N̂ΛI ⪯ D′'s
+//!   matrix, and against G each eigenvalue aⱼ of A loses at most the
+//!   factor 1 + (α − α′)aⱼ/(N̂Λ); Σaⱼ ≤ cN, so that ratio is at most
+//!   e^{(α − α′)cN/(N̂Λ)} ≤ e^{kc/(N̂Λ)}.
+//!
+//! So F's exact minimiser is (ε′ + mc/(N̂Λ))-DP given N̂: with budget
+//! ε_p, ε′ = ε_p − m·c/(N̂Λ), and where that falls below ε_p/2 an extra
+//! regulariser Δ = 2mc/(N̂ε_p) − λ brings the Jacobian's term to ε_p/2
+//! ([`super::erm::Neighbours::People`]). For m = 1 the shift and the
+//! noise are unit `row`'s (a replacement, shift 2), the Jacobian's term
+//! c/(NΛ) against its 2·ln(1 + c/(NΛ)). The solver takes F as the mean
+//! over M of the loss and of b̃ = fl(b·fl(M/N̂)), within 2.0…·u·‖b‖/N̂ of
+//! b·M/N̂, so the output noise covers the solver's tolerance plus 3u·‖b‖/N̂
+//! for ‖b‖ within the tail the lattice is sized for. The count takes
+//! 1/[`COUNT_SHARE`] of ε (Laplace), the output noise 1/100 of the rest,
+//! as under `row`.
 
 use super::gaussian::analytic_sigma;
 use super::{Delta, DpError, Epsilon, contribution::MAX_ROWS};

@@ -117,6 +117,7 @@ fn fit(rows: &[(Vec<f64>, f64)], normaliser: f64, lambda: f64, dims: usize) -> A
         y: y.view(),
         lambda: solver_lambda(lambda, normaliser, rows.len()),
         linear: None,
+        normaliser: None,
     }
     .minimise(GAMMA)
     .unwrap()
@@ -182,4 +183,76 @@ fn the_bound_is_within_a_small_factor_of_a_worst_neighbour() {
         .sqrt();
     let bound = output_sensitivity(n_hat, 5, lambda, GAMMA).unwrap();
     assert!(moved <= bound && moved >= bound / 4.0, "{moved} of {bound}");
+}
+
+/// b(w) = −(N̂/M)·Σᵢ ∇ℓᵢ(w) − N̂Λw, the only b whose perturbed objective
+/// w minimises, and the log-determinant of its Jacobian, for `rows` at
+/// normaliser N̂ (M = max(N̂, N)).
+fn inverse(rows: &[(Vec<f64>, f64)], n_hat: f64, whole: f64, w: &[f64]) -> (Array1<f64>, f64) {
+    let dims = w.len();
+    let alpha = n_hat / n_hat.max(rows.len() as f64);
+    let mut b = Array1::from_iter(w.iter().map(|v| -n_hat * whole * v));
+    let mut jacobian = Array2::from_diag(&Array1::from_elem(dims, n_hat * whole));
+    for (x, y) in rows {
+        let margin: f64 = x.iter().zip(w).map(|(a, b)| a * b).sum();
+        let pull = dpgate_learn::sigmoid(-y * margin);
+        let curvature = dpgate_learn::sigmoid(margin) * dpgate_learn::sigmoid(-margin);
+        for j in 0..dims {
+            b[j] += alpha * y * pull * x[j];
+            for l in 0..dims {
+                jacobian[(j, l)] += alpha * curvature * x[j] * x[l];
+            }
+        }
+    }
+    dpgate_learn::cholesky_in_place(&mut jacobian).unwrap();
+    let log_det = 2.0 * (0..dims).map(|j| jacobian[(j, j)].ln()).sum::<f64>();
+    (b, log_det)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Objective perturbation under `user`: adding a person of k rows
+    /// moves b(w) by at most 2k and the Jacobian's log-determinant by at
+    /// most k·c/(N̂Λ), at any w and any N̂ below, between or above both N.
+    #[test]
+    fn a_person_shifts_b_by_two_k_and_the_jacobian_by_k_c_over_n_hat_lambda(
+        rows in prop::collection::vec(row_strategy(3), 0..40),
+        person in prop::collection::vec(row_strategy(3), 1..6),
+        n_hat in 1.0f64..80.0,
+        whole in prop::sample::select(vec![1e-3, 1e-2, 0.1, 1.0]),
+        w in prop::collection::vec(-20.0f64..20.0, 3),
+    ) {
+        let k = person.len() as f64;
+        let with: Vec<_> = rows.iter().chain(&person).cloned().collect();
+        let (b, log_det) = inverse(&rows, n_hat, whole, &w);
+        let (b_prime, log_det_prime) = inverse(&with, n_hat, whole, &w);
+        let shift = (&b - &b_prime).mapv(|v| v * v).sum().sqrt();
+        prop_assert!(shift <= 2.0 * k * (1.0 + 1e-12), "shift {shift} > 2k = {}", 2.0 * k);
+        let jacobian = (log_det_prime - log_det).abs();
+        let bound = k * crate::dp::erm::LOGISTIC_CURVATURE / (n_hat * whole);
+        prop_assert!(jacobian <= bound * (1.0 + 1e-9) + 1e-12, "{jacobian} > {bound}");
+    }
+}
+
+#[test]
+fn reweighting_the_others_adds_to_a_persons_shift() {
+    // A person of 5 rows along −e₁ against 40 rows along +e₁, N̂ between
+    // N and N′, at w = 0 (every gradient ∓e₁/2): the shift is the
+    // person's α′·5/2 plus the others' reweighting (1 − α′)·40/2, with
+    // α′ = 42/45: over a third of 2k = 10, and more than k/2 alone.
+    let along = |sign: f64| (vec![sign, 0.0, 0.0], 1.0);
+    let rows = vec![along(1.0); 40];
+    let person = vec![along(-1.0); 5];
+    let with: Vec<_> = rows.iter().chain(&person).cloned().collect();
+    let w = [0.0; 3];
+    let (b, _) = inverse(&rows, 42.0, 0.1, &w);
+    let (b_prime, _) = inverse(&with, 42.0, 0.1, &w);
+    let shift = (&b - &b_prime).mapv(|v| v * v).sum().sqrt();
+    let alpha = 42.0 / 45.0;
+    assert!(
+        (shift - (alpha * 2.5 + (1.0 - alpha) * 20.0)).abs() < 1e-12,
+        "{shift}"
+    );
+    assert!(shift <= 10.0 && shift > 10.0 / 3.0, "{shift}");
 }

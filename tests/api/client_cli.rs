@@ -125,6 +125,7 @@ fn non_private_auc(train: &Synthetic, test: &Synthetic) -> f64 {
         y: y.view(),
         lambda: 1e-6,
         linear: None,
+        normaliser: None,
     }
     .minimise(1e-9)
     .unwrap();

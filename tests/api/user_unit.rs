@@ -11,6 +11,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, StringArray};
 use dpgate::api::Limits;
 use dpgate::domain::auth::Role;
+use dpgate::dp::erm::{self, Neighbours};
 use dpgate::dp::erm_people::{self, Multipliers};
 use dpgate::dp::{Delta, Epsilon};
 use dpgate_client::UploadFormat;
@@ -509,7 +510,7 @@ async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
     assert!(near(rows, rows_std, 35.0), "{raw}");
     assert_eq!(raw["result"]["noisy_dot"].as_array().unwrap().len(), 2);
     // A noise target on a mean over the private N is refused, before any
-    // debit; so is every kind not calibrated for the unit yet.
+    // debit.
     let before = snapshot(&app, dataset.id).await;
     let targeted: ReleaseRequest = serde_json::from_value(serde_json::json!({
         "kind": "walr", "delta": 1e-6, "target_sigma": 0.01,
@@ -521,21 +522,6 @@ async fn aggregates_and_walr_under_unit_user_read_at_most_m_rows_a_person(
         .unwrap_err()
         .to_string();
     assert!(error.contains("target_sigma"), "{error}");
-    let requests = [serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0})];
-    for request in requests {
-        let request: ReleaseRequest = serde_json::from_value(request).unwrap();
-        for options in [dry_run(), Default::default()] {
-            let error = analyst
-                .release(dataset.id, &request, &options)
-                .await
-                .unwrap_err()
-                .to_string();
-            assert!(
-                error.contains("not available yet under privacy unit \"user\""),
-                "{error}"
-            );
-        }
-    }
     // The features are not public under unit `user`.
     assert!(analyst.features_csv(dataset.id, |_| {}).await.is_err());
     assert_eq!(snapshot(&app, dataset.id).await, before);
@@ -749,7 +735,7 @@ async fn made(
     release
 }
 
-/// The output-perturbation model of `request` on `dataset`.
+/// The output- or objective-perturbation model of `request` on `dataset`.
 async fn perturbed(
     analyst: &dpgate_client::Client,
     dataset: uuid::Uuid,
@@ -814,8 +800,7 @@ async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by
     assert_eq!(auto.noise_mechanism, "norm_gamma");
     assert!(auto.noisy_rows.is_some() && (1e-10..=1e2).contains(&auto.lambda));
     // Refused before anything is spent: λ's selection (it holds out rows
-    // by index, not people), a λ below the solver's floor, objective
-    // perturbation.
+    // by index, not people), a λ below the solver's floor.
     let before = snapshot(&app, dataset.id).await;
     for (request, says) in [
         (
@@ -827,10 +812,6 @@ async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by
             serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0,
                 "lambda": 1e-13}),
             "lambda must be",
-        ),
-        (
-            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0}),
-            "not available yet under privacy unit \"user\"",
         ),
     ] {
         let request: ReleaseRequest = serde_json::from_value(request).unwrap();
@@ -853,6 +834,109 @@ async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by
     )
     .await;
     assert!(nothing.noisy_rows.is_some());
+    assert!(nothing.weights.iter().all(|weight| weight.is_finite()));
+    app.finish().await;
+}
+
+/// N̂ as objective perturbation under `user` normalises by: clamped,
+/// then rounded down to a power of 2^{1/16}.
+fn on_grid(noisy_rows: f64) -> f64 {
+    let clamped = erm_people::normaliser(noisy_rows);
+    (0..=36 * 16)
+        .map(|step| 2f64.powf(f64::from(step) / 16.0))
+        .take_while(|&normaliser| normaliser <= clamped)
+        .last()
+        .unwrap()
+}
+
+#[rstest]
+#[case::sqlite(Backend::Sqlite)]
+#[case::postgres(Backend::Postgres)]
+#[tokio::test]
+async fn objective_perturbation_under_unit_user_counts_first_and_sizes_b_for_a_person(
+    #[case] backend: Backend,
+) {
+    let Some((app, dataset)) = seven_people(backend).await else {
+        return;
+    };
+    let analyst = app.analyst("ana", &[dataset.id]);
+    // Priced before the count: a person of m = 5 rows moves b by 2m.
+    let fixed = serde_json::json!({
+        "kind": "model/objective-perturbation", "epsilon": 1.0, "lambda": 0.1,
+    });
+    let before = snapshot(&app, dataset.id).await;
+    let dry = made(&analyst, dataset.id, fixed.clone(), &dry_run()).await;
+    assert!((dry.sensitivity - 10.0).abs() < 1e-9, "{}", dry.sensitivity);
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    // 35 rows kept, counted with Laplace noise of scale m/(ε/100) = 500:
+    // 21 scales make a false failure less likely than 10⁻⁹.
+    let model = perturbed(&analyst, dataset.id, fixed).await;
+    let rows = model.noisy_rows.expect("a noisy count under unit user");
+    assert!((rows - 35.0).abs() <= 21.0 * 500.0, "{model:?}");
+    assert_eq!(
+        (model.noise_mechanism.as_str(), model.lambda),
+        ("norm_gamma", 0.1)
+    );
+    // CMS11's parameters at the rounded N̂, from the 0.99 of ε left.
+    let neighbours = Neighbours::People {
+        normaliser: on_grid(rows),
+        rows_per_user: 5,
+    };
+    let rest = Epsilon::new(0.99).unwrap();
+    let expected = erm::objective_perturbation(rest, neighbours, 0.1, 1e-10, 1.0).unwrap();
+    let objective = model.objective.clone().expect("objective details");
+    assert_eq!(objective.epsilon_prime, expected.epsilon_prime, "{model:?}");
+    assert_eq!(objective.b_scale, expected.b_scale);
+    assert_eq!(objective.extra_regulariser, expected.extra_regulariser);
+    assert_eq!(objective.epsilon_output, 0.0099);
+    assert!(model.weights.iter().all(|weight| weight.is_finite()));
+    // λ chosen after the count.
+    let auto = perturbed(
+        &analyst,
+        dataset.id,
+        serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0}),
+    )
+    .await;
+    assert!(auto.noisy_rows.is_some() && (1e-10..=1e2).contains(&auto.lambda));
+    // Refused before anything is spent: δ, λ's selection, a λ the solver
+    // cannot certify at some N̂.
+    let before = snapshot(&app, dataset.id).await;
+    for (request, says) in [
+        (
+            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
+                "delta": 1e-6}),
+            "pure ε-DP",
+        ),
+        (
+            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
+                "lambda": {"select": [0.01, 0.1]}}),
+            "not people",
+        ),
+        (
+            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
+                "lambda": 1e-11}),
+            "raise lambda",
+        ),
+    ] {
+        let request: ReleaseRequest = serde_json::from_value(request).unwrap();
+        let error = analyst
+            .release(dataset.id, &request, &Default::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(says), "{error}");
+    }
+    assert_eq!(snapshot(&app, dataset.id).await, before);
+    // Without rows the release is −b/(N̂Λ) and its output noise.
+    let empty = app.dataset(people("empty", serde_json::json!({}))).await;
+    let analyst = app.analyst("ana", &[empty.id]);
+    let nothing = perturbed(
+        &analyst,
+        empty.id,
+        serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0}),
+    )
+    .await;
+    assert!(nothing.noisy_rows.is_some() && nothing.objective.is_some());
     assert!(nothing.weights.iter().all(|weight| weight.is_finite()));
     app.finish().await;
 }

@@ -87,7 +87,9 @@ pub struct ModelResult {
     pub selection: Option<LambdaSelection>,
     /// Under privacy unit `user` only (N is private there): the kept
     /// rows' count, released with noise before the model; the fit's loss
-    /// is normalised by it (clamped to at least 1) instead of N.
+    /// is normalised by it (clamped to at least 1; for objective
+    /// perturbation also rounded down to a power of 2^(1/16)) where it
+    /// exceeds N.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noisy_rows: Option<f64>,
 }
@@ -117,11 +119,13 @@ pub struct LambdaSelection {
 /// How an objective-perturbation release spent its ε.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ObjectiveDetails {
-    /// ε′ of CMS11 Algorithm 2: b has density ∝ exp(−(ε′/2)‖b‖).
+    /// ε′ of CMS11 Algorithm 2: b has density ∝ exp(−(ε′/2)‖b‖), or
+    /// ∝ exp(−(ε′/(2m))‖b‖) under privacy unit `user` (m rows a person).
     pub epsilon_prime: f64,
-    /// Δ: the extra regulariser added when ε′ would be ≤ 0.
+    /// Δ: the extra regulariser added where ε′ would fall below half the
+    /// objective's ε.
     pub extra_regulariser: f64,
-    /// The Gamma scale 2/ε′ of ‖b‖.
+    /// The Gamma scale of ‖b‖: 2/ε′ (2m/ε′ under unit `user`).
     pub b_scale: f64,
     /// The share of ε spent on the output noise that covers the solver's
     /// last 1e-10 of gradient norm.

@@ -103,8 +103,9 @@
 //!   of non-negative floats in the same tree, within the N + 12
 //!   roundings counted below.
 //! - **Division and the regulariser.** q = fl(res/N) (N is an exact float
-//!   for N < 2⁵³), r = fl(λŵⱼ), ĝⱼ = fl(q + r), each erring by at most
-//!   u|result|/(1 − u).
+//!   for N < 2⁵³; with a normaliser, fl(res/M) for the float M, and M for
+//!   N in what follows), r = fl(λŵⱼ), ĝⱼ = fl(q + r), each erring by at
+//!   most u|result|/(1 − u).
 //!
 //! Adding up,
 //!
@@ -134,6 +135,11 @@
 //! Ê is smaller still. Ê is dominated by the margin term, which grows with
 //! ‖ŵ‖, and ‖ŵ‖ is bounded by public facts alone. For data in the domain
 //! (‖xᵢ‖₂ ≤ 1, yᵢ = ±1) and ‖b‖/N ≤ β:
+//!
+//! (With a normaliser M ≥ N every (1/N)Σᵢ below becomes (1/M)Σᵢ, at most
+//! N/M ≤ 1 times as large, J(0) = (N/M)·ln 2 ≤ ln 2, and β bounds ‖b‖/M:
+//! each bound holds as stated, so [`min_lambda`] and [`certifiable`] with
+//! N rows and β ≥ ‖b‖/M cover the fit.)
 //!
 //! - J(w*) ≤ J(0) = ln 2 and the loss is ≥ 0, so
 //!   (λ/2)‖w*‖² − β‖w*‖ ≤ ln 2, i.e.
@@ -353,7 +359,7 @@ impl Objective<'_> {
             error,
         } = total;
 
-        let n = rows as f64;
+        let n = self.divisor();
         let mut gradient = Array1::<f64>::zeros(k);
         let mut error_bound = Array1::<f64>::zeros(k);
         for j in 0..k {

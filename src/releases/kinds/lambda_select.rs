@@ -95,7 +95,7 @@ impl Candidate {
             Learner::Objective => {
                 let plan = ObjectivePlan::new(share, rows, lambda, dims).map_err(refused)?;
                 let whole = lambda + plan.params.extra_regulariser;
-                model::certifiable(dims, rows, whole, plan.linear_bound)?;
+                model::certifiable(dims, rows, whole, plan.params.linear_bound)?;
                 let loss = PrivacyLoss::PureEpsilon {
                     epsilon: share.value(),
                 };
@@ -120,7 +120,7 @@ impl Candidate {
     /// The private weights (scaled space), on a blocking thread.
     fn train(&self, design: &Design) -> Result<Vec<f64>, ModelError> {
         let exact = match &self.trainer {
-            Trainer::Output(_) => model::solve(design, self.lambda, None)?,
+            Trainer::Output(_) => model::solve(design, self.lambda, None, None)?,
             Trainer::Objective(plan) => plan.solve_held(design)?,
         };
         let output = self.output();

@@ -14,6 +14,7 @@ mod iterative;
 mod lambda_select;
 pub mod model;
 mod objective;
+mod objective_people;
 mod output;
 mod output_people;
 pub mod projection;
@@ -106,18 +107,6 @@ impl Kind {
         knobs: &Knobs,
     ) -> Result<Box<dyn Planned>, ReleaseError> {
         use api::ReleaseParams as Params;
-        if let Kind::Requested(Params::ObjectivePerturbation(_)) = self
-            && dataset.privacy_unit == api::PrivacyUnit::User
-        {
-            // Refused before anything is priced or read: not yet calibrated
-            // for one person's many rows (docs/privacy-core.md, "Privacy
-            // unit `user`").
-            return Err(ReleaseError::Invalid(
-                "model/objective-perturbation is not available yet under privacy unit \"user\" \
-                 (model/output-perturbation fits the same model; docs/privacy-core.md)"
-                    .to_owned(),
-            ));
-        }
         match self {
             Kind::Supplied { params, rows } => supplied::plan(dataset, rows.clone(), params, knobs),
             Kind::Requested(Params::Walr(walr)) => walr::plan(dataset, walr, knobs),

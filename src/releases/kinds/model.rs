@@ -27,7 +27,7 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use crate::domain::dataset::Schema;
-use crate::dp::erm::{self, ObjectivePerturbation, SOLVE_TOLERANCE};
+use crate::dp::erm::{self, Neighbours, ObjectivePerturbation, SOLVE_TOLERANCE};
 use crate::dp::{self, DpError, Epsilon, Mechanism, OsNoise};
 use crate::releases::{Failure, ModelError, Snapshot, pacing};
 use crate::snapshots::Pass;
@@ -222,18 +222,21 @@ impl Pass for DesignBuilder {
     }
 }
 
-/// The minimiser of J(w) + (1/N)·bᵀw with regulariser `lambda`, to
-/// gradient norm [`SOLVE_TOLERANCE`].
+/// The minimiser of J(w) + (1/M)·bᵀw with regulariser `lambda`, J's loss
+/// divided by M = `normaliser` (N by default), to gradient norm
+/// [`SOLVE_TOLERANCE`].
 pub fn solve(
     design: &Design,
     lambda: f64,
     linear: Option<ArrayView1<'_, f64>>,
+    normaliser: Option<f64>,
 ) -> Result<Array1<f64>, ModelError> {
     let objective = Objective {
         x: design.x.view(),
         y: design.y.view(),
         lambda,
         linear,
+        normaliser,
     };
     Ok(objective.minimise(SOLVE_TOLERANCE)?.weights)
 }
@@ -262,20 +265,34 @@ pub fn output_mechanism(
 #[derive(Debug, Clone)]
 pub struct ObjectivePlan {
     pub params: ObjectivePerturbation,
+    pub neighbours: Neighbours,
     pub lambda: f64,
     pub output: Mechanism,
-    /// ‖b‖/N at the 1 − 2^−64 quantile of b's norm.
-    pub linear_bound: f64,
 }
 
 impl ObjectivePlan {
-    /// CMS11's parameters for (ε, N, λ) and the output noise, on a lattice
-    /// that holds the weights unless ‖b‖ lands beyond its 1 − 2^−64
-    /// quantile.
+    /// CMS11's parameters for (ε, N, λ) under unit `row` or `label`.
     pub fn new(epsilon: Epsilon, n: u64, lambda: f64, dims: usize) -> Result<Self, DpError> {
-        let params = erm::objective_perturbation(epsilon, n, lambda, SOLVE_TOLERANCE)?;
-        let linear_bound = params.b_scale * gamma_tail(dims) / n as f64;
-        let range = weight_bound(lambda + params.extra_regulariser, linear_bound);
+        Self::between(epsilon, Neighbours::Row { n }, lambda, dims)
+    }
+
+    /// CMS11's parameters for ε, `neighbours` and λ, and the output noise,
+    /// on a lattice that holds the weights unless ‖b‖ lands beyond its
+    /// 1 − 2^−64 quantile.
+    pub fn between(
+        epsilon: Epsilon,
+        neighbours: Neighbours,
+        lambda: f64,
+        dims: usize,
+    ) -> Result<Self, DpError> {
+        let params = erm::objective_perturbation(
+            epsilon,
+            neighbours,
+            lambda,
+            SOLVE_TOLERANCE,
+            gamma_tail(dims),
+        )?;
+        let range = weight_bound(lambda + params.extra_regulariser, params.linear_bound);
         let output = Mechanism::norm_gamma(
             params.epsilon_output,
             params.output_sensitivity,
@@ -284,26 +301,42 @@ impl ObjectivePlan {
         )?;
         Ok(ObjectivePlan {
             params,
+            neighbours,
             lambda,
             output,
-            linear_bound,
         })
     }
 
+    /// λ + Δ: the regulariser the objective is solved with.
+    pub fn whole_lambda(&self) -> f64 {
+        self.lambda + self.params.extra_regulariser
+    }
+
     /// Draws b and solves the perturbed objective: the weights (scaled
-    /// space) before their output noise.
+    /// space) before their output noise. Under `user` the loss is divided
+    /// by M = max(N̂, N) and b by N̂, so b enters the solver times M/N̂
+    /// (`dp::erm_people`); with no rows the minimiser is −b/(N̂Λ).
     pub fn solve_perturbed<R: Rng + ?Sized>(
         &self,
         design: &Design,
         rng: &mut R,
     ) -> Result<Array1<f64>, ModelError> {
         let dims = design.x.ncols();
-        let b = Array1::from(dp::norm_gamma_continuous(dims, self.params.b_scale, rng));
-        solve(
-            design,
-            self.lambda + self.params.extra_regulariser,
-            Some(b.view()),
-        )
+        let mut b = Array1::from(dp::norm_gamma_continuous(dims, self.params.b_scale, rng));
+        let whole = self.whole_lambda();
+        let normaliser = match self.neighbours {
+            Neighbours::Row { .. } => None,
+            Neighbours::People { normaliser, .. } => {
+                let rows = design.y.len() as f64;
+                if rows == 0.0 {
+                    return Ok(b.mapv(|value| -value / (normaliser * whole)));
+                }
+                let most = normaliser.max(rows);
+                b *= most / normaliser;
+                Some(most)
+            }
+        };
+        solve(design, whole, Some(b.view()), normaliser)
     }
 
     /// [`Self::solve_perturbed`] with b from the OS CSPRNG, the draw and
@@ -346,6 +379,7 @@ pub fn iteration_time(design: &Design) -> Duration {
         y: design.y.view(),
         lambda: 1.0,
         linear: None,
+        normaliser: None,
     };
     let zero = Array1::zeros(design.x.ncols());
     let started = Instant::now();

@@ -146,7 +146,7 @@ fn the_noiseless_fit_matches_the_scipy_reference_to_1e_6() {
         fit_intercept: true,
     };
     for case in reference.cases.iter().filter(|case| case.linear.is_none()) {
-        let weights = solve(&design, case.lambda / 5.0, None).unwrap();
+        let weights = solve(&design, case.lambda / 5.0, None, None).unwrap();
         let v: Vec<f64> = weights.iter().map(|w| w * scale).collect();
         let (raw, intercept) = (&v[..4], v[4]);
         assert!(
@@ -194,12 +194,17 @@ fn at_a_million_rows_and_epsilon_one_both_learners_come_within_0_01_auc() {
         let (raw, intercept) = unfold(weights, &schema, true);
         test_auc(&raw, intercept, &test)
     };
-    let baseline = auc_of(solve(&design, 1e-5, None).unwrap().as_slice().unwrap());
+    let baseline = auc_of(
+        solve(&design, 1e-5, None, None)
+            .unwrap()
+            .as_slice()
+            .unwrap(),
+    );
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let epsilon = Epsilon::new(1.0).unwrap();
     let (mut best_output, mut best_objective) = (0.0f64, 0.0f64);
     for lambda in [1e-3, 1e-4, 1e-5] {
-        let exact = solve(&design, lambda, None).unwrap();
+        let exact = solve(&design, lambda, None, None).unwrap();
         let mechanism = output_mechanism(epsilon, dp::Delta::ZERO, n, lambda, 17).unwrap();
         let noisy = mechanism
             .release(exact.as_slice().unwrap(), &mut rng)
@@ -226,7 +231,7 @@ fn output_noise_has_the_calibrated_scale() {
     use statrs::distribution::{ContinuousCDF, Gamma};
     let data = dpgate_learn::synthetic::logistic_data(2000, 4, 9);
     let design = design_of(&data);
-    let exact = solve(&design, 1e-2, None).unwrap();
+    let exact = solve(&design, 1e-2, None, None).unwrap();
     let epsilon = Epsilon::new(0.5).unwrap();
     let mechanism = output_mechanism(epsilon, dp::Delta::ZERO, 2000, 1e-2, 5).unwrap();
     // Θ = accounted Δ/ε; the lattice adds at most its spacing per coordinate.

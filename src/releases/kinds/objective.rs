@@ -40,7 +40,7 @@ pub fn plan(
         dims,
         n,
         lambda + plan.params.extra_regulariser,
-        plan.linear_bound,
+        plan.params.linear_bound,
     )
     .map_err(ReleaseError::Invalid)?;
     let b_scale = plan.params.b_scale;

@@ -54,7 +54,7 @@ impl Planned for OutputPerturbation {
     async fn compute(self: Box<Self>, snapshot: Snapshot) -> Result<api::ReleaseResult, Failure> {
         let lambda = self.lambda;
         let weights = fit_on(&snapshot, self.fit_intercept, move |design| {
-            model::solve(design, lambda, None).map(|weights| weights.to_vec())
+            model::solve(design, lambda, None, None).map(|weights| weights.to_vec())
         })
         .await?;
         let noisy = noise(self.mechanism.clone(), weights).await?;

@@ -114,7 +114,7 @@ impl Budget {
 /// The most rows a fit of `dims` columns may hold ([`model::MAX_VALUES`]):
 /// a public bound on the kept rows, since a snapshot whose stored rows
 /// exceed it is not fitted at all.
-fn most_fitted(dims: usize) -> u64 {
+pub fn most_fitted(dims: usize) -> u64 {
     model::MAX_VALUES / dims as u64
 }
 
@@ -182,6 +182,18 @@ pub fn plan(
     }))
 }
 
+/// What `"auto"` chooses at N̂ for a pure-ε release of `epsilon`
+/// (objective perturbation's ceiling, as under unit `row`).
+pub fn auto_pure(
+    epsilon: Epsilon,
+    normaliser: f64,
+    rows_per_user: u32,
+    dims: usize,
+) -> Option<f64> {
+    let budget = Budget::new(epsilon, Delta::ZERO, rows_per_user).ok()?;
+    auto(&budget, normaliser, rows_per_user, dims)
+}
+
 /// λ of [`ridge::grid`] with the least excess-risk bound at N̂ (the
 /// largest on a tie), as `auto` under unit `row` at N = N̂/m.
 fn auto(budget: &Budget, normaliser: f64, rows_per_user: u32, dims: usize) -> Option<f64> {
@@ -222,7 +234,7 @@ impl Planned for PeopleOutput {
             vec![0.0; dims]
         } else {
             let solver = erm_people::solver_lambda(lambda, normaliser, rows);
-            tokio::task::spawn_blocking(move || model::solve(&design, solver, None))
+            tokio::task::spawn_blocking(move || model::solve(&design, solver, None, None))
                 .await??
                 .to_vec()
         };

@@ -33,7 +33,7 @@ use dpgate_api_types as api;
 
 use super::model::{self, ObjectivePlan};
 use super::output_people::{self, Choice};
-use super::{lambda_select, objective, output};
+use super::{lambda_select, objective, objective_people, output};
 use crate::domain::dataset::{DatasetRecord, Unit};
 use crate::dp::{self, Epsilon};
 use crate::releases::{Knobs, Planned, ReleaseError};
@@ -119,7 +119,7 @@ pub fn plan(
     fit_intercept: bool,
     knobs: &Knobs,
 ) -> Result<Box<dyn Planned>, ReleaseError> {
-    if let (Unit::User(bounds), Learner::Output) = (dataset.unit(), learner) {
+    if let Unit::User(bounds) = dataset.unit() {
         let choice = match lambda {
             api::Lambda::Fixed(lambda) => Choice::Fixed(*lambda),
             api::Lambda::Auto => Choice::Auto,
@@ -131,7 +131,12 @@ pub fn plan(
                 ));
             }
         };
-        return output_people::plan(dataset, &bounds, choice, fit_intercept, knobs);
+        return match learner {
+            Learner::Output => output_people::plan(dataset, &bounds, choice, fit_intercept, knobs),
+            Learner::Objective => {
+                objective_people::plan(dataset, &bounds, choice, fit_intercept, knobs)
+            }
+        };
     }
     match lambda {
         api::Lambda::Fixed(lambda) => learner.plan_fixed(dataset, *lambda, fit_intercept, knobs),
@@ -169,14 +174,21 @@ pub fn risk(
         }
         Learner::Objective => {
             let plan = ObjectivePlan::new(epsilon, n, lambda, dims).ok()?;
-            let whole = lambda + plan.params.extra_regulariser;
-            model::certifiable(dims, n, whole, plan.linear_bound).ok()?;
-            let h = OBJECTIVE.curvature(dims);
-            let b_squared = d * (d + 1.0) * plan.params.b_scale.powi(2);
-            let shift = b_squared / (n as f64 * (h + whole)).powi(2);
-            Some(OBJECTIVE.bias(whole, dims) + shift + d * plan.output.noise_std().powi(2))
+            model::certifiable(dims, n, plan.whole_lambda(), plan.params.linear_bound).ok()?;
+            Some(objective_risk(&plan, n as f64, dims))
         }
     }
+}
+
+/// Objective perturbation's excess-risk bound for `plan`, whose loss and
+/// b are divided by `normaliser` (N, or N̂ under unit `user`).
+pub fn objective_risk(plan: &ObjectivePlan, normaliser: f64, dims: usize) -> f64 {
+    let d = dims as f64;
+    let whole = plan.whole_lambda();
+    let h = OBJECTIVE.curvature(dims);
+    let b_squared = d * (d + 1.0) * plan.params.b_scale.powi(2);
+    let shift = b_squared / (normaliser * (h + whole)).powi(2);
+    OBJECTIVE.bias(whole, dims) + shift + d * plan.output.noise_std().powi(2)
 }
 
 /// The λ `"auto"` chooses: [`least_risk`] of the learner's own bound, and

@@ -152,7 +152,7 @@ proptest! {
                 Learner::Objective => {
                     let plan = ObjectivePlan::new(epsilon, n, lambda, dims).unwrap();
                     let whole = lambda + plan.params.extra_regulariser;
-                    prop_assert!(model::certifiable(dims, n, whole, plan.linear_bound).is_ok());
+                    prop_assert!(model::certifiable(dims, n, whole, plan.params.linear_bound).is_ok());
                 }
             }
         }
