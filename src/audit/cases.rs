@@ -438,7 +438,7 @@ mod tests {
     #[test]
     fn every_case_makes_a_valid_request_and_pure_ones_ask_no_delta() {
         let cases = select(&[], &[]).unwrap();
-        assert_eq!(cases.len(), 33);
+        assert_eq!(cases.len(), 34);
         for case in &cases {
             let (rows, _) = case.neighbours(1);
             let request = case.request(1.0, 1e-5, &rows).unwrap();

@@ -735,6 +735,27 @@ async fn made(
     release
 }
 
+/// Each request refused with an error saying its text, and nothing spent
+/// on `dataset`.
+async fn refused_unspent<const N: usize>(
+    app: &TestApp,
+    analyst: &dpgate_client::Client,
+    dataset: uuid::Uuid,
+    cases: [(serde_json::Value, &str); N],
+) {
+    let before = snapshot(app, dataset).await;
+    for (request, says) in cases {
+        let request: ReleaseRequest = serde_json::from_value(request).unwrap();
+        let error = analyst
+            .release(dataset, &request, &Default::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(says), "{error}");
+    }
+    assert_eq!(snapshot(app, dataset).await, before);
+}
+
 /// The output- or objective-perturbation model of `request` on `dataset`.
 async fn perturbed(
     analyst: &dpgate_client::Client,
@@ -801,28 +822,24 @@ async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by
     assert!(auto.noisy_rows.is_some() && (1e-10..=1e2).contains(&auto.lambda));
     // Refused before anything is spent: λ's selection (it holds out rows
     // by index, not people), a λ below the solver's floor.
-    let before = snapshot(&app, dataset.id).await;
-    for (request, says) in [
-        (
-            serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0,
+    refused_unspent(
+        &app,
+        &analyst,
+        dataset.id,
+        [
+            (
+                serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0,
                 "lambda": {"select": [0.01, 0.1]}}),
-            "not people",
-        ),
-        (
-            serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0,
+                "not people",
+            ),
+            (
+                serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0,
                 "lambda": 1e-13}),
-            "lambda must be",
-        ),
-    ] {
-        let request: ReleaseRequest = serde_json::from_value(request).unwrap();
-        let error = analyst
-            .release(dataset.id, &request, &Default::default())
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains(says), "{error}");
-    }
-    assert_eq!(snapshot(&app, dataset.id).await, before);
+                "lambda must be",
+            ),
+        ],
+    )
+    .await;
     // On a dataset without rows (which is private under the unit) the
     // release is noise alone.
     let empty = app.dataset(people("empty", serde_json::json!({}))).await;
@@ -838,8 +855,9 @@ async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by
     app.finish().await;
 }
 
-/// N̂ as objective perturbation under `user` normalises by: clamped,
-/// then rounded down to a power of 2^{1/16}.
+/// The noisy count rounded down to a power of 2^{1/16} (clamped to at
+/// least 1), as objective perturbation under `user` normalises by before
+/// raising it to its floor.
 fn on_grid(noisy_rows: f64) -> f64 {
     let clamped = erm_people::normaliser(noisy_rows);
     (0..=36 * 16)
@@ -877,14 +895,19 @@ async fn objective_perturbation_under_unit_user_counts_first_and_sizes_b_for_a_p
         (model.noise_mechanism.as_str(), model.lambda),
         ("norm_gamma", 0.1)
     );
-    // CMS11's parameters at the rounded N̂, from the 0.99 of ε left.
+    // CMS11's parameters at the rounded N̂ (or the request's floor, here
+    // at most 2), from the 0.99 of ε left.
+    let objective = model.objective.clone().expect("objective details");
+    let normaliser = objective
+        .normaliser
+        .expect("the normaliser under unit user");
+    assert!(normaliser == on_grid(rows) || (on_grid(rows) < normaliser && normaliser <= 2.0));
     let neighbours = Neighbours::People {
-        normaliser: on_grid(rows),
+        normaliser,
         rows_per_user: 5,
     };
     let rest = Epsilon::new(0.99).unwrap();
     let expected = erm::objective_perturbation(rest, neighbours, 0.1, 1e-10, 1.0).unwrap();
-    let objective = model.objective.clone().expect("objective details");
     assert_eq!(objective.epsilon_prime, expected.epsilon_prime, "{model:?}");
     assert_eq!(objective.b_scale, expected.b_scale);
     assert_eq!(objective.extra_regulariser, expected.extra_regulariser);
@@ -900,33 +923,29 @@ async fn objective_perturbation_under_unit_user_counts_first_and_sizes_b_for_a_p
     assert!(auto.noisy_rows.is_some() && (1e-10..=1e2).contains(&auto.lambda));
     // Refused before anything is spent: δ, λ's selection, a λ the solver
     // cannot certify at some N̂.
-    let before = snapshot(&app, dataset.id).await;
-    for (request, says) in [
-        (
-            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
+    refused_unspent(
+        &app,
+        &analyst,
+        dataset.id,
+        [
+            (
+                serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
                 "delta": 1e-6}),
-            "pure ε-DP",
-        ),
-        (
-            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
+                "pure ε-DP",
+            ),
+            (
+                serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
                 "lambda": {"select": [0.01, 0.1]}}),
-            "not people",
-        ),
-        (
-            serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
+                "not people",
+            ),
+            (
+                serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0,
                 "lambda": 1e-11}),
-            "raise lambda",
-        ),
-    ] {
-        let request: ReleaseRequest = serde_json::from_value(request).unwrap();
-        let error = analyst
-            .release(dataset.id, &request, &Default::default())
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains(says), "{error}");
-    }
-    assert_eq!(snapshot(&app, dataset.id).await, before);
+                "raise lambda",
+            ),
+        ],
+    )
+    .await;
     // Without rows the release is −b/(N̂Λ) and its output noise.
     let empty = app.dataset(people("empty", serde_json::json!({}))).await;
     let analyst = app.analyst("ana", &[empty.id]);

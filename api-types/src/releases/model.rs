@@ -88,8 +88,7 @@ pub struct ModelResult {
     /// Under privacy unit `user` only (N is private there): the kept
     /// rows' count, released with noise before the model; the fit's loss
     /// is normalised by it (clamped to at least 1; for objective
-    /// perturbation also rounded down to a power of 2^(1/16)) where it
-    /// exceeds N.
+    /// perturbation see `objective.normaliser`) where it exceeds N.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noisy_rows: Option<f64>,
 }
@@ -130,6 +129,11 @@ pub struct ObjectiveDetails {
     /// The share of ε spent on the output noise that covers the solver's
     /// last 1e-10 of gradient norm.
     pub epsilon_output: f64,
+    /// Under privacy unit `user`: N̂ as the objective was normalised by,
+    /// the noisy count rounded down to a power of 2^(1/16) and raised to
+    /// the smallest such value the request can be released from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normaliser: Option<f64>,
 }
 
 impl ReleaseOutput for ModelResult {

@@ -434,6 +434,7 @@ pub fn result(
             extra_regulariser: params.extra_regulariser,
             b_scale: params.b_scale,
             epsilon_output: params.epsilon_output.value(),
+            normaliser: None,
         }),
         selection: None,
         noisy_rows: None,

@@ -6,8 +6,11 @@
 //!
 //! N̂ is rounded down onto a grid of 2^{1/16} steps before it normalises
 //! anything, so that every normaliser a release can use is checked before
-//! the debit: the certified solver and the output lattice must hold at
-//! each of them, or the request is refused then, not after.
+//! the debit, and raised to the smallest of them from which the certified
+//! solver and the output lattice hold at every larger one (a small N̂ makes
+//! b/N̂ and with it the weights' range too large for the noise that covers
+//! the solver's γ): a public floor, from ε, m, d and λ alone. A request
+//! that cannot be released even at N̂ = 2³⁶ is refused before the debit.
 
 use async_trait::async_trait;
 use dpgate_api_types as api;
@@ -28,24 +31,47 @@ use crate::releases::{Failure, Knobs, Planned, Price, ReleaseError, Snapshot};
 const STEPS_PER_DOUBLING: u32 = 16;
 
 /// Every normaliser a release can use: 2^{j/16} from 1 to 2³⁶.
-fn normalisers() -> impl Iterator<Item = f64> {
+fn normalisers() -> impl DoubleEndedIterator<Item = f64> {
     let last = STEPS_PER_DOUBLING * MAX_ROWS.ilog2();
     (0..=last).map(|step| 2f64.powf(f64::from(step) / f64::from(STEPS_PER_DOUBLING)))
 }
 
 /// The noisy count as the fit is normalised by: clamped to [1, 2³⁶]
-/// ([`erm_people::normaliser`]), then rounded down onto [`normalisers`].
-pub fn on_grid(noisy_rows: f64) -> f64 {
+/// ([`erm_people::normaliser`]), rounded down onto [`normalisers`], and
+/// raised to `floor`.
+pub fn on_grid(noisy_rows: f64, floor: f64) -> f64 {
     let clamped = erm_people::normaliser(noisy_rows);
     normalisers()
         .take_while(|&normaliser| normaliser <= clamped)
         .last()
         .unwrap_or(1.0)
+        .max(floor)
 }
 
-/// The largest λ `"auto"` can choose ([`ridge::grid`]): releasable at
-/// every normaliser if any λ is, since a larger λ only lowers the
-/// solver's floor and the weights' range.
+/// The smallest of [`normalisers`] from which every larger one can be
+/// released at `lambda`, and the plan there; why not at 2³⁶ if none can.
+fn releasable_from(
+    epsilon: Epsilon,
+    rows_per_user: u32,
+    lambda: f64,
+    dims: usize,
+) -> Result<(f64, ObjectivePlan), String> {
+    let (mut lowest, mut refusal) = (None, String::new());
+    for normaliser in normalisers().rev() {
+        match at(epsilon, normaliser, rows_per_user, lambda, dims) {
+            Ok(plan) => lowest = Some((normaliser, plan)),
+            Err(error) => {
+                refusal = error;
+                break;
+            }
+        }
+    }
+    lowest.ok_or_else(|| format!("{refusal} (with {rows_per_user} rows per user)"))
+}
+
+/// The largest λ `"auto"` can choose ([`ridge::grid`]): its floor
+/// ([`releasable_from`]) is the lowest of any λ's, since a larger λ only
+/// lowers the solver's floor on λ, b's scale and the weights' range.
 const LARGEST_AUTO: f64 = 1e2;
 
 /// The plan at `normaliser` and `lambda`, if the certified solver can fit
@@ -80,6 +106,8 @@ struct PeopleObjective {
     /// The request's ε, and what is left of it after the count.
     requested: Epsilon,
     epsilon: Epsilon,
+    /// The smallest normaliser the fit uses ([`releasable_from`]).
+    floor: f64,
     rows_per_user: u32,
     choice: Choice,
     schema: Schema,
@@ -87,8 +115,8 @@ struct PeopleObjective {
 }
 
 /// Prices the release: the count's Laplace noise and the rest of ε; λ
-/// (fixed, or the largest `auto` may pick) must be releasable at every
-/// normaliser.
+/// (fixed, or the largest `auto` may pick) must be releasable from some
+/// normaliser on ([`releasable_from`]).
 pub fn plan(
     dataset: &DatasetRecord,
     bounds: &ContributionBounds,
@@ -108,24 +136,16 @@ pub fn plan(
         Choice::Fixed(lambda) => lambda,
         Choice::Auto => LARGEST_AUTO,
     };
-    let check = |normaliser: f64| {
-        at(epsilon, normaliser, rows_per_user, checked, dims).map_err(|error| {
-            invalid(format!(
-                "{error} (at a noisy count of {normaliser:.0} rows, with {rows_per_user} rows \
-                 per user)"
-            ))
-        })
-    };
-    // N̂ = 1 gives b its widest noise (ε′ = ε_p/2) and the dry run its figures.
-    let widest = check(1.0)?;
-    for normaliser in normalisers().skip(1) {
-        check(normaliser)?;
-    }
+    // At the floor b's noise is the widest it can be, and the dry run
+    // reports it.
+    let (floor, widest) =
+        releasable_from(epsilon, rows_per_user, checked, dims).map_err(invalid)?;
     Ok(Box::new(PeopleObjective {
         price: price(&count, &widest, epsilon, most_rows(dataset), choice),
         count,
         requested: knobs.epsilon,
         epsilon,
+        floor,
         rows_per_user,
         choice,
         schema: dataset.schema.clone(),
@@ -133,8 +153,8 @@ pub fn plan(
     }))
 }
 
-/// What a dry run reports before N̂ is known: b's noise at N̂ = 1, the
-/// widest it can be (ε′ ≥ ε_p/2).
+/// What a dry run reports before N̂ is known: b's noise at the floor, the
+/// widest it can be.
 fn price(
     count: &Mechanism,
     widest: &ObjectivePlan,
@@ -203,7 +223,7 @@ impl Planned for PeopleObjective {
         let design = model::design(&snapshot, self.fit_intercept).await?;
         let rows = design.y.len();
         let noisy_rows = noise(self.count.clone(), vec![rows as f64]).await?[0];
-        let normaliser = on_grid(noisy_rows);
+        let normaliser = on_grid(noisy_rows, self.floor);
         let m = self.rows_per_user;
         let lambda = match self.choice {
             Choice::Fixed(lambda) => lambda,
@@ -231,6 +251,9 @@ impl Planned for PeopleObjective {
             Some(&plan.params),
         );
         result.noisy_rows = Some(noisy_rows);
+        if let Some(details) = result.objective.as_mut() {
+            details.normaliser = Some(normaliser);
+        }
         Ok(api::ReleaseResult::Model(result))
     }
 }

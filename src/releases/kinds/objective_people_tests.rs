@@ -20,7 +20,7 @@ fn the_normalisers_are_sixteen_steps_a_doubling_from_one_to_the_largest_dataset(
 #[test]
 fn the_noisy_count_is_rounded_down_onto_the_grid() {
     for noisy in [1.0, 1.5, 1234.5, 1e6, 3e9] {
-        let normaliser = on_grid(noisy);
+        let normaliser = on_grid(noisy, 1.0);
         assert!(normaliser <= noisy, "{noisy}: {normaliser}");
         assert!(
             normaliser * 2f64.powf(1.0 / 16.0) > noisy,
@@ -28,10 +28,48 @@ fn the_noisy_count_is_rounded_down_onto_the_grid() {
         );
         assert!(normalisers().any(|step| step == normaliser));
     }
-    assert_eq!(on_grid(1024.0), 1024.0);
-    assert_eq!(on_grid(-40.0), 1.0);
-    assert_eq!(on_grid(f64::NAN), 1.0);
-    assert_eq!(on_grid(1e30), MAX_ROWS as f64);
+    assert_eq!(on_grid(1024.0, 1.0), 1024.0);
+    assert_eq!(on_grid(-40.0, 1.0), 1.0);
+    assert_eq!(on_grid(f64::NAN, 1.0), 1.0);
+    assert_eq!(on_grid(1e30, 1.0), MAX_ROWS as f64);
+    // Raised to the request's floor.
+    assert_eq!(on_grid(1024.0, 4096.0), 4096.0);
+    assert_eq!(on_grid(1e6, 4096.0), on_grid(1e6, 1.0));
+}
+
+#[test]
+fn a_small_noisy_count_is_raised_to_where_the_weights_can_be_noised() {
+    // m = 20 rows a person in 17 dimensions: at N̂ = 1, ‖b‖/N̂ reaches
+    // about 4,300 and the weights 86, too wide for a lattice fine enough
+    // for the output noise that covers γ; from the floor up every
+    // normaliser can be released.
+    let rest = epsilon(0.99);
+    let (floor, widest) = releasable_from(rest, 20, 1e2, 17).unwrap();
+    assert!(floor > 1.0, "{floor}");
+    assert!(
+        at(rest, 1.0, 20, 1e2, 17)
+            .unwrap_err()
+            .contains("too large to release")
+    );
+    let below = floor / 2f64.powf(1.0 / 16.0);
+    assert!(at(rest, below, 20, 1e2, 17).is_err(), "{below}");
+    assert!(
+        normalisers()
+            .filter(|&normaliser| normaliser >= floor)
+            .all(|normaliser| at(rest, normaliser, 20, 1e2, 17).is_ok())
+    );
+    assert_eq!(
+        widest.neighbours,
+        Neighbours::People {
+            normaliser: floor,
+            rows_per_user: 20
+        }
+    );
+    // With few enough rows a person the floor is N̂ = 1; a λ the solver
+    // cannot certify even at 2³⁶ has none.
+    assert_eq!(releasable_from(rest, 5, 0.1, 3).unwrap().0, 1.0);
+    let refused = releasable_from(rest, 5, 1e-11, 17).unwrap_err();
+    assert!(refused.contains("raise lambda"), "{refused}");
 }
 
 #[test]
