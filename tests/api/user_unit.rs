@@ -756,6 +756,22 @@ async fn refused_unspent<const N: usize>(
     assert_eq!(snapshot(app, dataset).await, before);
 }
 
+/// The model `kind` releases at ε = 1 on a new dataset of unit `user`
+/// without rows: a noisy count and finite weights.
+async fn on_no_rows(app: &TestApp, kind: &str) -> ModelResult {
+    let empty = app.dataset(people("empty", serde_json::json!({}))).await;
+    let analyst = app.analyst("ana", &[empty.id]);
+    let model = perturbed(
+        &analyst,
+        empty.id,
+        serde_json::json!({"kind": kind, "epsilon": 1.0}),
+    )
+    .await;
+    assert!(model.noisy_rows.is_some());
+    assert!(model.weights.iter().all(|weight| weight.is_finite()));
+    model
+}
+
 /// The output- or objective-perturbation model of `request` on `dataset`.
 async fn perturbed(
     analyst: &dpgate_client::Client,
@@ -842,16 +858,7 @@ async fn output_perturbation_under_unit_user_counts_first_and_sizes_its_noise_by
     .await;
     // On a dataset without rows (which is private under the unit) the
     // release is noise alone.
-    let empty = app.dataset(people("empty", serde_json::json!({}))).await;
-    let analyst = app.analyst("ana", &[empty.id]);
-    let nothing = perturbed(
-        &analyst,
-        empty.id,
-        serde_json::json!({"kind": "model/output-perturbation", "epsilon": 1.0}),
-    )
-    .await;
-    assert!(nothing.noisy_rows.is_some());
-    assert!(nothing.weights.iter().all(|weight| weight.is_finite()));
+    on_no_rows(&app, "model/output-perturbation").await;
     app.finish().await;
 }
 
@@ -947,16 +954,8 @@ async fn objective_perturbation_under_unit_user_counts_first_and_sizes_b_for_a_p
     )
     .await;
     // Without rows the release is −b/(N̂Λ) and its output noise.
-    let empty = app.dataset(people("empty", serde_json::json!({}))).await;
-    let analyst = app.analyst("ana", &[empty.id]);
-    let nothing = perturbed(
-        &analyst,
-        empty.id,
-        serde_json::json!({"kind": "model/objective-perturbation", "epsilon": 1.0}),
-    )
-    .await;
-    assert!(nothing.noisy_rows.is_some() && nothing.objective.is_some());
-    assert!(nothing.weights.iter().all(|weight| weight.is_finite()));
+    let nothing = on_no_rows(&app, "model/objective-perturbation").await;
+    assert!(nothing.objective.is_some());
     app.finish().await;
 }
 
