@@ -136,12 +136,17 @@ pub fn plan(
         Choice::Fixed(lambda) => lambda,
         Choice::Auto => LARGEST_AUTO,
     };
-    // At the floor b's noise is the widest it can be, and the dry run
-    // reports it.
-    let (floor, widest) =
+    let (floor, at_floor) =
         releasable_from(epsilon, rows_per_user, checked, dims).map_err(invalid)?;
     Ok(Box::new(PeopleObjective {
-        price: price(&count, &widest, epsilon, most_rows(dataset), choice),
+        price: price(
+            &count,
+            &at_floor,
+            epsilon,
+            rows_per_user,
+            most_rows(dataset),
+            choice,
+        ),
         count,
         requested: knobs.epsilon,
         epsilon,
@@ -153,18 +158,21 @@ pub fn plan(
     }))
 }
 
-/// What a dry run reports before N̂ is known: b's noise at the floor, the
-/// widest it can be.
+/// What a dry run reports before N̂ and λ are known: b's shift 2m and
+/// the largest scale b can have, 4m/ε_p (ε′ ≥ ε_p/2 at every N̂ and λ),
+/// on the output lattice at the floor.
 fn price(
     count: &Mechanism,
-    widest: &ObjectivePlan,
+    at_floor: &ObjectivePlan,
     rest: Epsilon,
+    rows_per_user: u32,
     n: u64,
     choice: Choice,
 ) -> Price {
-    let params = &widest.params;
-    let dims = widest.output.dims();
-    let shift = params.b_scale * params.epsilon_prime;
+    let params = &at_floor.params;
+    let shift = 2.0 * f64::from(rows_per_user);
+    let scale = 2.0 * shift / params.epsilon_objective;
+    let dims = at_floor.output.dims();
     Price {
         loss: Some(PrivacyLoss::Sequence {
             parts: vec![
@@ -175,11 +183,12 @@ fn price(
             ],
         }),
         sensitivity: shift,
-        sigma: ((dims + 1) as f64).sqrt() * params.b_scale,
+        // b's norm is Gamma(d, scale): each coordinate's std √(d + 1)·scale.
+        sigma: ((dims + 1) as f64).sqrt() * scale,
         noise: api::NoiseDetails {
             mechanism: "objective_perturbation".to_owned(),
-            scale: params.b_scale,
-            grid: widest.output.grid(),
+            scale,
+            grid: at_floor.output.grid(),
             accounted_sensitivity: shift,
             sigma_classic: None,
             lambda: match choice {
