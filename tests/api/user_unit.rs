@@ -893,7 +893,11 @@ async fn objective_perturbation_under_unit_user_counts_first_and_sizes_b_for_a_p
     let dry = made(&analyst, dataset.id, fixed.clone(), &dry_run()).await;
     assert_eq!(dry.sensitivity, 10.0);
     // b's largest scale, 4m/ε_p, with ε_p = 0.99·0.99 of ε.
-    assert!((dry.noise.scale - 20.0 / 0.9801).abs() < 1e-9, "{:?}", dry.noise);
+    assert!(
+        (dry.noise.scale - 20.0 / 0.9801).abs() < 1e-9,
+        "{:?}",
+        dry.noise
+    );
     assert_eq!(snapshot(&app, dataset.id).await, before);
     // 35 rows kept, counted with Laplace noise of scale m/(ε/100) = 500:
     // 21 scales make a false failure less likely than 10⁻⁹.
